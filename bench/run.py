@@ -1,0 +1,495 @@
+"""memory_plugin benchmarks: short-term write throughput, context latency on PostgreSQL, RAM per session.
+
+    python -m bench.run            # full sizes (about a minute)
+    python -m bench.run --quick    # shrunk sizes, a smoke run of a few seconds
+
+Prints markdown tables (rich). The Postgres part runs on its own embedded PostgreSQL in a temporary directory,
+removed at the end. See bench/README.md for what each number means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import math
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+from pydantic import SecretStr
+from rich.console import Console
+
+from memory_plugin import InMemoryStore, MemoryManager, MemorySettings, Message, SessionStore
+from memory_plugin.store import EmbeddedPostgres
+from memory_plugin.store.migrations import migrate
+from memory_plugin.text import normalize_key
+
+__all__ = [
+    "FULL",
+    "QUICK",
+    "BenchTable",
+    "Sizes",
+    "bench_add_message",
+    "bench_context",
+    "bench_session_memory",
+    "main",
+    "render",
+    "run_all",
+    "to_markdown",
+]
+
+ADD_MESSAGE_TARGET = 100_000.0
+"""add_message calls per second through MemoryManager."""
+CONTEXT_P95_TARGET_MS = 5.0
+"""get_memory_context p95 at the largest fact count."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How big each benchmark is."""
+
+    messages: int
+    """Messages written in the add_message benchmark."""
+    sessions: int
+    """Sessions those messages are spread across."""
+    repeats: int
+    """add_message runs per path (the median is reported)."""
+    fact_counts: tuple[int, ...]
+    """Facts of the measured user, one latency row each."""
+    other_rows: int
+    """Rows of other users in the same table."""
+    warmup_calls: int
+    """Untimed get_memory_context calls before timing."""
+    timed_calls: int
+    """Timed get_memory_context calls per row."""
+    live_sessions: int
+    """Live sessions in the RAM benchmark."""
+
+
+FULL = Sizes(
+    messages=200_000,
+    sessions=1_000,
+    repeats=3,
+    fact_counts=(1_000, 10_000),
+    other_rows=100_000,
+    warmup_calls=50,
+    timed_calls=600,
+    live_sessions=100_000,
+)
+QUICK = Sizes(
+    messages=20_000,
+    sessions=200,
+    repeats=1,
+    fact_counts=(100, 1_000),
+    other_rows=5_000,
+    warmup_calls=5,
+    timed_calls=50,
+    live_sessions=5_000,
+)
+
+
+@dataclass(slots=True)
+class BenchTable:
+    """One printed table: a title, column headers, rows of already formatted cells and notes below."""
+
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    code: list[str] = field(default_factory=list)
+    """Preformatted lines printed after the table (a query plan)."""
+
+    def row_labels(self) -> list[str]:
+        """The first cell of every row."""
+        return [row[0] for row in self.rows]
+
+
+def _verdict(ok: bool) -> str:
+    return "✅ met" if ok else "❌ missed"
+
+
+def _percentile(sorted_values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile of already sorted values."""
+    rank = max(1, math.ceil(pct / 100.0 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+# --- (a) add_message throughput -----------------------------------------------------------------------------------
+
+
+def _conversation(count: int) -> list[Message]:
+    """Pre-built messages (building pydantic models is the caller's cost, not the memory's)."""
+    texts = [
+        "Necesito un presupuesto para 50 soportes en aluminio 7075",
+        "Claro, ¿con qué acabado y tolerancias?",
+        "Anodizado negro, tolerancia ±0,05 mm",
+        "Perfecto, te lo preparo para mañana",
+    ]
+    return [Message(role="user" if i % 2 == 0 else "assistant", content=texts[i % 4]) for i in range(count)]
+
+
+async def _manager_add_rate(messages: list[Message], session_ids: list[str]) -> float:
+    async with MemoryManager.open(MemorySettings(), store=InMemoryStore()) as memory:
+        n_sessions = len(session_ids)
+        add = memory.add_message
+        start = time.perf_counter()
+        for i, message in enumerate(messages):
+            await add(session_ids[i % n_sessions], message)
+        elapsed = time.perf_counter() - start
+        assert memory.stats.messages_added == len(messages)
+    return elapsed
+
+
+def _raw_add_rate(messages: list[Message], session_ids: list[str]) -> float:
+    store = SessionStore()
+    n_sessions = len(session_ids)
+    add = store.add_message
+    start = time.perf_counter()
+    for i, message in enumerate(messages):
+        add(session_ids[i % n_sessions], message)
+    elapsed = time.perf_counter() - start
+    assert len(store) == n_sessions
+    return elapsed
+
+
+async def bench_add_message(sizes: Sizes) -> BenchTable:
+    """(a) Messages per second into short-term memory, through the manager and straight into the SessionStore."""
+    messages = _conversation(sizes.messages)
+    session_ids = [f"session-{i:05d}" for i in range(sizes.sessions)]
+    await _manager_add_rate(messages[: min(10_000, len(messages))], session_ids)  # warm-up
+    manager_times = [await _manager_add_rate(messages, session_ids) for _ in range(sizes.repeats)]
+    raw_times = [_raw_add_rate(messages, session_ids) for _ in range(sizes.repeats)]
+
+    table = BenchTable(
+        key="add_message",
+        title="(a) add_message throughput (InMemoryStore, pre-built Message objects)",
+        columns=["path", "messages", "sessions", "time (s)", "messages/s", "µs/message", "target", "result"],
+    )
+    for label, times, target in (
+        ("MemoryManager.add_message (awaited)", manager_times, ADD_MESSAGE_TARGET),
+        ("SessionStore.add_message (raw)", raw_times, None),
+    ):
+        elapsed = statistics.median(times)
+        rate = sizes.messages / elapsed
+        table.rows.append(
+            [
+                label,
+                f"{sizes.messages:,}",
+                f"{sizes.sessions:,}",
+                f"{elapsed:.3f}",
+                f"{rate:,.0f}",
+                f"{elapsed / sizes.messages * 1e6:.2f}",
+                f"≥ {target:,.0f}/s" if target else "—",
+                _verdict(rate >= target) if target else "—",
+            ]
+        )
+    table.notes.append(f"median of {sizes.repeats} run(s); one event loop, one thread; every call validated")
+    return table
+
+
+# --- (b) get_memory_context latency on PostgreSQL -------------------------------------------------------------------
+
+LOAD_FACTS_SQL = """
+insert into public.user_memory (user_id, kind, category, content, confidence, source, importance, relevance_count,
+                                content_hash, created_at, updated_at, last_reinforced_at)
+select %(user_id)s, 'fact', (array['preference', 'requirement', 'constraint', 'feedback'])[1 + i %% 4],
+       'Hecho ' || i || ': prefiere tolerancias de ' || (i %% 97) || ' micras en piezas de aluminio 7075',
+       0.6 + random() * 0.4, case when i %% 3 = 0 then 'explicit' else 'inferred' end, 1 + i %% 5, i %% 7,
+       md5(%(user_id)s::text || ':' || i), reinforced - random() * interval '30 days', reinforced, reinforced
+from (select i, now() - random() * interval '90 days' as reinforced from generate_series(1, %(n)s) as i) as s
+"""
+LOAD_EXTRAS_SQL = """
+insert into public.user_memory (user_id, kind, category, content, confidence, importance, relevance_count,
+                                content_hash, attributes, created_at, last_reinforced_at)
+select %(user_id)s, k.kind, k.category, k.kind || ' ' || i, 0.9, 3, i %% 4,
+       md5(%(user_id)s::text || ':' || k.kind || i), '{}'::jsonb,
+       now() - i * interval '1 day', now() - i * interval '1 hour'
+from (values ('preference', 'preferred_materials', 5), ('project', 'project', 20), ('pattern', 'pattern', 10))
+         as k(kind, category, n),
+     lateral generate_series(1, k.n) as i
+"""
+LOAD_OTHERS_SQL = """
+insert into public.user_memory (user_id, kind, category, content, confidence, importance, content_hash,
+                                created_at, last_reinforced_at)
+select md5('other-user:' || (i %% 1000))::uuid, k.kind, k.category, 'Dato ' || i || ' de otro usuario',
+       0.6 + random() * 0.4, 1 + i %% 5, md5('other:' || i), now() - random() * interval '90 days',
+       now() - random() * interval '90 days'
+from generate_series(1, %(n)s) as i,
+     lateral (select case when i %% 10 = 0 then 'project' when i %% 10 = 1 then 'pattern'
+                          when i %% 10 = 2 then 'preference' else 'fact' end as kind) as kk,
+     lateral (select kk.kind,
+                     case kk.kind when 'fact' then (array['preference', 'requirement', 'constraint',
+                                                          'feedback'])[1 + i %% 4]
+                                  when 'preference' then 'preferred_materials' else kk.kind end as category) as k
+"""
+CONTEXT_CALL_SQL = "select * from public.memory_context(%s, 12, 3, 3, 0.6, 0.3, 0.1, 30, now())"
+
+
+def _load_data(url: str, users: dict[int, UUID], other_rows: int) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(LOAD_OTHERS_SQL, {"n": other_rows})
+        for n, user_id in users.items():
+            conn.execute(LOAD_FACTS_SQL, {"user_id": user_id, "n": n})
+            conn.execute(LOAD_EXTRAS_SQL, {"user_id": user_id})
+        conn.execute("vacuum analyze public.user_memory")
+
+
+def _explain(url: str, user_id: UUID) -> tuple[dict[str, Any], list[str]]:
+    """EXPLAIN (ANALYZE, BUFFERS) of the call, and the plan of the function's body captured with auto_explain."""
+    nested: list[str] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(CONTEXT_CALL_SQL, (user_id,)).fetchall()  # warm the cache like the timed calls did
+        row = conn.execute(f"explain (analyze, buffers, format json) {CONTEXT_CALL_SQL}", (user_id,)).fetchone()
+        assert row is not None
+        plan = row[0]
+        summary: dict[str, Any] = (json.loads(plan) if isinstance(plan, str) else plan)[0]
+        try:
+            conn.execute("load 'auto_explain'")
+        except psycopg.Error:
+            return summary, nested
+        for setting in (
+            "auto_explain.log_min_duration = 0",
+            "auto_explain.log_analyze = on",
+            "auto_explain.log_buffers = on",
+            "auto_explain.log_timing = on",
+            "auto_explain.log_nested_statements = on",
+            "client_min_messages = log",
+        ):
+            conn.execute(f"set {setting}")
+        conn.add_notice_handler(lambda diag: nested.append(diag.message_primary or ""))
+        conn.execute(CONTEXT_CALL_SQL, (user_id,)).fetchall()
+    body = [text for text in nested if "memory_context(" not in text.split("Query Text:", 1)[-1][:80]]
+    return summary, (body[0] if body else (nested[0] if nested else "")).splitlines()
+
+
+def _plan_lines(lines: list[str], limit: int = 40, width: int = 150) -> list[str]:
+    """The plan of an auto_explain message without its query text, each line cut to `width` characters."""
+    start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith(("Append", "Result", "Limit"))), len(lines))
+    nodes = ("->", "Append", "Result", "Limit", "Sort Method", "Heap Blocks")
+    plan = [ln.rstrip() for ln in lines[start:] if ln.strip().startswith(nodes)]
+    return [ln if len(ln) <= width else ln[: width - 1] + "…" for ln in plan[:limit]]
+
+
+async def _time_context(memory: MemoryManager, user_id: UUID, warmup: int, calls: int) -> list[float]:
+    session_id = f"bench-{user_id}"
+    for text in ("Necesito 50 soportes en aluminio 7075", "¿Con qué acabado?", "Anodizado negro"):
+        await memory.add_message(session_id, Message(role="user", content=text))
+    await memory.update_session_entities(session_id, {"materials": ["aluminio 7075"], "quantity": "50"})
+    for _ in range(warmup):
+        await memory.get_memory_context(session_id, user_id)
+    timings: list[float] = []
+    clock = time.perf_counter_ns
+    for _ in range(calls):
+        start = clock()
+        ctx = await memory.get_memory_context(session_id, user_id)
+        timings.append((clock() - start) / 1e6)
+        assert ctx.long_term_available
+    return sorted(timings)
+
+
+async def bench_context(sizes: Sizes, database_url: str | None = None) -> list[BenchTable]:
+    """(b) get_memory_context latency with N facts for one user, among other users' rows, on PostgreSQL.
+
+    Without `database_url`, starts an embedded PostgreSQL in a temporary directory and removes it afterwards.
+    """
+    tmp: Path | None = None
+    server: EmbeddedPostgres | None = None
+    if database_url is None:
+        tmp = Path(tempfile.mkdtemp(prefix="memory-plugin-bench-"))
+        server = EmbeddedPostgres(tmp, database="memory_bench")
+        database_url = await asyncio.to_thread(server.start)
+    try:
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            await migrate(conn)
+        users = {n: uuid4() for n in sizes.fact_counts}
+        started = time.perf_counter()
+        await asyncio.to_thread(_load_data, database_url, users, sizes.other_rows)
+        load_seconds = time.perf_counter() - started
+
+        latency = BenchTable(
+            key="context",
+            title="(b) get_memory_context latency, embedded PostgreSQL (MemoryManager → PostgresStore, one round trip)",
+            columns=[
+                *("facts of the user", "other users' rows", "calls", "p50 ms", "p95 ms", "p99 ms", "mean ms"),
+                *("max ms", "target", "result"),
+            ],
+        )
+        largest = max(sizes.fact_counts)
+        settings = MemorySettings(
+            database_url=SecretStr(database_url), auto_migrate=False, pool_min_size=1, pool_max_size=2
+        )
+        async with MemoryManager.open(settings) as memory:
+            for n in sizes.fact_counts:
+                timings = await _time_context(memory, users[n], sizes.warmup_calls, sizes.timed_calls)
+                p95 = _percentile(timings, 95)
+                target = n == largest
+                latency.rows.append(
+                    [
+                        f"{n:,} facts",
+                        f"{sizes.other_rows:,}",
+                        f"{len(timings):,}",
+                        f"{_percentile(timings, 50):.2f}",
+                        f"{p95:.2f}",
+                        f"{_percentile(timings, 99):.2f}",
+                        f"{statistics.fmean(timings):.2f}",
+                        f"{timings[-1]:.2f}",
+                        f"p95 ≤ {CONTEXT_P95_TARGET_MS:g} ms" if target else "—",
+                        _verdict(p95 <= CONTEXT_P95_TARGET_MS) if target else "—",
+                    ]
+                )
+        latency.notes.append(
+            f"after {sizes.warmup_calls} warm-up calls; each call returns 12 ranked facts, 5 preferences, 3 projects,"
+            f" 3 patterns and the session's messages; data loaded in {load_seconds:.1f} s with INSERT … SELECT"
+            " generate_series"
+        )
+
+        summary, nested = await asyncio.to_thread(_explain, database_url, users[largest])
+        plan = summary["Plan"]
+        explain = BenchTable(
+            key="explain",
+            title=f"EXPLAIN (ANALYZE, BUFFERS) select * from public.memory_context(…) — {largest:,} facts",
+            columns=["measure", "value"],
+            rows=[
+                ["planning time", f"{summary.get('Planning Time', float('nan')):.3f} ms"],
+                ["execution time", f"{summary.get('Execution Time', float('nan')):.3f} ms"],
+                ["shared buffers hit", f"{plan.get('Shared Hit Blocks', 0):,}"],
+                ["shared buffers read", f"{plan.get('Shared Read Blocks', 0):,}"],
+                ["rows returned", f"{plan.get('Actual Rows', 0):,.0f}"],
+            ],
+        )
+        explain.code = _plan_lines(nested)
+        if explain.code:
+            explain.notes.append("plan of the function body (the four ranked selects), captured with auto_explain:")
+        return [latency, explain]
+    finally:
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- (c) RAM per live session -------------------------------------------------------------------------------------
+
+
+def _fill_sessions(n: int, *, unique_messages: bool) -> tuple[int, SessionStore]:
+    """Bytes traced after filling `n` sessions (2 messages, 2 entities, 1 intent each), and the store."""
+    shared = (Message(role="user", content="Hola"), Message(role="assistant", content="Hola, ¿en qué te ayudo?"))
+    normalize_key.cache_clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        store = SessionStore(max_sessions=n)
+        for i in range(n):
+            session_id = f"session-{i:07d}"
+            if unique_messages:
+                first = Message(role="user", content=f"Necesito {i} piezas")
+                second = Message(role="assistant", content=f"Presupuesto {i} enviado")
+            else:
+                first, second = shared
+            store.add_message(session_id, first)
+            store.add_message(session_id, second)
+            store.update_entities(session_id, {"materials": f"aluminio {i}", "quantity": str(i)})
+            store.add_intent(session_id, "budget_request")
+        normalize_key.cache_clear()  # the entity-key cache is bounded and global, not per session
+        gc.collect()
+        used = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert len(store) == n
+    return used, store
+
+
+def bench_session_memory(sizes: Sizes) -> BenchTable:
+    """(c) RAM per live session, measured with tracemalloc."""
+    n = sizes.live_sessions
+    total, store = _fill_sessions(n, unique_messages=True)
+    del store
+    state, store = _fill_sessions(n, unique_messages=False)
+    del store
+    messages = total - state
+    table = BenchTable(
+        key="memory",
+        title=f"(c) RAM per live session, {n:,} sessions (2 short messages, 2 entities, 1 intent each; tracemalloc)",
+        columns=["part", "bytes/session", f"total for {n:,} sessions"],
+    )
+    for label, value in (
+        ("session state (index entry, id, window, entities, intent)", state),
+        ("2 Message objects", messages),
+        ("total per live session", total),
+    ):
+        table.rows.append([label, f"{value / n:,.0f}", f"{value / 2**20:,.1f} MiB"])
+    table.notes.append("session state measured with 2 shared Message objects; messages = total − state")
+    return table
+
+
+# --- driver -----------------------------------------------------------------------------------------------------------
+
+
+async def run_all(sizes: Sizes, *, database_url: str | None = None) -> list[BenchTable]:
+    """Every benchmark, in order: (a), (b) with its EXPLAIN, (c)."""
+    tables = [await bench_add_message(sizes)]
+    tables.extend(await bench_context(sizes, database_url))
+    tables.append(await asyncio.to_thread(bench_session_memory, sizes))
+    return tables
+
+
+def to_markdown(table: BenchTable) -> str:
+    """The table as markdown: a heading, a pipe table with aligned columns, its notes and code block."""
+    widths = [max(len(cell) for cell in column) for column in zip(table.columns, *table.rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [cells[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))]
+        return "| " + " | ".join(padded) + " |"
+
+    separator = "|" + "|".join("-" * (w + 1) + (":" if i else "-") for i, w in enumerate(widths)) + "|"
+    out = [f"### {table.title}", "", line(table.columns), separator, *(line(row) for row in table.rows)]
+    for note in table.notes:
+        out += ["", f"_{note}_"]
+    if table.code:
+        out += ["", "```", *table.code, "```"]
+    return "\n".join(out)
+
+
+def render(tables: Sequence[BenchTable], console: Console) -> None:
+    """Print the tables as markdown."""
+    for table in tables:
+        console.print("\n" + to_markdown(table), markup=False, highlight=False, soft_wrap=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m bench.run [--quick]`."""
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run (< 30 s)")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    console = Console(width=240, soft_wrap=False)
+    console.print(
+        f"# memory_plugin benchmarks ({'quick' if args.quick else 'full'})\n\n"
+        f"Python {platform.python_version()} on {platform.system()} {platform.machine()},"
+        f" {platform.processor() or 'unknown CPU'}",
+        markup=False,
+        highlight=False,
+    )
+    started = time.perf_counter()
+    tables = asyncio.run(run_all(sizes))
+    render(tables, console)
+    console.print(f"\n_total {time.perf_counter() - started:.1f} s_", markup=False, highlight=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

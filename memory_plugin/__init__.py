@@ -1,0 +1,68 @@
+"""memory_plugin: conversational memory for pydantic-ai agents, persisted in Supabase/Postgres.
+
+    from memory_plugin import MemoryManager, MemorySettings
+
+    async with MemoryManager.open(MemorySettings()) as memory:
+        ctx = await memory.get_memory_context("session-1", user_id)
+"""
+
+from .capability import MemoryCapability, MemoryDeps
+from .errors import (
+    ExtractionError,
+    InvalidMemoryInputError,
+    MemoryPluginError,
+    StoreError,
+    StoreUnavailableError,
+)
+from .formatting import format_memory_for_agent
+from .manager import MemoryManager, MemoryStats
+from .models import (
+    FactCategory,
+    FactSource,
+    LongTermMemory,
+    MemorizedFact,
+    MemoryContext,
+    MemoryUpdate,
+    Message,
+    ProjectRecord,
+    RequestPattern,
+    ShortTermMemory,
+    UserPreferences,
+)
+from .session import SessionStore
+from .settings import MemorySettings
+from .store import InMemoryStore, LongTermStore, MemoryRecord, PostgresStore
+from .tools import memory_toolset
+
+__all__ = [
+    "ExtractionError",
+    "FactCategory",
+    "FactSource",
+    "InMemoryStore",
+    "InvalidMemoryInputError",
+    "LongTermMemory",
+    "LongTermStore",
+    "MemorizedFact",
+    "MemoryCapability",
+    "MemoryContext",
+    "MemoryDeps",
+    "MemoryManager",
+    "MemoryPluginError",
+    "MemoryRecord",
+    "MemorySettings",
+    "MemoryStats",
+    "MemoryUpdate",
+    "Message",
+    "PostgresStore",
+    "ProjectRecord",
+    "RequestPattern",
+    "SessionStore",
+    "ShortTermMemory",
+    "StoreError",
+    "StoreUnavailableError",
+    "UserPreferences",
+    "format_memory_for_agent",
+    "memory_toolset",
+]
+
+__version__ = "0.1.0"

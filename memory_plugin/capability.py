@@ -1,0 +1,132 @@
+"""`MemoryCapability`: the dependency hook that gives a pydantic-ai agent its memory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+from uuid import UUID
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import AgentDepsT, RunContext
+from pydantic_ai.toolsets import AbstractToolset
+
+from .errors import InvalidMemoryInputError, MemoryPluginError
+from .manager import LOG_PREFIX, MemoryManager
+from .models import Message
+
+__all__ = ["MemoryCapability", "MemoryDeps", "MemoryIdentity"]
+
+logger = logging.getLogger("memory_plugin")
+
+
+@runtime_checkable
+class MemoryIdentity(Protocol):
+    """What the capability reads from a run's deps: any object with these two attributes works."""
+
+    session_id: str
+    user_id: str | UUID | None
+
+
+@dataclass
+class MemoryDeps:
+    """Ready-made deps for an agent with memory. Subclass it to add your own dependencies."""
+
+    session_id: str
+    """The conversation (short-term memory is per session)."""
+    user_id: str | UUID | None = None
+    """The user (long-term memory is per user); None for an anonymous session."""
+
+
+def _identity(deps: object) -> MemoryIdentity:
+    if not isinstance(deps, MemoryIdentity):
+        raise InvalidMemoryInputError(
+            "MemoryCapability needs run deps with `session_id` and `user_id` attributes, "
+            f"e.g. agent.run(prompt, deps=MemoryDeps(session_id=..., user_id=...)); got {type(deps).__name__}"
+        )
+    return deps
+
+
+def _prompt_text(prompt: str | Sequence[Any] | None) -> str:
+    if prompt is None:
+        return ""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(part for part in prompt if isinstance(part, str))
+
+
+@dataclass
+class MemoryCapability(AbstractCapability[AgentDepsT]):
+    """Gives an agent conversational memory: what the user said before, in this session and past ones.
+
+    For each run it reads `session_id`/`user_id` from the run's deps, puts the fenced memory block in the
+    agent's instructions, and after the run records the user prompt and the final answer in short-term
+    memory; on the seed's cadence (every N messages) it then extracts and stores long-term facts.
+
+        Agent(model, deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
+    """
+
+    memory: MemoryManager
+    """The manager whose memory the agent uses."""
+    _: KW_ONLY
+    record_messages: bool = True
+    """Record the user prompt and the final text answer in the session after each run."""
+    extract_facts: bool = True
+    """After recording, extract and store long-term facts when the session reaches the extraction cadence."""
+    tools: bool = False
+    """Also give the model tools to search, add and delete the user's memories (`memory_toolset`)."""
+    id: str | None = "memory"
+    """One memory per agent by default; pass another id to combine two managers."""
+    _block: str = field(default="", init=False, repr=False)
+    """This run's rendered memory block."""
+
+    async def for_run(self, ctx: RunContext[AgentDepsT]) -> MemoryCapability[AgentDepsT]:
+        """Load the memory for this run's session and user into a per-run copy."""
+        identity = _identity(ctx.deps)
+        context = await self.memory.get_memory_context(
+            identity.session_id, identity.user_id, query=_prompt_text(ctx.prompt) or None
+        )
+        run = replace(self)
+        run._block = self.memory.format_memory_for_agent(context)
+        return run
+
+    def get_instructions(self) -> str | None:
+        """The memory block, placed in the instructions (None when nothing is remembered yet)."""
+        return self._block or None
+
+    def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
+        """The memory tools, when `tools=True`."""
+        if not self.tools:
+            return None
+        from .tools import memory_toolset
+
+        toolset: AbstractToolset[AgentDepsT] = memory_toolset(self.memory)  # type: ignore[assignment]
+        return toolset
+
+    async def after_run(self, ctx: RunContext[AgentDepsT], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        """Record the exchange in short-term memory and extract facts on the cadence."""
+        if not self.record_messages:
+            return result
+        identity = _identity(ctx.deps)
+        prompt = _prompt_text(ctx.prompt).strip()
+        seen = 0
+        if prompt:
+            seen = await self.memory.add_message(identity.session_id, Message(role="user", content=prompt))
+        if isinstance(result.output, str) and result.output.strip():
+            seen = await self.memory.add_message(
+                identity.session_id, Message(role="assistant", content=result.output)
+            )
+        if self.extract_facts and identity.user_id is not None and self.memory.should_extract(seen):
+            try:
+                await self.memory.remember_from_session(identity.session_id, identity.user_id)
+            except MemoryPluginError as exc:
+                # The answer is already produced; failing the run now would lose it. Report instead.
+                logger.warning("%s could not store facts after the run: %s", LOG_PREFIX, exc)
+        return result
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not spec-serializable: it holds a live `MemoryManager`."""
+        return None

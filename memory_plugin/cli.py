@@ -1,0 +1,348 @@
+"""`memory-plugin`: the command line (demo, chat, inspect, db-url).
+
+    memory-plugin demo                      # two sessions; session 1 shapes the answer in session 2
+    memory-plugin chat --user UUID          # talk to the budget agent
+    memory-plugin inspect --user UUID       # what is stored about a user
+    psql "$(memory-plugin db-url)"          # open the database
+
+Every command reads `MemorySettings` from `MEMORY_*` variables; `--data-dir DIR` means "the embedded
+database in DIR" instead. Errors print one line on stderr and exit non-zero, without a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+from collections.abc import Coroutine
+from datetime import UTC
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+from uuid import UUID, uuid4
+
+import psycopg
+import typer
+from pydantic import ValidationError
+from pydantic_ai.exceptions import AgentRunError
+from rich import box
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from agents.fact_extractor import build_fact_extractor
+from agents.models import resolve_agent_model
+from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
+
+from .errors import MemoryPluginError
+from .manager import MemoryManager
+from .settings import MemorySettings
+from .store import EmbeddedPostgres, MemoryRecord
+from .store.migrations import migrate
+
+__all__ = ["DEMO_USER_ID", "app"]
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="memory-plugin",
+    help="Conversational memory for pydantic-ai agents, persisted in Postgres/Supabase.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DEMO_USER_ID = UUID("5f0c7a1e-0000-4000-8000-00000000de70")
+"""The demo's customer. The demo deletes this user's memory first, so every run starts the same way."""
+
+DEMO_SESSION_1 = [
+    "Hola, necesito presupuesto para 50 piezas de fresado CNC con tolerancia ±0.05 mm.",
+    "Prefiero aluminio 7075 para los prototipos.",
+    "Necesitamos certificación ISO 9001 en todas las piezas.",
+    "No puedo superar 1500€ por pedido.",
+    "Perfecto, lo confirmo: adelante con el pedido para el viernes.",
+]
+DEMO_SESSION_2 = "Hola, necesito otras 30 piezas como las anteriores"
+
+_EXIT_WORDS = {"exit", "quit", "salir", ":q"}
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="Use the embedded PostgreSQL kept in this directory (instead of MEMORY_DATABASE_URL / MEMORY_DATA_DIR).",
+        file_okay=False,
+    ),
+]
+UserOption = Annotated[str, typer.Option("--user", help="The user's id (a UUID, as Supabase Auth user ids are).")]
+
+
+def _out() -> Console:
+    # Built per command (not at import) so that COLUMNS and output redirection in effect at call time apply.
+    return Console(highlight=False)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    _err().print(f"[bold red]error:[/] {escape(message)}")
+    return typer.Exit(code)
+
+
+def _settings(data_dir: Path | None) -> MemorySettings:
+    try:
+        if data_dir is not None:
+            return MemorySettings(data_dir=data_dir.expanduser().resolve(), database_url=None)
+        return MemorySettings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise _fail(f"invalid configuration ({where}): {first['msg']}") from None
+
+
+def _user(value: str) -> UUID:
+    try:
+        return UUID(value.strip())
+    except ValueError:
+        raise _fail(f"--user must be a UUID (e.g. {DEMO_USER_ID}), got {value!r}", code=2) from None
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine, turning expected failures into one-line errors."""
+    try:
+        return asyncio.run(coro)
+    except MemoryPluginError as exc:
+        raise _fail(str(exc)) from None
+    except (psycopg.Error, OSError, subprocess.SubprocessError) as exc:
+        raise _fail(f"the database could not be started or reached: {exc}") from None
+    except AgentRunError as exc:
+        raise _fail(f"the model failed: {exc}") from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the plugin's 🧠 [Memory] logs.")] = False,
+) -> None:
+    """Conversational memory for pydantic-ai agents: demo, chat, inspect and open the database."""
+    logger = logging.getLogger("memory_plugin")
+    saved = (logger.level, logger.propagate)
+    handler = RichHandler(console=_err(), show_path=False, show_time=False, markup=False)
+    logger.addHandler(handler)
+    # Quiet by default: the commands print the warnings that matter themselves (BudgetTurn.warnings).
+    logger.setLevel(logging.INFO if verbose else logging.ERROR)
+    logger.propagate = False
+
+    def restore() -> None:
+        # The CLI may run inside another program (tests, CliRunner): leave its logging as it was.
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+    ctx.call_on_close(restore)
+
+
+# --- demo --------------------------------------------------------------------------------------------------
+
+
+def _print_turn(console: Console, message: str, turn: BudgetTurn) -> None:
+    console.print(f"[bold cyan]👤 Cliente:[/] {escape(message)}")
+    console.print(f"[bold green]🤖 Arkcutt:[/] {escape(turn.reply)}")
+    cls = turn.classification
+    notes = [f"intent: {cls.intent}"]
+    notes += [f"{kind}: {', '.join(values)}" for kind, values in cls.entities.items()]
+    if turn.facts_stored:
+        notes.append(f"🧠 {len(turn.facts_stored)} hecho(s) guardado(s)")
+    if cls.request_complete:
+        notes.append("proyecto registrado")
+    console.print(f"[dim]   {escape(' · '.join(notes))}[/]")
+    for warning in turn.warnings:
+        console.print(f"[yellow]   ⚠ {escape(warning)}[/]")
+
+
+def _records_table(records: list[MemoryRecord], title: str, *, demo: bool = False) -> Table:
+    # SIMPLE_HEAD (no vertical rules) and two-line headers keep every column visible at 80 columns.
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("kind", style="magenta", max_width=10)
+    table.add_column("category", overflow="fold", max_width=12)
+    table.add_column("content", overflow="fold", ratio=1)
+    table.add_column("confi-\ndence", justify="right", max_width=6)
+    table.add_column("source", max_width=8)
+    if demo:
+        table.add_column("source\nmsgs", justify="right", max_width=6)  # provenance: messages it came from
+    else:
+        table.add_column("relevance\ncount", justify="right", max_width=9)
+        table.add_column("updated_at\n(UTC)", overflow="fold", max_width=16)
+    for r in records:
+        row = [r.kind, r.category, escape(r.content), f"{r.confidence:.2f}", r.source]
+        if demo:
+            row.append(str(len(r.source_message_ids)))
+        else:
+            row.append(str(r.relevance_count))
+            row.append(r.updated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M"))
+        table.add_row(*row)
+    return table
+
+
+async def _demo(settings: MemorySettings, console: Console) -> None:
+    user = DEMO_USER_ID
+    # The demo is offline by design (rule-based extraction, deterministic models), whatever is configured.
+    async with MemoryManager.open(settings, extractor=build_fact_extractor(None)) as memory:
+        for record in await memory.list_memory(user):
+            await memory.forget(user, record.id)
+        workflow = BudgetRequestWorkflow.build(memory, settings, offline=True)
+
+        console.rule("[bold]Sesión 1[/] · una solicitud de presupuesto")
+        for message in DEMO_SESSION_1:
+            turn = await workflow.handle(session_id="demo-session-1", user_id=user, message=message)
+            _print_turn(console, message, turn)
+
+        stored = [r for r in await memory.list_memory(user) if r.kind in ("fact", "preference")]
+        others = [r for r in await memory.list_memory(user) if r.kind not in ("fact", "preference")]
+        console.print()
+        console.print(_records_table(stored + others, "🧠 Lo que la memoria aprendió en la sesión 1", demo=True))
+
+        console.print()
+        console.rule("[bold]Sesión 2[/] · una semana después, otra conversación")
+        turn = await workflow.handle(session_id="demo-session-2", user_id=user, message=DEMO_SESSION_2)
+        console.print(
+            Panel(
+                escape(turn.memory_block or "(empty)"),
+                title="🧠 Memoria que recibió el modelo (sesión 2)",
+                title_align="left",
+                border_style="blue",
+            )
+        )
+        _print_turn(console, DEMO_SESSION_2, turn)
+
+        console.print()
+        url = memory.database_url
+        if url:
+            query = f"select kind, category, content, confidence from user_memory where user_id = '{user}'"
+            console.print("[bold]Inspect the table:[/]")
+            console.print(f'  psql "{escape(url)}" -c "{escape(query)}"', soft_wrap=True)
+            console.print(
+                "[dim]  (the embedded server stops with this process; `memory-plugin db-url` starts it again "
+                "and keeps it running)[/]",
+                soft_wrap=True,
+            )
+        console.print(f"  memory-plugin inspect --user {user}", soft_wrap=True)
+
+
+@app.command()
+def demo(data_dir: DataDirOption = None) -> None:
+    """A scripted two-session budget request: what the customer says in session 1 shapes session 2.
+
+    Runs offline (deterministic models, rule-based extraction) on the embedded database.
+    """
+    _run(_demo(_settings(data_dir), _out()))
+
+
+# --- chat -----------------------------------------------------------------------------------------------
+
+
+async def _chat(settings: MemorySettings, user: UUID, session: str, console: Console) -> None:
+    model = resolve_agent_model(settings)
+    async with MemoryManager.open(settings, extractor=build_fact_extractor(settings.extraction_model)) as memory:
+        workflow = BudgetRequestWorkflow.build(memory, settings)
+        console.print(
+            f"[dim]user {user} · session {escape(session)} · model {escape(model or 'offline')} · "
+            "exit with Ctrl-D, 'exit' or 'quit'[/]"
+        )
+        while True:
+            try:
+                message = console.input("[bold cyan]tú › [/]")
+            except EOFError:
+                console.print()
+                return
+            if message.strip().lower() in _EXIT_WORDS:
+                return
+            if not message.strip():
+                continue
+            try:
+                turn = await workflow.handle(session_id=session, user_id=user, message=message)
+            except AgentRunError as exc:
+                # One failed answer should not end the conversation.
+                console.print(f"[red]the model failed: {escape(str(exc))}[/]")
+                continue
+            except MemoryPluginError as exc:
+                console.print(f"[red]{escape(str(exc))}[/]")
+                continue
+            console.print(f"[bold green]arkcutt ›[/] {escape(turn.reply)}")
+            for warning in turn.warnings:
+                console.print(f"[yellow]⚠ {escape(warning)}[/]")
+
+
+@app.command()
+def chat(
+    user: UserOption,
+    session: Annotated[str | None, typer.Option("--session", help="Conversation id (default: a new one).")] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Talk to the budget agent with memory (a real model when MEMORY_AGENT_MODEL or OPENAI_API_KEY is set)."""
+    uid = _user(user)
+    _run(_chat(_settings(data_dir), uid, session or f"chat-{uuid4().hex[:8]}", _out()))
+
+
+# --- inspect ------------------------------------------------------------------------------------------------
+
+
+async def _inspect(settings: MemorySettings, user: UUID, limit: int) -> list[MemoryRecord]:
+    async with MemoryManager.open(settings, extractor=build_fact_extractor(None)) as memory:
+        return await memory.list_memory(user, limit=limit)
+
+
+@app.command("inspect")
+def inspect_memory(
+    user: UserOption,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Most recent items to show.")] = 100,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Print what is stored about a user: facts, preferences, projects and patterns."""
+    uid = _user(user)
+    records = _run(_inspect(_settings(data_dir), uid, limit))
+    table = _records_table(records, f"Memory of user {uid} ({len(records)} items)")
+    if not records:
+        table.caption = "Nothing is stored for this user yet."
+    _out().print(table)
+
+
+# --- db-url -----------------------------------------------------------------------------------------------
+
+
+async def _migrate(url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await migrate(conn)
+
+
+def _start_embedded(settings: MemorySettings) -> str:
+    url = EmbeddedPostgres(settings.data_dir, keep_running=True).start()
+    if settings.auto_migrate:
+        _run(_migrate(url))
+    return url
+
+
+@app.command("db-url")
+def db_url(data_dir: DataDirOption = None) -> None:
+    """Print the database URL, starting the embedded database (and leaving it running) if needed.
+
+    psql "$(memory-plugin db-url)"
+    """
+    settings = _settings(data_dir)
+    if settings.database_url is not None:
+        typer.echo(settings.database_url.get_secret_value())
+        return
+    try:
+        url = _start_embedded(settings)
+    except (psycopg.Error, OSError, subprocess.SubprocessError) as exc:
+        raise _fail(f"the embedded database could not be started: {exc}") from None
+    typer.echo(url)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,39 @@
+"""The plugin's exceptions: one small hierarchy users can catch.
+
+`MemoryError` is a Python built-in (out of RAM), so the base is `MemoryPluginError`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ExtractionError",
+    "InvalidMemoryInputError",
+    "MemoryPluginError",
+    "StoreError",
+    "StoreUnavailableError",
+]
+
+
+class MemoryPluginError(Exception):
+    """Base class of every error the plugin raises on purpose."""
+
+
+class InvalidMemoryInputError(MemoryPluginError, ValueError):
+    """The caller passed something the memory cannot store (empty text, NUL bytes, an unknown category, a
+    user id that is not a UUID, a message over the size limit...). Nothing was written."""
+
+
+class StoreError(MemoryPluginError):
+    """The long-term store failed to carry out an operation."""
+
+
+class StoreUnavailableError(StoreError):
+    """The long-term store cannot be reached (database down, network, pool exhausted)."""
+
+
+class ExtractionError(MemoryPluginError):
+    """Fact extraction failed: the model errored or its output could not be used at all.
+
+    Partial output is not an error: invalid items are dropped one by one and counted in
+    `MemoryManager.stats`.
+    """

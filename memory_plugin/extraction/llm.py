@@ -1,0 +1,218 @@
+"""`LLMExtractor`: fact extraction through a pydantic-ai `Agent` with structured output.
+
+The model returns an `ExtractionReport` whose items use loose types, so one bad item (an unknown category, a
+confidence of 1.7) does not make pydantic-ai reject and retry the whole answer. Each item is then validated into
+a `MemorizedFact` on its own; invalid items are dropped and counted in `ExtractionOutcome.rejected`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import get_args
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import AgentRunError
+from pydantic_ai.models import Model
+
+from ..errors import ExtractionError
+from ..models import FactCategory, FactSource, MemorizedFact, Message
+from ..privacy import redact_sensitive
+from .base import ExtractionOutcome
+
+__all__ = ["DEFAULT_EXTRACTION_INSTRUCTIONS", "CandidateFact", "ExtractionReport", "LLMExtractor"]
+
+MAX_FACT_CHARS = 500
+"""Longest fact content accepted from the model (the default `MemorySettings.max_fact_chars`)."""
+
+DEFAULT_EXTRACTION_INSTRUCTIONS = """\
+You extract long-term memory about a user from a conversation between the user and an assistant.
+
+Extract only facts that will still be true and useful in future conversations:
+- lasting preferences (materials, processes, finishes, suppliers, how they like to be answered);
+- technical requirements (tolerances, certifications, standards);
+- constraints (budget limits, deadlines, quantities they cannot exceed);
+- feedback on past work (late deliveries, quality problems, praise).
+
+Do NOT extract:
+- one-off details of this single conversation (the quantity or date of today's request, greetings);
+- low-confidence guesses: if the user did not say it and it does not clearly follow, leave it out;
+- contradictions the conversation has not resolved;
+- payment data (card numbers, bank accounts), passwords, API keys or other credentials;
+- sensitive personal data (ids, health, religion, politics, sexual orientation, home address).
+
+For each fact give:
+- content: one short third-person sentence in the user's language, e.g. "Prefiere aluminio 7075 para
+  prototipos" or "Requires ISO 9001 certification";
+- category: one of "preference", "requirement", "constraint", "feedback";
+- confidence: 0 to 1, how sure you are the fact is true and lasting;
+- source: "explicit" if the user said it, "inferred" if you concluded it;
+- importance: 1 (trivia) to 5 (must never be forgotten);
+- message_ids: the ids, shown in brackets before each message, of the messages the fact comes from.
+
+Do not repeat facts listed as already known. Return an empty list when there is nothing worth remembering.
+"""
+
+_CATEGORIES: frozenset[str] = frozenset(get_args(FactCategory))
+_SOURCES: frozenset[str] = frozenset(get_args(FactSource))
+
+
+class CandidateFact(BaseModel):
+    """One fact as the model proposes it. Types are deliberately loose: checked per item after the run."""
+
+    content: str
+    """The fact, one short third-person sentence."""
+    category: str
+    """Expected: preference, requirement, constraint or feedback."""
+    confidence: float
+    """Expected: 0 to 1."""
+    source: str = "explicit"
+    """Expected: explicit or inferred."""
+    importance: int = 3
+    """1 (trivia) to 5 (must never be forgotten); out-of-range values are clamped."""
+    message_ids: list[str] = Field(default_factory=list)
+    """Ids of the messages the fact comes from."""
+
+
+class ExtractionReport(BaseModel):
+    """The extraction agent's structured output."""
+
+    facts: list[CandidateFact] = Field(default_factory=list)
+    """Candidate facts; may be empty."""
+
+
+def _one_line(text: str) -> str:
+    # One message per line: a newline inside a message must not look like the start of another message.
+    return " ".join(text.split())
+
+
+def _render_prompt(messages: Sequence[Message], known_facts: Sequence[MemorizedFact]) -> str:
+    lines: list[str] = []
+    if known_facts:
+        lines.append("Already known facts (do not repeat them):")
+        lines.extend(f"- ({fact.category}) {_one_line(fact.content)}" for fact in known_facts)
+        lines.append("")
+    lines.append("Conversation:")
+    for message in messages:
+        # Card numbers, passwords and keys never leave for the model: it cannot extract what it does not see.
+        content = _one_line(redact_sensitive(message.content).text)
+        lines.append(f"[{message.id}] {message.role} ({message.timestamp.isoformat()}): {content}")
+    return "\n".join(lines)
+
+
+def _to_fact(
+    candidate: CandidateFact, by_id: dict[str, Message], fallback_ids: tuple[str, ...]
+) -> MemorizedFact | None:
+    """Validate one candidate; None when it cannot become a fact."""
+    content = candidate.content.strip()
+    if not content or len(content) > MAX_FACT_CHARS:
+        return None
+    category = candidate.category.strip().lower()
+    source = candidate.source.strip().lower()
+    if category not in _CATEGORIES or source not in _SOURCES:
+        return None
+    if not math.isfinite(candidate.confidence) or not 0.0 <= candidate.confidence <= 1.0:
+        return None
+    # Provenance must point at messages we sent; invented ids are dropped, and a fact with none left is
+    # attributed to the whole excerpt rather than lost.
+    ids = tuple(dict.fromkeys(i for i in candidate.message_ids if i in by_id)) or fallback_ids
+    timestamps: list[datetime] = [by_id[i].timestamp for i in ids if i in by_id]
+    try:
+        return MemorizedFact.model_validate(
+            {
+                "content": content,
+                "category": category,
+                "confidence": candidate.confidence,
+                "source": source,
+                # Importance is a ranking hint: clamp rather than lose an otherwise good fact.
+                "importance": min(max(candidate.importance, 1), 5),
+                "source_message_ids": ids,
+                # Learned when the last message it rests on was written.
+                **({"timestamp": max(timestamps)} if timestamps else {}),
+            }
+        )
+    except ValidationError:
+        return None  # e.g. NUL bytes in the content
+
+
+@dataclass
+class LLMExtractor:
+    """`FactExtractor` backed by a language model through a pydantic-ai `Agent` with structured output.
+
+    `LLMExtractor("openai:gpt-4o-mini")` or, in tests, `LLMExtractor(FunctionModel(...))`. The agent is built on
+    first use and reused. Model failures raise `ExtractionError`; invalid items are dropped one by one.
+    """
+
+    model: Model | str
+    """A pydantic-ai model, or a model name such as "openai:gpt-4o-mini"."""
+    instructions: str = DEFAULT_EXTRACTION_INSTRUCTIONS
+    """The extraction policy given to the model."""
+    retries: int = 1
+    """How many times pydantic-ai asks the model again when its output does not match `ExtractionReport`."""
+    _agent: Agent[None, ExtractionReport] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        """The model prefixed with "llm:", e.g. "llm:openai:gpt-4o-mini"."""
+        return f"llm:{self._model_label}"
+
+    @property
+    def _model_label(self) -> str:
+        return self.model if isinstance(self.model, str) else self.model.model_id
+
+    def _get_agent(self) -> Agent[None, ExtractionReport]:
+        if self._agent is None:
+            try:
+                self._agent = Agent(
+                    self.model,
+                    output_type=ExtractionReport,
+                    instructions=self.instructions,
+                    retries=self.retries,
+                    name="memory-fact-extractor",
+                )
+            # Resolving a model name can fail in many ways (unknown provider, missing API key, provider package
+            # not installed); all of them mean extraction cannot run, which callers handle as ExtractionError.
+            except Exception as exc:
+                raise ExtractionError(f"cannot set up extraction model {self._model_label!r}: {exc}") from exc
+        return self._agent
+
+    async def extract(
+        self, messages: Sequence[Message], *, known_facts: Sequence[MemorizedFact] = ()
+    ) -> ExtractionOutcome:
+        """Ask the model for facts in `messages`, then validate each proposed fact on its own.
+
+        An empty `messages` returns an empty outcome without calling the model. Raises `ExtractionError` when the
+        model fails (HTTP or connection error, or output that does not match the schema after the retries).
+        """
+        if not messages:
+            return ExtractionOutcome()
+        agent = self._get_agent()
+        prompt = _render_prompt(messages, known_facts)
+        try:
+            result = await agent.run(prompt)
+        except AgentRunError as exc:
+            # UnexpectedModelBehavior (unusable output after retries), ModelHTTPError, ModelAPIError, limits.
+            raise ExtractionError(f"fact extraction with {self.name} failed: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            # Provider SDKs raise their own transport errors (openai 3.x speaks httpx2, not httpx). Extraction
+            # runs after the answer is produced, so any failure is reported as ExtractionError, never allowed
+            # to lose the turn; the original exception stays chained for debugging.
+            raise ExtractionError(
+                f"fact extraction with {self.name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
+        by_id = {message.id: message for message in messages}
+        user_ids = tuple(message.id for message in messages if message.role == "user")
+        fallback_ids = user_ids or tuple(by_id)
+        facts: list[MemorizedFact] = []
+        rejected = 0
+        for candidate in result.output.facts:
+            fact = _to_fact(candidate, by_id, fallback_ids)
+            if fact is None:
+                rejected += 1
+            else:
+                facts.append(fact)
+        return ExtractionOutcome(facts=facts, rejected=rejected, model_calls=result.usage.requests)

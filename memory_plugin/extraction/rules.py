@@ -1,0 +1,320 @@
+"""`RuleBasedExtractor`: deterministic, offline fact extraction from explicit statements.
+
+It lets the plugin (and the demo) work with no API key. It recognises a small set of first-person statements
+in Spanish and English ("prefiero aluminio 7075", "we need a tolerance of ±0.01 mm", "I can't exceed $2,000",
+"la última entrega llegó tarde") and rewrites each as a short third-person fact in the message's language
+("Prefiere aluminio 7075", "Needs a tolerance of ±0.01 mm", "Cannot exceed $2,000",
+"Opinión: la última entrega llegó tarde"). Anything else is left to an LLM extractor: precision over recall,
+because a wrong long-term fact is worse than a missing one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from ..models import FactCategory, MemorizedFact, Message
+from ..text import normalize_key
+from .base import ExtractionOutcome
+
+__all__ = ["RuleBasedExtractor"]
+
+_EXPLICIT_CONFIDENCE = 0.9
+_ALWAYS_CONFIDENCE = 0.95
+_MIN_OBJECT_CHARS = 2
+_MAX_OBJECT_CHARS = 200
+
+# --- splitting -------------------------------------------------------------------------------------------------------
+# Sentences end at . ! ? ; … followed by whitespace, or at a line break. "." only ends a sentence before whitespace so
+# that "±0.05mm" and "1.000 €" stay whole.
+_SENTENCE_END = re.compile(r"(?<=[.!?;…])\s+|\n+")
+# A Spanish question is delimited by ¿...? and can sit inside a statement ("Prefiero 7075, ¿tenéis stock?"): cut it
+# out and keep the rest. An unclosed "¿" runs to the end of the sentence.
+_SPANISH_QUESTION = re.compile(r"¿[^?]*(?:\?|$)")
+# Clause boundaries: where a statement's object ends ("prefiero aluminio, sobre todo para prototipos" → "aluminio").
+# Commas only before whitespace, so "$2,000" and "±0,05" stay whole.
+_CLAUSE_BREAK = re.compile(
+    r",\s+|\s+[-–—]\s+|\s+\b(?:pero|porque|aunque|ya\s+que|sino|but|because|although|though|whereas)\b\s+",
+    re.IGNORECASE,
+)
+# "y"/"e"/"and" join two statements only when a full statement follows ("prefiero 7075 y necesito ISO 9001"); in
+# "prefiero aluminio y acero" the object keeps its "y". Optional adverbs/pronouns may sit between.
+_AND = re.compile(r"\s+(?:y|e|and)\s+(?:(?:también|además|also|yo|nosotros|nosotras)\s+)*", re.IGNORECASE)
+
+# --- what makes a match not a statement -----------------------------------------------------------------------
+# Text right before the trigger that negates it, makes it conditional, hypothetical or a question:
+# "no necesito", "si necesitamos", "tal vez prefiero", "if we need", "do I need", "maybe I prefer".
+_BLOCKING_LEAD_IN = re.compile(
+    r"(?:^|[^\w])(?:no|nunca|jam[aá]s|ni|si|cuando|quiz[aá]s?|tal\s+vez|a\s+lo\s+mejor|acaso|do|does|did|if|when"
+    r"|whenever|unless|maybe|perhaps|not|never|should|would|could|can|will|don't|doesn't|didn't|don’t)\s*$",
+    re.IGNORECASE,
+)
+# "siempre"/"always" anywhere in the lead-in or trigger marks a lasting habit: higher confidence.
+_ALWAYS = re.compile(r"\b(?:siempre|always)\b", re.IGNORECASE)
+# Objects that are a clause, a pronoun or a pointer into this conversation, not a thing: "prefiero que me llaméis",
+# "I need you to...", "prefiero eso", "prefiero ese aluminio" (which would mean nothing in a later conversation).
+_NOT_AN_OBJECT = re.compile(
+    r"^(?:que|lo\s+que|you|your|it|that|this|those|these|them|what|eso|esto|ese|esa|este|esta|aquello|lo\s+mismo"
+    r"|the\s+same)\b",
+    re.IGNORECASE,
+)
+# Needs that are requests of this conversation, not lasting requirements: "necesito un presupuesto", "I need a quote",
+# "necesito 50 piezas", "I need to check", "we need help".
+_ONE_OFF_NEED = re.compile(
+    r"^(?:(?:un|una|el|la|a|an|the|your|vuestro|vuestra|su)\s+)?(?:presupuesto|cotizaci[oó]n|oferta|precio|factura"
+    r"|quote|quotation|price|estimate|invoice)\b"
+    r"|^(?:to|saber|ayuda|help|hablar|some\s+help|m[aá]s\s+informaci[oó]n|more\s+info(?:rmation)?)\b"
+    r"|^\d[\d.,]*\s*(?:piezas|unidades|uds?|pcs|pieces|units|parts|copias|copies)\b",
+    re.IGNORECASE,
+)
+# Politeness at the end of a clause is not part of the object: "necesito ISO 9001 por favor".
+_TRAILING_FILLER = re.compile(r"(?:\s+(?:por\s+favor|please|gracias|thanks|thank\s+you))+\s*$", re.IGNORECASE)
+# A copula left between a trigger and its object: "lo que prefiero es 7075", "my maximum budget is: 1500 EUR".
+_LEADING_COPULA = re.compile(r"^(?:es|son|is|are)\b\s*", re.IGNORECASE)
+_TRIM = " \t.,;:!¡…\"'“”«»"
+# Feedback is about past work: the subject must point back in time ("la última entrega", "the previous batch").
+_PAST_MARKER = re.compile(r"\b(?:[uú]ltim[oa]s?|anterior(?:es)?|pasad[oa]s?|last|previous|latest|recent|past)\b", re.I)
+# ...and the rest must judge it ("llegó tarde", "had burrs"); "el pedido anterior fue de 50 piezas" is not feedback.
+_EVALUATIVE = re.compile(
+    r"\b(?:tarde|retras|con\s+retraso|a\s+tiempo|puntual|bien|mal|genial|perfect|excelente|estupend|buen|mal[oa]"
+    r"|p[ée]sim|impecable|defectuos|da[ñn]ad|rot[oa]s?\b|rayad|rebaba|fuera\s+de|incorrect|incomplet|car[oa]s?\b"
+    r"|barat|r[aá]pid|lent|problema|defecto|fallo|error|calidad|satisfech|content|decepcion|desastre|mejor|peor"
+    r"|late|delay|on\s+time|early|well|badly|bad|good|great|excellent|poor|terrible|awful|flawless|defective"
+    r"|damaged|broken|scratch|burr|out\s+of\s+tolerance|wrong|incomplete|expensive|cheap|fast|quick|slow|problem"
+    r"|defect|issue|quality|disappoint|better|worse|perfect)",
+    re.IGNORECASE,
+)
+_CERTIFICATION = re.compile(r"certifica|certified|certificate", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One statement shape: a trigger regex and how to rewrite what follows it."""
+
+    trigger: re.Pattern[str]
+    category: FactCategory
+    template: str
+    """Canonical third-person content; `{}` is the captured object."""
+    certification_template: str | None = None
+    """Used instead of `template` when the object is a certification: "necesitamos certificación ISO 9001" and
+    "requerimos certificación ISO 9001" become the same fact, "Requiere certificación ISO 9001"."""
+    one_off_check: bool = False
+    """Reject objects that are requests of this conversation (quotes, quantities), not lasting needs."""
+    feedback: bool = False
+    """Feedback keeps the whole clause ("Opinión: la última entrega llegó tarde") instead of object only."""
+
+
+def _t(pattern: str) -> re.Pattern[str]:
+    """A trigger: whole words only ("prefer" must not match "preferred"), plus the spaces after it."""
+    return re.compile(r"\b" + pattern + r"\b\s*", re.IGNORECASE)
+
+
+# English statements start with the subject, optionally followed by an adverb: "we really need", "I also prefer".
+_EN_SUBJECT = (
+    r"\b(?:I|we)\s+(?:(?:always|usually|generally|really|also|definitely|still|normally|typically|mostly)\s+)?"
+)
+_FEEDBACK_SUBJECT_ES = r"\b(?:la|el|las|los|vuestr[oa]s?|su|sus|tu|tus)\s+(?:[\w-]+\s+){0,4}?"
+_FEEDBACK_SUBJECT_EN = r"\b(?:the|your|our)\s+(?:[\w-]+\s+){0,4}?"
+
+# Checked in this order at the same position; the earliest match in a statement wins.
+_RULES: tuple[_Rule, ...] = (
+    # --- Spanish ---
+    _Rule(
+        _t(r"(?:siempre\s+(?:trabajo|trabajamos)|(?:trabajo|trabajamos)\s+siempre)\s+con"),
+        "preference",
+        "Siempre trabaja con {}",
+    ),
+    _Rule(
+        _t(
+            r"(?:siempre\s+(?:uso|usamos|utilizo|utilizamos|empleo|empleamos)|(?:uso|usamos|utilizo|utilizamos)"
+            r"\s+siempre)"
+        ),
+        "preference",
+        "Siempre usa {}",
+    ),
+    _Rule(_t(r"(?:prefiero|preferimos)"), "preference", "Prefiere {}"),
+    _Rule(_t(r"(?:mi|nuestr[oa])\s+\w+\s+(?:preferid[oa]|favorit[oa])\s+(?:es|son)"), "preference", "Prefiere {}"),
+    _Rule(_t(r"(?:necesito|necesitamos)"), "requirement", "Necesita {}", "Requiere {}", one_off_check=True),
+    _Rule(_t(r"(?:requiero|requerimos|exijo|exigimos)"), "requirement", "Requiere {}", one_off_check=True),
+    _Rule(
+        _t(
+            r"no\s+(?:puedo|podemos)\s+(?:superar|exceder|sobrepasar|rebasar|pasar(?:me|nos)?\s+de"
+            r"|gastar\s+m[aá]s\s+de)"
+        ),
+        "constraint",
+        "No puede superar {}",
+    ),
+    _Rule(
+        _t(
+            r"(?:mi|nuestro|el)\s+presupuesto\s+(?:m[aá]ximo\s+(?:es|son)|(?:es|est[aá])\s+(?:limitado|restringido)"
+            r"\s+a|no\s+(?:puede\s+)?(?:superar?|exceder?|pasar?\s+de)|tiene\s+un\s+(?:tope|l[ií]mite)\s+de"
+            r"|es\s+como\s+m[aá]ximo|es\s+de\s+(?:como\s+)?m[aá]ximo)(?:\s+de)?"
+        ),
+        "constraint",
+        "No puede superar {}",
+    ),
+    _Rule(
+        re.compile(
+            _FEEDBACK_SUBJECT_ES + r"(?:lleg[oó]|llegaron|vino|vinieron|fue|fueron|estuvo|estuvieron|sali[oó]"
+            r"|salieron|ten[ií]a|ten[ií]an|tuvo|tuvieron|estaba|estaban|era|eran|qued[oó]|quedaron)\b\s*",
+            re.IGNORECASE,
+        ),
+        "feedback",
+        "Opinión: {}",
+        feedback=True,
+    ),
+    # --- English ---
+    _Rule(_t(r"(?:I|we)\s+always\s+work\s+with"), "preference", "Always works with {}"),
+    _Rule(_t(r"(?:I|we)\s+always\s+(?:use|go\s+with|order)"), "preference", "Always uses {}"),
+    _Rule(_t(_EN_SUBJECT + r"prefer"), "preference", "Prefers {}"),
+    _Rule(_t(r"(?:my|our)\s+(?:preferred|favou?rite)\s+\w+\s+(?:is|are)"), "preference", "Prefers {}"),
+    _Rule(_t(_EN_SUBJECT + r"need"), "requirement", "Needs {}", "Requires {}", one_off_check=True),
+    _Rule(_t(_EN_SUBJECT + r"require"), "requirement", "Requires {}", one_off_check=True),
+    _Rule(
+        _t(
+            r"(?:I|we)\s+(?:can't|can’t|cannot|can\s+not|(?:am|are)\s+not\s+able\s+to)\s+(?:exceed"
+            r"|go\s+(?:over|above|beyond)|spend\s+more\s+than|pay\s+more\s+than)"
+        ),
+        "constraint",
+        "Cannot exceed {}",
+    ),
+    _Rule(
+        _t(
+            r"(?:my|our|the)\s+(?:(?:maximum|max|total)\s+)?budget\s+(?:is\s+(?:limited|capped|restricted)"
+            r"\s+(?:to|at)|(?:can't|can’t|cannot)\s+(?:exceed|go\s+over)|is\s+(?:at\s+most|a\s+maximum\s+of"
+            r"|no\s+more\s+than))"
+        ),
+        "constraint",
+        "Cannot exceed {}",
+    ),
+    _Rule(_t(r"(?:my|our|the)\s+(?:maximum|max)\s+budget\s+is"), "constraint", "Cannot exceed {}"),
+    _Rule(
+        re.compile(_FEEDBACK_SUBJECT_EN + r"(?:arrived|was|were|came|had|looked|turned\s+out|showed\s+up)\b\s*", re.I),
+        "feedback",
+        "Feedback: {}",
+        feedback=True,
+    ),
+)
+
+
+def _statements(text: str) -> Iterator[str]:
+    """Split a message into candidate statements: sentences, minus questions, cut into clauses, cut at "y"/"and"
+    only where a full statement follows."""
+    for sentence in _SENTENCE_END.split(text):
+        sentence = _SPANISH_QUESTION.sub(" ", sentence).strip()
+        # An English question has no opening mark: a "?" left here means the sentence asks, not states.
+        if not sentence or "?" in sentence:
+            continue
+        for clause in _CLAUSE_BREAK.split(sentence):
+            yield from _split_on_and(clause)
+
+
+def _split_on_and(clause: str) -> Iterator[str]:
+    start = 0
+    for joint in _AND.finditer(clause):
+        if any(rule.trigger.match(clause, joint.end()) for rule in _RULES):
+            yield clause[start : joint.start()]
+            start = joint.end()
+    yield clause[start:]
+
+
+def _clean_object(raw: str) -> str:
+    obj = _LEADING_COPULA.sub("", raw.strip(_TRIM))
+    obj = _TRAILING_FILLER.sub("", obj)
+    return obj.strip(_TRIM)
+
+
+def _first_match(statement: str) -> tuple[_Rule, re.Match[str]] | None:
+    best: tuple[_Rule, re.Match[str]] | None = None
+    for rule in _RULES:
+        match = rule.trigger.search(statement)
+        if match and (best is None or match.start() < best[1].start()):
+            best = (rule, match)
+    return best
+
+
+def _parse_statement(statement: str) -> tuple[str, FactCategory, float] | None:
+    """Canonical content, category and confidence of one statement, or None if it is not one we recognise."""
+    found = _first_match(statement)
+    if found is None:
+        return None
+    rule, match = found
+    lead_in = statement[: match.start()]
+    if _BLOCKING_LEAD_IN.search(lead_in):
+        return None
+    obj = _clean_object(statement[match.end() :])
+    if not _MIN_OBJECT_CHARS <= len(obj) <= _MAX_OBJECT_CHARS:
+        return None
+    if rule.feedback:
+        if not _PAST_MARKER.search(match.group(0)) or not _EVALUATIVE.search(obj):
+            return None
+        # The subject always starts with an article or possessive: lower-case it inside the sentence.
+        clause = match.group(0) + obj
+        content = rule.template.format(clause[0].lower() + clause[1:])
+    else:
+        if _NOT_AN_OBJECT.match(obj) or (rule.one_off_check and _ONE_OFF_NEED.match(obj)):
+            return None
+        template = rule.template
+        if rule.certification_template and _CERTIFICATION.search(obj):
+            template = rule.certification_template
+        content = template.format(obj)
+    always = _ALWAYS.search(lead_in + match.group(0))
+    return content, rule.category, _ALWAYS_CONFIDENCE if always else _EXPLICIT_CONFIDENCE
+
+
+@dataclass
+class RuleBasedExtractor:
+    """Offline `FactExtractor` for explicit first-person statements in Spanish and English.
+
+    Only the user's messages are read. Each recognised statement becomes a `MemorizedFact` with source
+    "explicit", confidence 0.9 (0.95 with "siempre"/"always"), importance 4 for requirements and constraints
+    (3 otherwise), and the message's id and timestamp as provenance. Questions, negated and conditional
+    statements, and one-off requests ("necesito un presupuesto") are not facts.
+    """
+
+    @property
+    def name(self) -> str:
+        """Always "rules"."""
+        return "rules"
+
+    async def extract(
+        self, messages: Sequence[Message], *, known_facts: Sequence[MemorizedFact] = ()
+    ) -> ExtractionOutcome:
+        """Facts stated in the user's `messages`, skipping those already in `known_facts`.
+
+        The same fact stated in several messages is returned once, with every message id as provenance.
+        """
+        known = {normalize_key(fact.content) for fact in known_facts}
+        found: dict[str, MemorizedFact] = {}
+        for message in messages:
+            if message.role != "user":
+                continue
+            for statement in _statements(message.content):
+                parsed = _parse_statement(statement)
+                if parsed is None:
+                    continue
+                content, category, confidence = parsed
+                key = normalize_key(content)
+                if key in known:
+                    continue
+                previous = found.get(key)
+                if previous is not None:
+                    if message.id not in previous.source_message_ids:
+                        found[key] = previous.model_copy(
+                            update={
+                                "source_message_ids": (*previous.source_message_ids, message.id),
+                                "confidence": max(previous.confidence, confidence),
+                            }
+                        )
+                    continue
+                found[key] = MemorizedFact(
+                    content=content,
+                    category=category,
+                    confidence=confidence,
+                    source="explicit",
+                    importance=4 if category in ("requirement", "constraint") else 3,
+                    source_message_ids=(message.id,),
+                    timestamp=message.timestamp,
+                )
+        return ExtractionOutcome(facts=list(found.values()), rejected=0, model_calls=0)

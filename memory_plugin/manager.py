@@ -1,0 +1,433 @@
+"""`MemoryManager`: the one object an application talks to.
+
+It composes the short-term `SessionStore` (RAM), a `LongTermStore` (Postgres by default), a
+`FactExtractor` and the prompt formatting, and owns their lifecycle:
+
+    async with MemoryManager.open(settings) as memory:
+        ctx = await memory.get_memory_context(session_id, user_id)
+        prompt_block = memory.format_memory_for_agent(ctx)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from .errors import ExtractionError, InvalidMemoryInputError, StoreError
+from .extraction import FactExtractor, default_extractor
+from .formatting import MemoryFormat, format_memory_for_agent
+from .models import MemorizedFact, MemoryContext, MemoryUpdate, Message, ShortTermMemory
+from .privacy import redact_sensitive
+from .ranking import RankingWeights
+from .session import Clock, SessionStore
+from .settings import MemorySettings
+from .store import ContextQuery, EmbeddedPostgres, LongTermStore, MemoryRecord, PostgresStore
+from .store.migrations import migrate
+from .store.records import items_from_update, long_term_from_records
+
+__all__ = ["MemoryManager", "MemoryStats"]
+
+logger = logging.getLogger("memory_plugin")
+LOG_PREFIX = "🧠 [Memory]"
+
+_MAX_SESSION_ID_CHARS = 256
+_MAX_ENTITY_CHARS = 200
+
+
+@dataclass(slots=True)
+class MemoryStats:
+    """Counters since the manager opened: what a status page or a test can read."""
+
+    messages_added: int = 0
+    """Messages recorded in short-term memory."""
+    facts_written: int = 0
+    """Fact rows inserted or reinforced."""
+    facts_rejected: int = 0
+    """Candidate facts dropped: invalid extractor items, below the confidence threshold, too long."""
+    facts_redacted: int = 0
+    """Facts stored with sensitive data removed."""
+    facts_dropped_sensitive: int = 0
+    """Facts not stored because nothing was left once sensitive data was removed."""
+    extraction_calls: int = 0
+    """Extractions run."""
+    extraction_model_calls: int = 0
+    """Model requests made by extractions."""
+    extraction_failures: int = 0
+    """Extractions that failed (model error, unusable output)."""
+    store_failures: int = 0
+    """Long-term reads that failed and fell back to short-term memory only."""
+
+
+def _parse_user_id(user_id: str | UUID) -> UUID:
+    if isinstance(user_id, UUID):
+        return user_id
+    try:
+        return UUID(str(user_id))
+    except ValueError:
+        raise InvalidMemoryInputError(
+            f"user_id must be a UUID (as Supabase Auth user ids are), got {user_id!r}"
+        ) from None
+
+
+def _check_session_id(session_id: str) -> str:
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise InvalidMemoryInputError("session_id must be a non-empty string")
+    if "\x00" in session_id or len(session_id) > _MAX_SESSION_ID_CHARS:
+        raise InvalidMemoryInputError(f"session_id must have no NUL and at most {_MAX_SESSION_ID_CHARS} characters")
+    return session_id
+
+
+def _check_text(value: str, what: str, limit: int) -> str:
+    if "\x00" in value:
+        raise InvalidMemoryInputError(f"{what} must not contain NUL (\\x00) characters")
+    if len(value) > limit:
+        raise InvalidMemoryInputError(f"{what} is {len(value):,} characters; the limit is {limit:,}")
+    return value
+
+
+class MemoryManager:
+    """Short-term sessions and long-term user memory for agents.
+
+    Build with `MemoryManager.open(settings)` (an async context manager) or `await MemoryManager.create(...)`
+    plus `await memory.close()`. Every method that touches memory is awaited; `format_memory_for_agent` is
+    pure.
+    """
+
+    def __init__(
+        self,
+        settings: MemorySettings,
+        store: LongTermStore,
+        *,
+        extractor: FactExtractor | None = None,
+        clock: Clock | None = None,
+        database_url: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.extractor = extractor or default_extractor(settings.extraction_model)
+        self.sessions = SessionStore(
+            max_messages=settings.max_messages_per_session,
+            ttl_seconds=settings.session_ttl_seconds,
+            max_sessions=settings.max_sessions,
+            clock=clock or time.monotonic,
+        )
+        self.stats = MemoryStats()
+        self._database_url = database_url
+        self._weights = RankingWeights.from_settings(settings)
+        self._format = MemoryFormat(
+            recent_messages=settings.recent_messages_in_prompt, message_chars=settings.message_chars_in_prompt
+        )
+        self._sweeper: asyncio.Task[None] | None = None
+        self._last_store_warning = 0.0
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+    @classmethod
+    async def create(
+        cls,
+        settings: MemorySettings | None = None,
+        *,
+        store: LongTermStore | None = None,
+        extractor: FactExtractor | None = None,
+        clock: Clock | None = None,
+    ) -> MemoryManager:
+        """Connect (starting the embedded Postgres when no `database_url` is set), migrate, and return a
+        ready manager. Pass `store=InMemoryStore()` for a database-free manager (tests)."""
+        settings = settings or MemorySettings()
+        database_url: str | None = None
+        if store is None:
+            if settings.database_url is not None:
+                database_url = settings.database_url.get_secret_value()
+            else:
+                embedded = EmbeddedPostgres(settings.data_dir)
+                database_url = await asyncio.to_thread(embedded.start)
+                logger.info("%s embedded PostgreSQL ready at %s", LOG_PREFIX, database_url)
+            store = await PostgresStore.connect(
+                database_url,
+                min_size=settings.pool_min_size,
+                max_size=settings.pool_max_size,
+                timeout=settings.connect_timeout_seconds,
+            )
+            if settings.auto_migrate:
+                async with store.pool.connection() as conn:
+                    await migrate(conn)  # type: ignore[arg-type]
+        manager = cls(settings, store, extractor=extractor, clock=clock, database_url=database_url)
+        manager._start_sweeper()
+        return manager
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        settings: MemorySettings | None = None,
+        *,
+        store: LongTermStore | None = None,
+        extractor: FactExtractor | None = None,
+        clock: Clock | None = None,
+    ) -> AsyncIterator[MemoryManager]:
+        """`async with MemoryManager.open(settings) as memory:` — see `create`; closes on exit."""
+        manager = await cls.create(settings, store=store, extractor=extractor, clock=clock)
+        try:
+            yield manager
+        finally:
+            await manager.close()
+
+    async def close(self) -> None:
+        """Stop background work and close the store's connections. The embedded server, if any, keeps
+        running until the process exits (other managers in the process may share it)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+        await self.store.close()
+
+    def _start_sweeper(self) -> None:
+        async def sweep() -> None:
+            while True:
+                await asyncio.sleep(self.settings.session_sweep_interval_seconds)
+                expired = self.sessions.expire()
+                if expired:
+                    logger.debug("%s released %d expired sessions", LOG_PREFIX, expired)
+
+        self._sweeper = asyncio.get_running_loop().create_task(sweep(), name="memory_plugin-session-sweeper")
+
+    @property
+    def database_url(self) -> str | None:
+        """The Postgres in use (open it with `psql`), or None for a non-Postgres store."""
+        return self._database_url
+
+    # --- short-term memory ---------------------------------------------------------------------------------
+    async def add_message(self, session_id: str, message: Message) -> int:
+        """Record a message in the session's short-term memory (the last N are kept).
+
+        Returns the number of messages the session has seen, which `should_extract` uses.
+        """
+        _check_session_id(session_id)
+        if not isinstance(message, Message):
+            raise InvalidMemoryInputError(f"message must be a Message, got {type(message).__name__}")
+        _check_text(message.content, "message content", self.settings.max_message_chars)
+        self.stats.messages_added += 1
+        return self.sessions.add_message(session_id, message)
+
+    async def update_session_entities(self, session_id: str, entities: Mapping[str, str | Iterable[str]]) -> None:
+        """Merge extracted entities into the session, without duplicates (case- and accent-insensitive)."""
+        _check_session_id(session_id)
+        clean: dict[str, list[str]] = {}
+        for kind, values in entities.items():
+            if not isinstance(kind, str):
+                raise InvalidMemoryInputError(f"entity kinds must be strings, got {kind!r}")
+            items = [values] if isinstance(values, str) else list(values)
+            for value in items:
+                if not isinstance(value, str):
+                    raise InvalidMemoryInputError(f"entity values must be strings, got {value!r} for {kind!r}")
+                _check_text(value, f"entity {kind!r}", _MAX_ENTITY_CHARS)
+            clean[_check_text(kind, "entity kind", _MAX_ENTITY_CHARS)] = items
+        self.sessions.update_entities(session_id, clean)
+
+    async def update_session_intents(self, session_id: str, intent: str) -> None:
+        """Record an intent detected in the session."""
+        _check_session_id(session_id)
+        if not isinstance(intent, str) or not intent.strip():
+            raise InvalidMemoryInputError("intent must be a non-empty string")
+        self.sessions.add_intent(session_id, _check_text(intent, "intent", _MAX_ENTITY_CHARS))
+
+    async def get_short_term(self, session_id: str) -> ShortTermMemory:
+        """The session's messages, entities and intents (empty when unknown or expired)."""
+        return self.sessions.snapshot(_check_session_id(session_id))
+
+    def should_extract(self, messages_seen: int) -> bool:
+        """The seed's cadence: extract after every `extract_every_n_messages` messages of a session."""
+        return messages_seen > 0 and messages_seen % self.settings.extract_every_n_messages == 0
+
+    # --- context -----------------------------------------------------------------------------------------------
+    async def get_memory_context(
+        self, session_id: str, user_id: str | UUID | None = None, *, query: str | None = None
+    ) -> MemoryContext:
+        """The session's short-term state plus the user's most relevant long-term memory.
+
+        If the long-term store fails, the context holds short-term memory only, `long_term_available` is
+        False (the formatted block says so) and the failure is logged and counted, not raised.
+        `query` (the current message) is accepted for query-aware ranking; the current ranking is
+        importance, confidence and recency.
+        """
+        _check_session_id(session_id)
+        uid = _parse_user_id(user_id) if user_id is not None else None
+        short = self.sessions.snapshot(session_id)
+        if uid is None:
+            return MemoryContext(session_id=session_id, short_term=short)
+        try:
+            records = await self.store.context(uid, self._context_query())
+        except StoreError as exc:
+            self._report_store_failure("reading the context", exc)
+            return MemoryContext(session_id=session_id, user_id=uid, short_term=short, long_term_available=False)
+        long = long_term_from_records(records)
+        logger.debug(
+            "%s context for %s: %d messages, %d facts", LOG_PREFIX, session_id, len(short.messages), len(long.facts)
+        )
+        return MemoryContext(session_id=session_id, user_id=uid, short_term=short, long_term=long)
+
+    def _context_query(self) -> ContextQuery:
+        s = self.settings
+        return ContextQuery(
+            max_facts=s.max_facts_in_context,
+            max_projects=s.max_projects_in_context,
+            max_patterns=s.max_patterns_in_context,
+            weights=self._weights,
+        )
+
+    def _report_store_failure(self, doing: str, exc: Exception) -> None:
+        self.stats.store_failures += 1
+        # One warning per minute at most: a database outage must not flood the logs once per call.
+        now = time.monotonic()
+        if now - self._last_store_warning >= 60.0:
+            self._last_store_warning = now
+            logger.warning("%s long-term store failed while %s: %s", LOG_PREFIX, doing, exc)
+
+    def format_memory_for_agent(self, context: MemoryContext) -> str:
+        """The compact, fenced memory block for an agent's instructions ("" when nothing is known). Pure."""
+        return format_memory_for_agent(context, self._format)
+
+    # --- long-term memory ---------------------------------------------------------------------------------
+    async def update_memory(self, update: MemoryUpdate) -> list[MemorizedFact]:
+        """Persist facts, preferences, a project and patterns for a user, in one round trip.
+
+        Every fact is checked first (length, confidence threshold) and stripped of sensitive data; if any
+        fact is invalid nothing is written. Repeats of stored facts reinforce them. Returns the stored
+        facts as they are now in the store.
+        """
+        if not isinstance(update, MemoryUpdate):
+            raise InvalidMemoryInputError(f"update must be a MemoryUpdate, got {type(update).__name__}")
+        if update.session_id is not None:
+            _check_session_id(update.session_id)
+        facts = [self._admit_fact(f, update.user_id) for f in update.new_facts]
+        kept = [f for f in facts if f is not None]
+        items = items_from_update(kept, update.preferences, update.project, update.patterns, update.session_id)
+        if not items:
+            return []
+        records = await self.store.upsert(update.user_id, items, reinforcement_step=self.settings.reinforcement_step)
+        stored = [r.to_fact() for r in records if r.kind == "fact"]
+        self.stats.facts_written += len(stored)
+        if stored:
+            logger.info("%s stored %d facts for user %s", LOG_PREFIX, len(stored), update.user_id)
+        return stored
+
+    def _admit_fact(self, fact: MemorizedFact, user_id: UUID) -> MemorizedFact | None:
+        """Validate and clean one fact for storage; None when it must not be stored (below threshold or
+        nothing left once sensitive data is removed). Raises on invalid input."""
+        if not isinstance(fact, MemorizedFact):
+            raise InvalidMemoryInputError(f"new_facts must hold MemorizedFact objects, got {type(fact).__name__}")
+        _check_text(fact.content, "fact content", self.settings.max_fact_chars)
+        if fact.user_id is not None and fact.user_id != user_id:
+            raise InvalidMemoryInputError(f"fact {fact.id} belongs to user {fact.user_id}, not {user_id}")
+        if fact.confidence < self.settings.min_fact_confidence:
+            self.stats.facts_rejected += 1
+            logger.debug("%s not storing low-confidence fact (%.2f): %s", LOG_PREFIX, fact.confidence, fact.content)
+            return None
+        redaction = redact_sensitive(fact.content)
+        content = redaction.text
+        if redaction.kinds:
+            remaining = content
+            for kind in redaction.kinds:
+                remaining = remaining.replace(f"[redacted {kind}]", "")
+            if len(remaining.strip(" .,;:-")) < 3:
+                self.stats.facts_dropped_sensitive += 1
+                logger.info("%s dropped a fact made only of sensitive data (%s)", LOG_PREFIX, ", ".join(redaction.kinds))
+                return None
+            self.stats.facts_redacted += 1
+            logger.info("%s redacted %s from a fact before storing it", LOG_PREFIX, ", ".join(redaction.kinds))
+        return fact.model_copy(update={"content": content, "user_id": user_id})
+
+    async def extract_facts_from_conversation(
+        self, messages: Sequence[Message], user_id: str | UUID
+    ) -> list[MemorizedFact]:
+        """Extract candidate long-term facts from `messages` with the configured extractor.
+
+        Returns facts that pass the storage policy (confidence threshold, length), owned by `user_id`;
+        it does not store them (pass them to `update_memory`). Invalid items from the model are dropped
+        one by one and counted in `stats.facts_rejected`. Raises `ExtractionError` when the model fails.
+        """
+        uid = _parse_user_id(user_id)
+        if not messages:
+            return []
+        self.stats.extraction_calls += 1
+        try:
+            outcome = await self.extractor.extract(list(messages))
+        except ExtractionError:
+            self.stats.extraction_failures += 1
+            raise
+        self.stats.extraction_model_calls += outcome.model_calls
+        self.stats.facts_rejected += outcome.rejected
+        accepted: list[MemorizedFact] = []
+        for fact in outcome.facts:
+            too_long = len(fact.content) > self.settings.max_fact_chars
+            if too_long or fact.confidence < self.settings.min_fact_confidence:
+                self.stats.facts_rejected += 1
+                continue
+            accepted.append(fact.model_copy(update={"user_id": uid}))
+        logger.info(
+            "%s extracted %d facts (%d rejected) with %s",
+            LOG_PREFIX,
+            len(accepted),
+            outcome.rejected + len(outcome.facts) - len(accepted),
+            self.extractor.name,
+        )
+        return accepted
+
+    async def remember_from_session(self, session_id: str, user_id: str | UUID) -> list[MemorizedFact]:
+        """Extract facts from the session's recent messages and store them: the seed's step 7.
+
+        Extraction failures are reported (logged, counted) and return []; they never lose the session.
+        """
+        uid = _parse_user_id(user_id)
+        short = self.sessions.snapshot(_check_session_id(session_id))
+        try:
+            facts = await self.extract_facts_from_conversation(short.messages, uid)
+        except ExtractionError as exc:
+            logger.warning("%s extraction failed for session %s: %s", LOG_PREFIX, session_id, exc)
+            return []
+        if not facts:
+            return []
+        return await self.update_memory(MemoryUpdate(user_id=uid, session_id=session_id, new_facts=facts))
+
+    # --- inspection and user control ----------------------------------------------------------------------------
+    async def list_memory(self, user_id: str | UUID, *, limit: int = 1000) -> list[MemoryRecord]:
+        """Every stored item of the user, newest first (for `memory-plugin inspect` and exports)."""
+        return await self.store.list_records(_parse_user_id(user_id), limit=limit)
+
+    async def search_text(self, user_id: str | UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
+        """Stored items whose content contains `text` (case-insensitive)."""
+        if not text.strip():
+            raise InvalidMemoryInputError("search text must not be empty")
+        _check_text(text, "search text", _MAX_ENTITY_CHARS)
+        return await self.store.search_text(_parse_user_id(user_id), text, limit=limit)
+
+    async def forget(self, user_id: str | UUID, item_id: str | UUID) -> bool:
+        """Delete one stored item of the user; returns whether it existed."""
+        return await self.store.delete(_parse_user_id(user_id), _parse_item_id(item_id))
+
+    def describe(self) -> dict[str, Any]:
+        """Backend, extractor and counters, for logs and status pages."""
+        return {
+            "backend": self.store.backend_name,
+            "database_url": self._database_url,
+            "extractor": self.extractor.name,
+            "live_sessions": len(self.sessions),
+            "stats": {name: getattr(self.stats, name) for name in MemoryStats.__slots__},
+        }
+
+
+def _parse_item_id(item_id: str | UUID) -> UUID:
+    if isinstance(item_id, UUID):
+        return item_id
+    try:
+        return UUID(str(item_id))
+    except ValueError:
+        raise InvalidMemoryInputError(f"memory item ids are UUIDs, got {item_id!r}") from None
+

@@ -1,0 +1,215 @@
+"""The plugin's data: messages, facts, preferences, projects, patterns and the context handed to agents.
+
+Shapes follow the seed design (`MemorizedFact`, `UserPreferences`, `MemoryContext`, `MemoryUpdate`), in
+pydantic so that bad input fails at the boundary with a clear message and nothing partial is stored.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+from uuid import UUID, uuid4
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+__all__ = [
+    "FactCategory",
+    "FactSource",
+    "LongTermMemory",
+    "MemorizedFact",
+    "MemoryContext",
+    "MemoryUpdate",
+    "Message",
+    "ProjectRecord",
+    "RequestPattern",
+    "Role",
+    "ShortTermMemory",
+    "UserPreferences",
+]
+
+Role = Literal["user", "assistant", "system"]
+FactCategory = Literal["preference", "requirement", "constraint", "feedback"]
+"""Seed 004's categories: what the user likes, needs, cannot exceed, and thinks of past work."""
+FactSource = Literal["explicit", "inferred"]
+"""`explicit`: the user said it; `inferred`: the extractor concluded it."""
+CommunicationStyle = Literal["technical", "simple"]
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware (UTC)."""
+    return datetime.now(UTC)
+
+
+def _clean_text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text must not contain NUL (\\x00) characters")
+    stripped = value.strip()
+    if not stripped:
+        raise ValueError("text must not be empty or only whitespace")
+    return stripped
+
+
+CleanText = Annotated[str, AfterValidator(_clean_text)]
+"""Non-empty text without NUL bytes (Postgres `text` cannot hold NUL), stripped of outer whitespace."""
+
+
+class Message(BaseModel):
+    """One turn of a conversation, kept in short-term memory."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    """Who wrote it."""
+    content: CleanText
+    """What was said."""
+    timestamp: datetime = Field(default_factory=utc_now)
+    """When it was said; relative dates in it are resolved against this."""
+    id: str = Field(default_factory=lambda: uuid4().hex)
+    """Stable id, recorded as provenance on the facts extracted from this message."""
+
+
+class MemorizedFact(BaseModel):
+    """A long-term fact about a user, as in seed 004, plus its owner and provenance.
+
+    `MemorizedFact(content="Prefiere aluminio 7075", category="preference", confidence=0.9, source="explicit")`
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    content: CleanText
+    """The fact, as one short sentence."""
+    category: FactCategory
+    """What kind of fact it is."""
+    confidence: float = Field(ge=0.0, le=1.0)
+    """How sure we are that it is true and lasting (0–1)."""
+    source: FactSource
+    """Stated by the user or inferred."""
+    id: UUID = Field(default_factory=uuid4)
+    """Row id in `user_memory`."""
+    timestamp: datetime = Field(default_factory=utc_now)
+    """When the fact was first learned."""
+    relevance_count: int = Field(default=0, ge=0)
+    """How many times the fact was stated again after it was first stored (each repeat reinforces it)."""
+    user_id: UUID | None = None
+    """Owner. Set by the manager on write from `MemoryUpdate.user_id`."""
+    source_message_ids: tuple[str, ...] = ()
+    """Ids of the messages the fact was extracted from."""
+    importance: int = Field(default=3, ge=1, le=5)
+    """1 (trivia) to 5 (must never be forgotten); seed 000's ranking weight."""
+    last_reinforced_at: datetime | None = None
+    """When the fact was last stated again (None: never repeated)."""
+
+
+class UserPreferences(BaseModel):
+    """Seed 004's structured preferences. Stored as one `user_memory` row per value."""
+
+    preferred_materials: list[CleanText] = Field(default_factory=list)
+    """Materials the user asks for, most recent first (e.g. "aluminio 7075")."""
+    typical_quantities: CleanText | None = None
+    """"prototipos", "producción media", "producción alta" or a free description."""
+    communication_style: CommunicationStyle | None = None
+    """How the user wants answers: technical detail or plain language."""
+    industry: CleanText | None = None
+    """The user's sector (e.g. "aeroespacial")."""
+    location: CleanText | None = None
+    """Where the user is (city, region, country)."""
+
+    def is_empty(self) -> bool:
+        """True when no preference is known."""
+        return not self.preferred_materials and all(
+            v is None for v in (self.typical_quantities, self.communication_style, self.industry, self.location)
+        )
+
+
+class ProjectRecord(BaseModel):
+    """One entry of the user's project history (a budget request, an order)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    description: CleanText
+    """What was asked for, in one line: "50 soportes en aluminio 7075, anodizado"."""
+    materials: tuple[CleanText, ...] = ()
+    """Materials involved."""
+    quantity: CleanText | None = None
+    """Quantity as the user put it."""
+    status: CleanText = "requested"
+    """Where it stands: requested, quoted, ordered, delivered..."""
+    id: UUID = Field(default_factory=uuid4)
+    """Row id in `user_memory`."""
+    timestamp: datetime = Field(default_factory=utc_now)
+    """When it was recorded."""
+    session_id: str | None = None
+    """The session it came from."""
+
+
+class RequestPattern(BaseModel):
+    """A kind of request the user makes repeatedly ("pide presupuestos de fresado CNC")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    description: CleanText
+    """The pattern in one line."""
+    occurrences: int = Field(default=1, ge=1)
+    """How many times it was observed."""
+    last_seen: datetime = Field(default_factory=utc_now)
+    """When it was last observed."""
+
+
+class ShortTermMemory(BaseModel):
+    """The session's state, held in RAM."""
+
+    messages: list[Message] = Field(default_factory=list)
+    """Last messages, oldest first."""
+    entities: dict[str, list[str]] = Field(default_factory=dict)
+    """Extracted entities by kind (materials, services, quantity...), de-duplicated."""
+    intents: list[str] = Field(default_factory=list)
+    """Intents detected in the session, in first-seen order."""
+
+
+class LongTermMemory(BaseModel):
+    """The user's persisted memory that is relevant now."""
+
+    facts: list[MemorizedFact] = Field(default_factory=list)
+    """Most relevant facts, best first."""
+    preferences: UserPreferences = Field(default_factory=UserPreferences)
+    """Known preferences."""
+    projects: list[ProjectRecord] = Field(default_factory=list)
+    """Recent projects, newest first."""
+    patterns: list[RequestPattern] = Field(default_factory=list)
+    """Frequent request patterns, most frequent first."""
+
+    def is_empty(self) -> bool:
+        """True when nothing is known about the user."""
+        return not (self.facts or self.projects or self.patterns) and self.preferences.is_empty()
+
+
+class MemoryContext(BaseModel):
+    """Everything the memory knows that matters for the next answer: `get_memory_context`'s result."""
+
+    session_id: str
+    """The session this context is for."""
+    user_id: UUID | None = None
+    """The user, if known (anonymous sessions have short-term memory only)."""
+    short_term: ShortTermMemory = Field(default_factory=ShortTermMemory)
+    """This session's state."""
+    long_term: LongTermMemory = Field(default_factory=LongTermMemory)
+    """The user's persisted memory."""
+    long_term_available: bool = True
+    """False when the long-term store could not be read; the context then holds short-term memory only."""
+
+
+class MemoryUpdate(BaseModel):
+    """What to persist for a user after (part of) a conversation: `update_memory`'s argument."""
+
+    user_id: UUID
+    """Owner of everything in this update."""
+    session_id: str | None = None
+    """The session it came from (recorded on every row)."""
+    new_facts: list[MemorizedFact] = Field(default_factory=list)
+    """Facts to add; repeats of stored facts reinforce them instead of adding rows."""
+    preferences: UserPreferences | None = None
+    """Preferences to merge into the stored ones (list values are added, single values replaced)."""
+    project: ProjectRecord | None = None
+    """A project to append to the history."""
+    patterns: list[CleanText] = Field(default_factory=list)
+    """Request patterns observed; each observation increments the pattern's count."""

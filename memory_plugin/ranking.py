@@ -1,0 +1,51 @@
+"""How long-term facts are ranked for the context: seed 000's score.
+
+    score = w_importance * importance/5 + w_confidence * confidence + w_recency * recency
+    recency = max(0, 1 - age_since_last_reinforcement / recency_window)
+
+The Postgres store computes the same expression in SQL (`public.memory_context` in
+`supabase/migrations/`), so ranking costs one round trip; the in-memory store calls `fact_score` here.
+A later issue makes the ranking query-aware.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .settings import MemorySettings
+
+__all__ = ["RankingWeights", "fact_score"]
+
+
+@dataclass(frozen=True, slots=True)
+class RankingWeights:
+    """The weights of the fact score (see the module docstring)."""
+
+    importance: float = 0.6
+    """Weight of importance (1–5, scaled to 0–1)."""
+    confidence: float = 0.3
+    """Weight of confidence (0–1)."""
+    recency: float = 0.1
+    """Weight of recency (0–1)."""
+    recency_window_days: float = 30.0
+    """Age at which the recency term reaches 0."""
+
+    @classmethod
+    def from_settings(cls, settings: MemorySettings) -> RankingWeights:
+        """The weights configured in `settings`."""
+        return cls(
+            importance=settings.weight_importance,
+            confidence=settings.weight_confidence,
+            recency=settings.weight_recency,
+            recency_window_days=settings.recency_window_days,
+        )
+
+
+def fact_score(
+    *, importance: int, confidence: float, last_reinforced_at: datetime, now: datetime, weights: RankingWeights
+) -> float:
+    """The ranking score of one fact at time `now`."""
+    age_seconds = (now - last_reinforced_at).total_seconds()
+    recency = max(0.0, 1.0 - age_seconds / (weights.recency_window_days * 86400.0))
+    return weights.importance * importance / 5.0 + weights.confidence * confidence + weights.recency * recency

@@ -1,0 +1,5 @@
+"""Short-term memory: the in-RAM session store."""
+
+from .store import Clock, SessionStore
+
+__all__ = ["Clock", "SessionStore"]

@@ -1,0 +1,114 @@
+"""Configuration: every knob of the plugin, read from `MEMORY_*` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["MemorySettings"]
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("memory-plugin", appauthor=False))
+
+
+class MemorySettings(BaseSettings):
+    """Settings for [`MemoryManager`][memory_plugin.MemoryManager].
+
+    Every field can be set from the environment with the `MEMORY_` prefix, for example
+    `MEMORY_DATABASE_URL=postgresql://...` or `MEMORY_SESSION_TTL_SECONDS=600`, or passed directly:
+    `MemorySettings(database_url=..., max_facts_in_context=8)`.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MEMORY_", env_file=None, extra="ignore", frozen=True)
+
+    # --- storage ---------------------------------------------------------------------------------
+    database_url: SecretStr | None = None
+    """Postgres to use (for example a Supabase project's connection string). When unset, the manager starts
+    an embedded PostgreSQL under `data_dir` and migrates it itself."""
+
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    """Where the embedded PostgreSQL keeps its files (and, later, the outage journal)."""
+
+    auto_migrate: bool = True
+    """Apply `supabase/migrations/` on open. Already-applied versions are skipped, using the same
+    `supabase_migrations.schema_migrations` table as the Supabase CLI, so both can be mixed."""
+
+    pool_min_size: int = Field(default=1, ge=0)
+    """Connections the pool keeps open."""
+
+    pool_max_size: int = Field(default=10, ge=1)
+    """Upper bound on concurrent connections to Postgres."""
+
+    connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    """How long to wait for a connection before raising `StoreUnavailableError`."""
+
+    # --- short-term memory -------------------------------------------------------------------------
+    max_messages_per_session: int = Field(default=20, ge=1)
+    """Messages kept per session (the seed's `MAX_MESSAGES`); older ones fall off."""
+
+    session_ttl_seconds: float = Field(default=3600.0, gt=0)
+    """A session untouched for this long is forgotten (the seed's 1 hour of inactivity)."""
+
+    max_sessions: int = Field(default=100_000, ge=1)
+    """Live sessions kept in RAM; beyond this the least recently active session is evicted."""
+
+    max_message_chars: int = Field(default=20_000, ge=1)
+    """Longest message accepted; longer input raises `InvalidMemoryInputError` instead of being truncated."""
+
+    # --- long-term memory ----------------------------------------------------------------------------
+    max_fact_chars: int = Field(default=500, ge=10)
+    """Longest fact content accepted. Facts are short statements; long text belongs in messages."""
+
+    max_facts_in_context: int = Field(default=12, ge=0)
+    """Facts placed in the context per call (seed 000's top K)."""
+
+    max_projects_in_context: int = Field(default=3, ge=0)
+    """Most recent projects placed in the context."""
+
+    max_patterns_in_context: int = Field(default=3, ge=0)
+    """Most frequent request patterns placed in the context."""
+
+    min_fact_confidence: float = Field(default=0.6, ge=0, le=1)
+    """Facts below this confidence are never stored (the seed: no low-confidence facts)."""
+
+    reinforcement_step: float = Field(default=0.1, ge=0, le=1)
+    """Confidence added when a stored fact is stated again (bounded by 1.0)."""
+
+    weight_importance: float = 0.6
+    """Ranking weight of importance (1–5, scaled to 0–1); seed 000's score."""
+
+    weight_confidence: float = 0.3
+    """Ranking weight of confidence."""
+
+    weight_recency: float = 0.1
+    """Ranking weight of recency (1.0 when just reinforced, falling linearly to 0 over `recency_window_days`)."""
+
+    recency_window_days: float = Field(default=30.0, gt=0)
+    """Age at which a fact's recency boost reaches zero."""
+
+    # --- extraction ------------------------------------------------------------------------------------
+    extraction_model: str | None = None
+    """pydantic-ai model name for fact extraction, e.g. `openai:gpt-4o-mini`. Unset: the offline rule-based
+    extractor (Spanish and English explicit statements)."""
+
+    agent_model: str | None = None
+    """pydantic-ai model for the demo agents (classifier, budget agent). Unset: deterministic offline models."""
+
+    extract_every_n_messages: int = Field(default=4, ge=1)
+    """Run extraction after this many new messages in a session (the seed: every 4 messages)."""
+
+    # --- prompt formatting --------------------------------------------------------------------------------
+    recent_messages_in_prompt: int = Field(default=6, ge=0)
+    """How many of the session's last messages the memory block repeats for the agent."""
+
+    message_chars_in_prompt: int = Field(default=280, ge=20)
+    """Each repeated message is cut to this many characters in the memory block."""
+
+    # --- background housekeeping ----------------------------------------------------------------------------
+    session_sweep_interval_seconds: float = Field(default=60.0, gt=0)
+    """How often the manager's background task releases expired sessions' RAM. Expired sessions are never
+    visible even between sweeps: every access expires what is due first."""

@@ -1,0 +1,75 @@
+"""The long-term store contract every backend implements (in-memory, Postgres; Supabase later).
+
+Every method is scoped to one user: a backend never returns or changes another user's rows. The
+Postgres backend additionally has the database enforce this with row-level security.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+from uuid import UUID
+
+from ..ranking import RankingWeights
+from .records import MemoryItem, MemoryKind, MemoryRecord
+
+__all__ = ["ContextQuery", "LongTermStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class ContextQuery:
+    """What `LongTermStore.context` should return for a user."""
+
+    max_facts: int = 12
+    """Best-ranked facts to return."""
+    max_projects: int = 3
+    """Most recent projects to return."""
+    max_patterns: int = 3
+    """Most frequent patterns to return."""
+    weights: RankingWeights = RankingWeights()
+    """How facts are ranked."""
+    now: datetime | None = None
+    """The time ranking is computed at (`now()` when None; set in tests)."""
+
+
+@runtime_checkable
+class LongTermStore(Protocol):
+    """Persistent, per-user memory items.
+
+    Writes of several items are one round trip; repeats (same `content_hash`) reinforce the stored row.
+    """
+
+    @property
+    def backend_name(self) -> str:
+        """Short name for status and logs: "postgres", "memory"..."""
+        ...
+
+    async def upsert(self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float) -> list[MemoryRecord]:
+        """Insert `items` or reinforce the rows they repeat; returns the resulting rows."""
+        ...
+
+    async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
+        """Ranked facts, all preferences, recent projects and frequent patterns of the user."""
+        ...
+
+    async def list_records(self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000) -> list[MemoryRecord]:
+        """The user's rows, newest first (for inspection and export)."""
+        ...
+
+    async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
+        """Rows whose content contains `text`, ignoring case, most important first."""
+        ...
+
+    async def delete(self, user_id: UUID, record_id: UUID) -> bool:
+        """Delete one of the user's rows; returns whether it existed."""
+        ...
+
+    async def ping(self) -> bool:
+        """Whether the backend answers now."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and resources."""
+        ...

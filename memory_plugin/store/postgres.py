@@ -1,0 +1,155 @@
+"""`PostgresStore`: the long-term store on PostgreSQL (embedded, self-hosted or Supabase) via psycopg 3.
+
+Every operation is one statement, so one round trip: writes call `public.memory_upsert_items` with the
+whole batch as one JSON array; the context calls `public.memory_context`. The SQL lives in
+`supabase/migrations/`; the statements below only call it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..errors import StoreError, StoreUnavailableError
+from .base import ContextQuery
+from .records import MemoryItem, MemoryKind, MemoryRecord
+
+__all__ = ["PostgresStore"]
+
+UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::real)"
+CONTEXT_SQL = (
+    "select * from public.memory_context(%s, %s, %s, %s, %s::real, %s::real, %s::real, %s::real,"
+    " coalesce(%s::timestamptz, now()))"
+)
+LIST_RECORDS_SQL = (
+    "select * from public.user_memory where user_id = %s and (%s::text is null or kind = %s)"
+    " order by created_at desc, id limit %s"
+)
+SEARCH_TEXT_SQL = (
+    "select * from public.user_memory where user_id = %s and content ilike %s"
+    " order by importance desc, confidence desc, last_reinforced_at desc limit %s"
+)
+DELETE_SQL = "delete from public.user_memory where user_id = %s and id = %s"
+
+
+def _like_pattern(text: str) -> str:
+    escaped = text.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+class PostgresStore:
+    """A `LongTermStore` on a psycopg async connection pool.
+
+    Create with `await PostgresStore.connect(url)`; close with `await store.close()`.
+    """
+
+    def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]) -> None:
+        self._pool = pool
+
+    @classmethod
+    async def connect(
+        cls, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 5.0
+    ) -> PostgresStore:
+        """Open a pool on `url` and check that the database answers."""
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            # autocommit: every operation is a single statement, so no BEGIN/COMMIT round trips.
+            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": max(1, round(timeout))},
+            name="memory_plugin",
+        )
+        try:
+            await pool.open(wait=True, timeout=timeout)
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            await pool.close()
+            raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
+        return cls(pool)
+
+    @property
+    def backend_name(self) -> str:
+        """Always "postgres"."""
+        return "postgres"
+
+    @property
+    def pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]:
+        """The connection pool (for migrations and admin tasks)."""
+        return self._pool
+
+    async def _fetch(self, query: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        try:
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute(query, params)
+                return await cursor.fetchall() if cursor.description else []
+        except PoolTimeout as exc:
+            raise StoreUnavailableError(f"no Postgres connection available: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"Postgres rejected the operation: {exc}") from exc
+
+    async def upsert(self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float) -> list[MemoryRecord]:
+        """All items in one statement (one round trip), whatever their number."""
+        if not items:
+            return []
+        payload = json.dumps([item.as_json() for item in items], ensure_ascii=False)
+        rows = await self._fetch(UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step))
+        return [MemoryRecord.from_row(r) for r in rows]
+
+    async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
+        """One call to `public.memory_context`."""
+        w = query.weights
+        rows = await self._fetch(
+            CONTEXT_SQL,
+            (
+                user_id,
+                query.max_facts,
+                query.max_projects,
+                query.max_patterns,
+                w.importance,
+                w.confidence,
+                w.recency,
+                w.recency_window_days,
+                query.now,
+            ),
+        )
+        return [MemoryRecord.from_row(r) for r in rows]
+
+    async def list_records(self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000) -> list[MemoryRecord]:
+        """The user's rows, newest first."""
+        rows = await self._fetch(LIST_RECORDS_SQL, (user_id, kind, kind, limit))
+        return [MemoryRecord.from_row(r) for r in rows]
+
+    async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
+        """Rows whose content contains `text` (ilike)."""
+        rows = await self._fetch(SEARCH_TEXT_SQL, (user_id, _like_pattern(text), limit))
+        return [MemoryRecord.from_row(r) for r in rows]
+
+    async def delete(self, user_id: UUID, record_id: UUID) -> bool:
+        """Delete one of the user's rows."""
+        try:
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute(DELETE_SQL, (user_id, record_id))
+                return cursor.rowcount > 0
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
+
+    async def ping(self) -> bool:
+        """`select 1`, False on any connection error."""
+        try:
+            await self._fetch("select 1 as ok", ())
+        except StoreError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Close the pool."""
+        await self._pool.close()

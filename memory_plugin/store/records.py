@@ -1,0 +1,301 @@
+"""Rows of `user_memory` and their conversion to and from the public models.
+
+`MemoryItem` is what a write sends (one per row to insert or reinforce); `MemoryRecord` is a stored row.
+Both backends (in-memory and Postgres) speak these, so the merge rules live once in SQL and once here in
+Python for the in-memory store, and a shared contract test holds the two together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from ..models import (
+    FactCategory,
+    FactSource,
+    LongTermMemory,
+    MemorizedFact,
+    ProjectRecord,
+    RequestPattern,
+    UserPreferences,
+)
+from ..text import content_hash
+
+__all__ = [
+    "LIST_PREFERENCE_SLOTS",
+    "SINGLE_PREFERENCE_SLOTS",
+    "MemoryItem",
+    "MemoryKind",
+    "MemoryRecord",
+    "is_single_valued",
+    "items_from_update",
+    "long_term_from_records",
+]
+
+MemoryKind = Literal["fact", "preference", "project", "pattern"]
+LIST_PREFERENCE_SLOTS = ("preferred_materials",)
+SINGLE_PREFERENCE_SLOTS = ("typical_quantities", "communication_style", "industry", "location")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One row to write: inserted, or merged into the stored row with the same `content_hash`."""
+
+    kind: MemoryKind
+    category: str
+    content: str
+    content_hash: str
+    confidence: float = 0.6
+    source: FactSource = "inferred"
+    importance: int = 3
+    source_message_ids: tuple[str, ...] = ()
+    session_id: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    occurred_at: datetime | None = None
+    """When it was learned; `now()` at write time when None."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The item as one element of `memory_upsert_items`'s `p_items` JSON array."""
+        return {
+            "kind": self.kind,
+            "category": self.category,
+            "content": self.content,
+            "content_hash": self.content_hash,
+            "confidence": self.confidence,
+            "source": self.source,
+            "importance": self.importance,
+            "source_message_ids": list(self.source_message_ids),
+            "session_id": self.session_id,
+            "attributes": self.attributes,
+            "occurred_at": self.occurred_at.isoformat() if self.occurred_at else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A stored `user_memory` row."""
+
+    id: UUID
+    user_id: UUID
+    kind: MemoryKind
+    category: str
+    content: str
+    confidence: float
+    source: FactSource
+    importance: int
+    relevance_count: int
+    source_message_ids: tuple[str, ...]
+    session_id: str | None
+    attributes: dict[str, Any]
+    content_hash: str
+    created_at: datetime
+    updated_at: datetime
+    last_reinforced_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> MemoryRecord:
+        """Build from a database row (dict row factory)."""
+        return cls(
+            id=row["id"],
+            user_id=row["user_id"],
+            kind=row["kind"],
+            category=row["category"],
+            content=row["content"],
+            confidence=float(row["confidence"]),
+            source=row["source"],
+            importance=int(row["importance"]),
+            relevance_count=int(row["relevance_count"]),
+            source_message_ids=tuple(row["source_message_ids"] or ()),
+            session_id=row["session_id"],
+            attributes=dict(row["attributes"] or {}),
+            content_hash=row["content_hash"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            last_reinforced_at=row["last_reinforced_at"],
+        )
+
+    def to_fact(self) -> MemorizedFact:
+        """The row as a `MemorizedFact` (kind must be `fact`)."""
+        category: FactCategory = self.category  # type: ignore[assignment]  # checked by the table's constraint
+        return MemorizedFact(
+            id=self.id,
+            user_id=self.user_id,
+            content=self.content,
+            category=category,
+            confidence=round(self.confidence, 4),
+            source=self.source,
+            timestamp=self.created_at,
+            relevance_count=self.relevance_count,
+            source_message_ids=self.source_message_ids,
+            importance=self.importance,
+            last_reinforced_at=self.last_reinforced_at if self.relevance_count else None,
+        )
+
+    def to_project(self) -> ProjectRecord:
+        """The row as a `ProjectRecord` (kind must be `project`)."""
+        attrs = self.attributes
+        return ProjectRecord(
+            id=self.id,
+            description=self.content,
+            materials=tuple(attrs.get("materials") or ()),
+            quantity=attrs.get("quantity"),
+            status=attrs.get("status") or "requested",
+            timestamp=self.created_at,
+            session_id=self.session_id,
+        )
+
+    def to_pattern(self) -> RequestPattern:
+        """The row as a `RequestPattern` (kind must be `pattern`)."""
+        return RequestPattern(
+            description=self.content, occurrences=self.relevance_count + 1, last_seen=self.last_reinforced_at
+        )
+
+
+def is_single_valued(item: MemoryItem | MemoryRecord) -> bool:
+    """Whether the item fills a single-valued preference slot, so a new value replaces the old one."""
+    return item.kind == "preference" and item.category in SINGLE_PREFERENCE_SLOTS
+
+
+def _fact_item(fact: MemorizedFact, session_id: str | None) -> MemoryItem:
+    return MemoryItem(
+        kind="fact",
+        category=fact.category,
+        content=fact.content,
+        content_hash=content_hash("fact", fact.category, fact.content),
+        confidence=fact.confidence,
+        source=fact.source,
+        importance=fact.importance,
+        source_message_ids=fact.source_message_ids,
+        session_id=session_id,
+        occurred_at=fact.timestamp,
+    )
+
+
+def _preference_items(prefs: UserPreferences, session_id: str | None) -> list[MemoryItem]:
+    items = [
+        MemoryItem(
+            kind="preference",
+            category="preferred_materials",
+            content=material,
+            content_hash=content_hash("preference", "preferred_materials", material),
+            confidence=0.9,
+            source="explicit",
+            session_id=session_id,
+        )
+        for material in prefs.preferred_materials
+    ]
+    for slot in SINGLE_PREFERENCE_SLOTS:
+        value = getattr(prefs, slot)
+        if value is not None:
+            # Hashed by slot only: a new value replaces the old one instead of adding a second row.
+            items.append(
+                MemoryItem(
+                    kind="preference",
+                    category=slot,
+                    content=str(value),
+                    content_hash=content_hash("preference", slot),
+                    confidence=0.9,
+                    source="explicit",
+                    session_id=session_id,
+                )
+            )
+    return items
+
+
+def _project_item(project: ProjectRecord, session_id: str | None) -> MemoryItem:
+    return MemoryItem(
+        kind="project",
+        category="project",
+        content=project.description,
+        # Projects are history: each one is its own row, never merged.
+        content_hash=content_hash("project", str(project.id)),
+        confidence=1.0,
+        source="explicit",
+        session_id=project.session_id or session_id,
+        attributes={"materials": list(project.materials), "quantity": project.quantity, "status": project.status},
+        occurred_at=project.timestamp,
+    )
+
+
+def _pattern_item(pattern: str, session_id: str | None) -> MemoryItem:
+    return MemoryItem(
+        kind="pattern",
+        category="pattern",
+        content=pattern,
+        content_hash=content_hash("pattern", pattern),
+        confidence=0.8,
+        source="inferred",
+        session_id=session_id,
+    )
+
+
+def items_from_update(
+    facts: Iterable[MemorizedFact],
+    preferences: UserPreferences | None,
+    project: ProjectRecord | None,
+    patterns: Iterable[str],
+    session_id: str | None,
+) -> list[MemoryItem]:
+    """Turn the parts of a `MemoryUpdate` into rows to write, merging repeats within the batch.
+
+    Postgres refuses an `INSERT ... ON CONFLICT DO UPDATE` that touches the same row twice, so items with
+    the same hash are folded here first (the stronger confidence and importance win).
+    """
+    items = [_fact_item(f, session_id) for f in facts]
+    if preferences is not None:
+        items.extend(_preference_items(preferences, session_id))
+    if project is not None:
+        items.append(_project_item(project, session_id))
+    items.extend(_pattern_item(p, session_id) for p in patterns)
+    merged: dict[str, MemoryItem] = {}
+    for item in items:
+        previous = merged.get(item.content_hash)
+        if previous is None or is_single_valued(item):
+            merged[item.content_hash] = item  # new, or a later value of a single-valued slot wins
+        else:
+            merged[item.content_hash] = MemoryItem(
+                kind=item.kind,
+                category=item.category,
+                content=previous.content,
+                content_hash=item.content_hash,
+                confidence=max(previous.confidence, item.confidence),
+                source="explicit" if "explicit" in (previous.source, item.source) else "inferred",
+                importance=max(previous.importance, item.importance),
+                source_message_ids=tuple(dict.fromkeys(previous.source_message_ids + item.source_message_ids)),
+                session_id=item.session_id,
+                attributes={**previous.attributes, **item.attributes},
+                occurred_at=previous.occurred_at,
+            )
+    return list(merged.values())
+
+
+def long_term_from_records(records: Sequence[MemoryRecord]) -> LongTermMemory:
+    """Assemble the `LongTermMemory` from the rows of a context query (facts already ranked)."""
+    facts: list[MemorizedFact] = []
+    projects: list[ProjectRecord] = []
+    patterns: list[RequestPattern] = []
+    materials: list[str] = []
+    singles: dict[str, str] = {}
+    for record in records:
+        if record.kind == "fact":
+            facts.append(record.to_fact())
+        elif record.kind == "project":
+            projects.append(record.to_project())
+        elif record.kind == "pattern":
+            patterns.append(record.to_pattern())
+        elif record.category in LIST_PREFERENCE_SLOTS:
+            materials.append(record.content)
+        else:
+            singles[record.category] = record.content
+    style = singles.get("communication_style")
+    preferences = UserPreferences(
+        preferred_materials=materials,
+        typical_quantities=singles.get("typical_quantities"),
+        communication_style=style if style in ("technical", "simple") else None,  # type: ignore[arg-type]
+        industry=singles.get("industry"),
+        location=singles.get("location"),
+    )
+    return LongTermMemory(facts=facts, preferences=preferences, projects=projects, patterns=patterns)

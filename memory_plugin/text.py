@@ -1,0 +1,40 @@
+"""Text normalisation shared by de-duplication (hashes) and entity merging.
+
+"Aluminio 7075", "aluminio  7075" and "ALUMINIO 7075" are one entity; "Tolerancia ±0.05 mm" and
+"tolerancia ±0,05 mm" are not merged here (numbers are kept as written).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from functools import lru_cache
+
+__all__ = ["content_hash", "normalize_key", "one_line"]
+
+_SPACES = re.compile(r"\s+")
+_TRAILING_PUNCT = " .,;:!¡?¿"
+
+
+@lru_cache(maxsize=65_536)
+def normalize_key(text: str) -> str:
+    """Case-, accent- and whitespace-insensitive form of `text`, used as an equality key.
+
+    Cached: the same entity values come back turn after turn, and this sits on the `add_message` path.
+    """
+    decomposed = unicodedata.normalize("NFKD", text)
+    without_accents = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _SPACES.sub(" ", without_accents.casefold()).strip().strip(_TRAILING_PUNCT)
+
+
+def content_hash(*parts: str) -> str:
+    """SHA-256 (hex) of the normalised parts, joined with `|`: the `user_memory.content_hash` column."""
+    joined = "|".join(normalize_key(p) for p in parts)
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()
+
+
+def one_line(text: str, limit: int) -> str:
+    """Collapse whitespace and control characters to single spaces and cut to `limit` characters."""
+    flat = _SPACES.sub(" ", "".join(c if c.isprintable() else " " for c in text)).strip()
+    return flat if len(flat) <= limit else flat[: max(limit - 1, 0)].rstrip() + "…"

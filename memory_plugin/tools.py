@@ -1,0 +1,73 @@
+"""Memory tools a model can call: search my memory, remember this, forget this.
+
+Each tool acts only on the memory of the user in the run's deps, never on a user id the model supplies.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.toolsets import FunctionToolset
+
+from .errors import InvalidMemoryInputError
+from .manager import MemoryManager
+from .models import MemorizedFact, MemoryUpdate
+
+__all__ = ["memory_toolset"]
+
+
+def memory_toolset(memory: MemoryManager) -> FunctionToolset[object]:
+    """A toolset with `search_memory`, `remember` and `forget`, bound to `memory`.
+
+    Deps must carry `session_id` and `user_id` (see `MemoryDeps`). Add it with
+    `MemoryCapability(memory, tools=True)` or `Agent(..., toolsets=[memory_toolset(memory)])`.
+    """
+    toolset: FunctionToolset[object] = FunctionToolset()
+
+    def user_of(ctx: RunContext[object]) -> str:
+        user_id = getattr(ctx.deps, "user_id", None)
+        if user_id is None:
+            raise ModelRetry("This conversation has no known user, so there is no long-term memory to use.")
+        return str(user_id)
+
+    @toolset.tool
+    async def search_memory(ctx: RunContext[object], text: str) -> list[dict[str, str]]:
+        """Find what is remembered about the user that mentions `text` (a word or short phrase).
+
+        Returns items with their id (needed to forget one), kind, category and content.
+        """
+        try:
+            records = await memory.search_text(user_of(ctx), text, limit=10)
+        except InvalidMemoryInputError as exc:
+            raise ModelRetry(str(exc)) from exc
+        return [{"id": str(r.id), "kind": r.kind, "category": r.category, "content": r.content} for r in records]
+
+    @toolset.tool
+    async def remember(
+        ctx: RunContext[object],
+        fact: str,
+        category: Literal["preference", "requirement", "constraint", "feedback"],
+    ) -> str:
+        """Store a lasting fact the user explicitly asked you to remember, as one short sentence."""
+        user_id = user_of(ctx)
+        try:
+            item = MemorizedFact(content=fact, category=category, confidence=0.95, source="explicit", importance=4)
+            stored = await memory.update_memory(
+                MemoryUpdate(user_id=user_id, session_id=getattr(ctx.deps, "session_id", None), new_facts=[item])
+            )
+        except (InvalidMemoryInputError, ValueError) as exc:
+            raise ModelRetry(f"Could not store that: {exc}") from exc
+        return f"Remembered (id {stored[0].id})." if stored else "Not stored: it did not meet the memory policy."
+
+    @toolset.tool
+    async def forget(ctx: RunContext[object], item_id: str) -> str:
+        """Delete one remembered item, by the id `search_memory` returned, when the user asks to forget it."""
+        try:
+            deleted = await memory.forget(user_of(ctx), item_id)
+        except InvalidMemoryInputError as exc:
+            raise ModelRetry(str(exc)) from exc
+        return "Forgotten." if deleted else "No such item in this user's memory."
+
+    return toolset

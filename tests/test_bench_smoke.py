@@ -1,0 +1,90 @@
+"""The benchmarks run end to end in quick mode and print the expected tables. Timings are never asserted."""
+
+from __future__ import annotations
+
+import io
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from rich.console import Console
+
+from bench.run import QUICK, bench_add_message, bench_context, bench_session_memory, main, render, to_markdown
+
+
+async def test_add_message_bench_reports_both_paths() -> None:
+    table = await bench_add_message(QUICK)
+    assert table.row_labels() == ["MemoryManager.add_message (awaited)", "SessionStore.add_message (raw)"]
+    manager, raw = table.rows
+    assert manager[1] == f"{QUICK.messages:,}"
+    assert manager[2] == f"{QUICK.sessions:,}"
+    assert manager[6] == "≥ 100,000/s"
+    assert manager[7] in ("✅ met", "❌ missed")
+    assert raw[6] == "—"
+    for row in table.rows:
+        assert float(row[4].replace(",", "")) > 0
+
+
+def test_session_memory_bench_reports_bytes_per_session() -> None:
+    table = bench_session_memory(QUICK)
+    assert table.row_labels() == [
+        "session state (index entry, id, window, entities, intent)",
+        "2 Message objects",
+        "total per live session",
+    ]
+    state, messages, total = (int(row[1].replace(",", "")) for row in table.rows)
+    assert state > 0
+    assert messages > 0
+    assert abs(total - (state + messages)) <= 1  # each cell is rounded separately
+
+
+async def test_context_bench_on_its_own_embedded_postgres() -> None:
+    before = set(Path(tempfile.gettempdir()).glob("memory-plugin-bench-*"))
+    latency, explain = await bench_context(QUICK)
+    assert latency.row_labels() == [f"{n:,} facts" for n in QUICK.fact_counts]
+    assert [row[2] for row in latency.rows] == [f"{QUICK.timed_calls:,}"] * len(QUICK.fact_counts)
+    assert latency.rows[-1][8] == "p95 ≤ 5 ms"
+    assert latency.rows[0][8] == "—"
+    for row in latency.rows:
+        p50, p95, p99 = (float(x) for x in row[3:6])
+        assert 0 < p50 <= p95 <= p99
+    assert explain.row_labels() == [
+        "planning time",
+        "execution time",
+        "shared buffers hit",
+        "shared buffers read",
+        "rows returned",
+    ]
+    assert explain.rows[4][1] == "23"  # 12 facts, 5 preferences, 3 projects, 3 patterns
+    assert any("user_memory" in line for line in explain.code)
+    # The temporary cluster is removed afterwards.
+    assert set(Path(tempfile.gettempdir()).glob("memory-plugin-bench-*")) == before
+
+
+async def test_tables_render_as_markdown() -> None:
+    table = await bench_add_message(QUICK)
+    text = to_markdown(table)
+    lines = text.splitlines()
+    assert lines[0].startswith("### (a) add_message throughput")
+    assert re.fullmatch(r"\|[-:|]+\|", lines[3])
+    assert all(line.startswith("| ") and line.endswith(" |") for line in lines[2:3] + lines[4:6])
+    out = io.StringIO()
+    render([table], Console(file=out, width=240))
+    assert "MemoryManager.add_message (awaited)" in out.getvalue()
+
+
+def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    headings = [line for line in out.splitlines() if line.startswith("### ")]
+    assert [h.split(" ")[1] for h in headings] == ["(a)", "(b)", "EXPLAIN", "(c)"]
+    for label in (
+        "MemoryManager.add_message (awaited)",
+        "SessionStore.add_message (raw)",
+        *(f"{n:,} facts" for n in QUICK.fact_counts),
+        "execution time",
+        "total per live session",
+    ):
+        assert re.search(rf"^\| {re.escape(label)} +\|", out, re.M), label

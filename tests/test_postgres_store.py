@@ -1,0 +1,445 @@
+"""Postgres only: the migration, the schema and its row-level security, one round trip per write, and the SQL
+ranking matching `memory_plugin.ranking`. Everything runs on the real embedded PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from memory_plugin import MemorizedFact, MemoryManager, MemoryUpdate, PostgresStore, ProjectRecord, UserPreferences
+from memory_plugin.ranking import RankingWeights, fact_score
+from memory_plugin.store import ContextQuery
+from memory_plugin.store.migrations import load_migrations, migrate
+from memory_plugin.store.records import items_from_update
+
+AdminConn = psycopg.Connection[tuple[Any, ...]]
+
+CONTEXT_FN = "public.memory_context(uuid, integer, integer, integer, real, real, real, real, timestamptz)"
+UPSERT_FN = "public.memory_upsert_items(uuid, jsonb, real)"
+
+
+def fact(content: str, **kw: Any) -> MemorizedFact:
+    kw.setdefault("confidence", 0.8)
+    kw.setdefault("category", "preference")
+    return MemorizedFact(content=content, source="explicit", **kw)
+
+
+def items_json(*facts: MemorizedFact, **kw: Any) -> str:
+    items = items_from_update(facts, kw.get("preferences"), kw.get("project"), kw.get("patterns", ()), None)
+    return json.dumps([i.as_json() for i in items])
+
+
+def admin_upsert(admin_conn: AdminConn, user: UUID, *facts: MemorizedFact, **kw: Any) -> None:
+    admin_conn.execute(f"select * from {UPSERT_FN.split('(')[0]}(%s, %s::jsonb, 0.1)", (user, items_json(*facts, **kw)))
+
+
+def rows_of(admin_conn: AdminConn, user: UUID) -> list[tuple[Any, ...]]:
+    return admin_conn.execute(
+        "select id, kind, category, content, confidence, relevance_count, updated_at from public.user_memory"
+        " where user_id = %s order by id",
+        (user,),
+    ).fetchall()
+
+
+# --- migration and schema ------------------------------------------------------------------------------------------
+
+
+async def test_migration_applies_to_a_fresh_database_and_is_idempotent(
+    admin_conn: AdminConn, database_url: str
+) -> None:
+    name = f"mp_migrate_{uuid4().hex[:12]}"
+    admin_conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    url = make_conninfo(database_url, dbname=name)
+    try:
+        expected = [m.version for m in load_migrations()]
+        assert expected, "supabase/migrations/ holds the migrations"
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            assert await migrate(conn) == expected
+            assert await migrate(conn) == []  # nothing left to apply
+            cur = await conn.execute("select version, name from supabase_migrations.schema_migrations order by version")
+            assert await cur.fetchall() == [(m.version, m.name) for m in load_migrations()]
+            cur = await conn.execute(
+                "select to_regclass('public.user_memory') is not null, to_regprocedure('auth.uid()') is not null"
+            )
+            assert await cur.fetchone() == (True, True)
+
+        # Two processes migrating at once: the advisory lock serialises them, the second finds nothing to do.
+        async with (
+            await psycopg.AsyncConnection.connect(url, autocommit=True) as c1,
+            await psycopg.AsyncConnection.connect(url, autocommit=True) as c2,
+        ):
+            assert await asyncio.gather(migrate(c1), migrate(c2)) == [[], []]
+
+        # The migrated database works end to end.
+        store = await PostgresStore.connect(url)
+        try:
+            async with MemoryManager.open(store=store) as memory:
+                user = uuid4()
+                await memory.update_memory(MemoryUpdate(user_id=user, new_facts=[fact("Prefiere latón")]))
+                ctx = await memory.get_memory_context("s", user)
+                assert [f.content for f in ctx.long_term.facts] == ["Prefiere latón"]
+        finally:
+            await store.close()
+    finally:
+        admin_conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+
+
+async def test_concurrent_first_migrations_apply_once(admin_conn: AdminConn, database_url: str) -> None:
+    name = f"mp_migrate_{uuid4().hex[:12]}"
+    admin_conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    url = make_conninfo(database_url, dbname=name)
+    try:
+        async with (
+            await psycopg.AsyncConnection.connect(url, autocommit=True) as c1,
+            await psycopg.AsyncConnection.connect(url, autocommit=True) as c2,
+        ):
+            results = await asyncio.gather(migrate(c1), migrate(c2))
+            assert sorted(results) == [[], [m.version for m in load_migrations()]]
+    finally:
+        admin_conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+
+
+def test_table_has_the_documented_columns(admin_conn: AdminConn) -> None:
+    columns = dict(
+        admin_conn.execute(
+            "select attname, format_type(atttypid, atttypmod) from pg_attribute"
+            " where attrelid = 'public.user_memory'::regclass and attnum > 0 and not attisdropped"
+        ).fetchall()
+    )
+    assert columns == {
+        "id": "uuid",
+        "user_id": "uuid",
+        "kind": "text",
+        "category": "text",
+        "content": "text",
+        "confidence": "real",
+        "source": "text",
+        "importance": "smallint",
+        "relevance_count": "integer",
+        "source_message_ids": "text[]",
+        "session_id": "text",
+        "attributes": "jsonb",
+        "content_hash": "text",
+        "created_at": "timestamp with time zone",
+        "updated_at": "timestamp with time zone",
+        "last_reinforced_at": "timestamp with time zone",
+    }
+    unique = admin_conn.execute(
+        "select pg_get_constraintdef(oid) from pg_constraint where conrelid = 'public.user_memory'::regclass"
+        " and contype = 'u'"
+    ).fetchall()
+    assert unique == [("UNIQUE (user_id, content_hash)",)]
+
+
+def test_row_level_security_is_on_with_policies_for_authenticated(admin_conn: AdminConn) -> None:
+    assert admin_conn.execute(
+        "select relrowsecurity from pg_class where oid = 'public.user_memory'::regclass"
+    ).fetchone() == (True,)
+    policies = admin_conn.execute(
+        "select cmd, roles::text[], coalesce(qual, ''), coalesce(with_check, '') from pg_policies"
+        " where schemaname = 'public' and tablename = 'user_memory' order by cmd"
+    ).fetchall()
+    assert [p[0] for p in policies] == ["DELETE", "INSERT", "SELECT", "UPDATE"]
+    for cmd, roles, qual, with_check in policies:
+        assert roles == ["authenticated"], cmd
+        for expr in (qual, with_check) if cmd == "UPDATE" else (with_check,) if cmd == "INSERT" else (qual,):
+            assert "auth.uid()" in expr
+            assert "user_id" in expr
+
+    def table_priv(role: str, priv: str) -> bool:
+        row = admin_conn.execute("select has_table_privilege(%s, 'public.user_memory', %s)", (role, priv)).fetchone()
+        assert row is not None
+        return bool(row[0])
+
+    def fn_priv(role: str, fn: str) -> bool:
+        row = admin_conn.execute("select has_function_privilege(%s, %s, 'execute')", (role, fn)).fetchone()
+        assert row is not None
+        return bool(row[0])
+
+    for priv in ("select", "insert", "update", "delete"):
+        assert table_priv("authenticated", priv)
+        assert not table_priv("anon", priv)
+    for fn in (CONTEXT_FN, UPSERT_FN):
+        assert fn_priv("authenticated", fn)
+        assert not fn_priv("anon", fn)
+    # security invoker: the functions run with the caller's rights, so RLS applies inside them.
+    definers = admin_conn.execute(
+        "select proname, prosecdef from pg_proc where proname in ('memory_context', 'memory_upsert_items') order by 1"
+    ).fetchall()
+    assert definers == [("memory_context", False), ("memory_upsert_items", False)]
+
+
+# --- one round trip ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement sent through any psycopg async cursor (which `conn.execute` uses) while the test runs."""
+    calls: list[str] = []
+    original_execute = psycopg.AsyncCursor.execute
+    original_executemany = psycopg.AsyncCursor.executemany
+
+    async def execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        calls.append(str(query))
+        return await original_execute(self, query, params, **kw)
+
+    async def executemany(self: Any, query: Any, params_seq: Any, **kw: Any) -> Any:
+        calls.append(f"executemany {query}")
+        return await original_executemany(self, query, params_seq, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", execute)
+    monkeypatch.setattr(psycopg.AsyncCursor, "executemany", executemany)
+    return calls
+
+
+async def test_a_batch_of_100_facts_is_one_statement(
+    pg_memory: MemoryManager, user_id: UUID, admin_conn: AdminConn, executed: list[str]
+) -> None:
+    facts = [fact(f"Hecho número {i}", importance=1 + i % 5) for i in range(100)]
+    executed.clear()
+    stored = await pg_memory.update_memory(
+        MemoryUpdate(
+            user_id=user_id,
+            new_facts=facts,
+            preferences=UserPreferences(preferred_materials=["latón", "cobre"], industry="naval"),
+            project=ProjectRecord(description="20 bridas de latón"),
+            patterns=["Pide bridas"],
+        )
+    )
+    assert len(executed) == 1
+    assert "memory_upsert_items" in executed[0]
+    assert len(stored) == 100
+    count = admin_conn.execute("select count(*) from public.user_memory where user_id = %s", (user_id,)).fetchone()
+    assert count == (100 + 3 + 1 + 1,)
+
+    executed.clear()
+    await pg_memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=facts))  # 100 reinforcements
+    assert len(executed) == 1
+    assert admin_conn.execute(
+        "select count(*), min(relevance_count), max(relevance_count) from public.user_memory"
+        " where user_id = %s and kind = 'fact'",
+        (user_id,),
+    ).fetchone() == (100, 1, 1)
+
+    executed.clear()
+    ctx = await pg_memory.get_memory_context("s", user_id)
+    assert len(executed) == 1
+    assert "memory_context" in executed[0]
+    assert len(ctx.long_term.facts) == pg_memory.settings.max_facts_in_context
+
+
+# --- row-level security ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def user_conn(database_url: str) -> Iterator[AdminConn]:
+    """A connection on which the test switches to the `authenticated`/`anon` roles, as PostgREST does."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        yield conn
+
+
+@contextmanager
+def acting_as(conn: AdminConn, role: str, user: UUID | None = None) -> Iterator[AdminConn]:
+    """A transaction running as `role` with the JWT claims of `user` (reset at the end of the transaction)."""
+    with conn.transaction():
+        conn.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
+        if user is not None:
+            claims = json.dumps({"sub": str(user), "role": role})
+            conn.execute("select set_config('request.jwt.claims', %s, true)", (claims,))
+        yield conn
+
+
+@pytest.fixture
+def alice_and_bob(admin_conn: AdminConn) -> tuple[UUID, UUID]:
+    alice, bob = uuid4(), uuid4()
+    admin_upsert(
+        admin_conn, alice, fact("Alice prefiere titanio"), fact("Alice necesita ISO 9001", category="requirement")
+    )
+    admin_upsert(
+        admin_conn,
+        bob,
+        fact("Bob prefiere acero"),
+        fact("Bob tiene un límite de 3.000 EUR", category="constraint"),
+        preferences=UserPreferences(industry="naval"),
+        project=ProjectRecord(description="Proyecto secreto de Bob"),
+    )
+    return alice, bob
+
+
+def test_authenticated_user_reads_and_writes_only_their_own_rows(
+    user_conn: AdminConn, admin_conn: AdminConn, alice_and_bob: tuple[UUID, UUID]
+) -> None:
+    alice, bob = alice_and_bob
+    bob_before = rows_of(admin_conn, bob)
+    assert len(bob_before) == 4
+    [bob_fact_id] = [r[0] for r in bob_before if r[3] == "Bob prefiere acero"]
+    total = admin_conn.execute("select count(distinct user_id) from public.user_memory").fetchone()
+    assert total is not None
+    assert total[0] >= 2
+
+    with acting_as(user_conn, "authenticated", alice) as conn:
+        # Reads: only Alice's rows, even when asking for Bob's explicitly.
+        assert conn.execute("select distinct user_id from public.user_memory").fetchall() == [(alice,)]
+        assert conn.execute("select count(*) from public.user_memory").fetchone() == (2,)
+        assert conn.execute("select * from public.user_memory where user_id = %s", (bob,)).fetchall() == []
+        assert conn.execute("select * from public.user_memory where id = %s", (bob_fact_id,)).fetchall() == []
+
+        # Alice's own work goes through: RLS is not simply blocking everything.
+        rows = conn.execute(
+            "select content from public.memory_upsert_items(%s, %s::jsonb, 0.1)",
+            (alice, items_json(fact("Alice prefiere titanio"), fact("Alice usa planos STEP"))),
+        ).fetchall()
+        assert sorted(r[0] for r in rows) == ["Alice prefiere titanio", "Alice usa planos STEP"]
+        ctx = conn.execute(f"select user_id, content from {CONTEXT_FN.split('(')[0]}(%s)", (alice,)).fetchall()
+        assert {r[0] for r in ctx} == {alice}
+        assert len(ctx) == 3
+        assert (
+            conn.execute(
+                "update public.user_memory set importance = 5 where content = 'Alice usa planos STEP'"
+            ).rowcount
+            == 1
+        )
+
+        # Writes to Bob's rows: updates and deletes find nothing, inserts are refused.
+        assert conn.execute("update public.user_memory set content = 'pwned' where user_id = %s", (bob,)).rowcount == 0
+        assert (
+            conn.execute("update public.user_memory set content = 'pwned' where id = %s", (bob_fact_id,)).rowcount == 0
+        )
+        assert conn.execute("delete from public.user_memory where user_id = %s", (bob,)).rowcount == 0
+        assert conn.execute("delete from public.user_memory where id = %s", (bob_fact_id,)).rowcount == 0
+    assert rows_of(admin_conn, bob) == bob_before
+
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):  # noqa: SIM117
+        with acting_as(user_conn, "authenticated", alice) as conn:
+            conn.execute(
+                "insert into public.user_memory (user_id, kind, category, content, content_hash)"
+                " values (%s, 'fact', 'preference', 'inyectado por Alice', 'x')",
+                (bob,),
+            )
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):  # noqa: SIM117
+        with acting_as(user_conn, "authenticated", alice) as conn:
+            # Handing one's own row over to Bob is refused too (the update's WITH CHECK).
+            conn.execute("update public.user_memory set user_id = %s where user_id = %s", (bob, alice))
+
+    # The functions, called by Alice with Bob's id: the context is empty, the write fails.
+    with acting_as(user_conn, "authenticated", alice) as conn:
+        assert conn.execute(f"select * from {CONTEXT_FN.split('(')[0]}(%s)", (bob,)).fetchall() == []
+    for payload in (items_json(fact("Bob ahora prefiere oro")), items_json(fact("Bob prefiere acero"))):
+        # A new item (insert path) and a repeat of Bob's stored fact (on conflict update path) alike.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):  # noqa: SIM117
+            with acting_as(user_conn, "authenticated", alice) as conn:
+                conn.execute("select * from public.memory_upsert_items(%s, %s::jsonb, 0.1)", (bob, payload))
+
+    assert rows_of(admin_conn, bob) == bob_before  # content, confidence, counts and timestamps untouched
+
+
+def test_unrestricted_delete_by_a_user_removes_only_their_rows(
+    user_conn: AdminConn, admin_conn: AdminConn, alice_and_bob: tuple[UUID, UUID]
+) -> None:
+    alice, bob = alice_and_bob
+    bob_before = rows_of(admin_conn, bob)
+    with acting_as(user_conn, "authenticated", alice) as conn:
+        assert conn.execute("delete from public.user_memory").rowcount == 2
+        assert conn.execute("update public.user_memory set confidence = 0.1").rowcount == 0
+    assert rows_of(admin_conn, alice) == []
+    assert rows_of(admin_conn, bob) == bob_before
+
+
+def test_authenticated_without_a_user_sees_nothing(user_conn: AdminConn, alice_and_bob: tuple[UUID, UUID]) -> None:
+    alice, _ = alice_and_bob
+    with acting_as(user_conn, "authenticated") as conn:
+        assert conn.execute("select count(*) from public.user_memory").fetchone() == (0,)
+        assert conn.execute(f"select * from {CONTEXT_FN.split('(')[0]}(%s)", (alice,)).fetchall() == []
+
+
+def test_anon_has_no_access_to_memory(user_conn: AdminConn, alice_and_bob: tuple[UUID, UUID]) -> None:
+    alice, _ = alice_and_bob
+    statements: list[tuple[str, tuple[Any, ...]]] = [
+        ("select count(*) from public.user_memory", ()),
+        ("select * from public.user_memory where user_id = %s", (alice,)),
+        ("delete from public.user_memory where user_id = %s", (alice,)),
+        (f"select * from {CONTEXT_FN.split('(')[0]}(%s)", (alice,)),
+        ("select * from public.memory_upsert_items(%s, %s::jsonb, 0.1)", (alice, items_json(fact("anon estuvo aquí")))),
+    ]
+    for statement, params in statements:
+        # Even with a JWT naming Alice: the anon role itself has no rights on the table or the functions.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):  # noqa: SIM117
+            with acting_as(user_conn, "anon", alice) as conn:
+                conn.execute(statement, params)
+
+
+# --- ranking parity --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [RankingWeights(), RankingWeights(importance=0.2, confidence=0.5, recency=0.3, recency_window_days=7.0)],
+    ids=["default", "recency-heavy"],
+)
+async def test_sql_ranking_matches_fact_score(
+    admin_conn: AdminConn, pg_memory: MemoryManager, user_id: UUID, weights: RankingWeights
+) -> None:
+    rng = random.Random(20261122)
+    now = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    rows = []
+    for i in range(60):
+        age = timedelta(seconds=rng.uniform(0, 90 * 86400))  # some beyond the window: recency clamps at 0
+        rows.append((i, rng.randint(1, 5), round(rng.uniform(0.6, 1.0), 2), now - age))
+    # Exact ties (same importance, confidence and time) are broken the same way by both: newest, then id.
+    rows += [(60 + k, 4, 0.8, now - timedelta(days=2)) for k in range(3)]
+    rows.append((63, 3, 0.9, now + timedelta(hours=1)))  # stated "after" now: recency above 1, as in Python
+    with admin_conn.cursor() as cur:
+        cur.executemany(
+            "insert into public.user_memory (user_id, kind, category, content, confidence, importance,"
+            " content_hash, created_at, last_reinforced_at) values (%s, 'fact', 'preference', %s, %s, %s, %s, %s, %s)",
+            [(user_id, f"hecho {i}", conf, imp, f"h{i}", ts, ts) for i, imp, conf, ts in rows],
+        )
+    stored = admin_conn.execute(
+        "select id, importance, confidence, last_reinforced_at from public.user_memory"
+        " where user_id = %s and kind = 'fact'",
+        (user_id,),
+    ).fetchall()
+
+    def score(r: tuple[Any, ...]) -> float:
+        return fact_score(importance=r[1], confidence=float(r[2]), last_reinforced_at=r[3], now=now, weights=weights)
+
+    py_score = {r[0]: score(r) for r in stored}
+    expected = [r[0] for r in sorted(stored, key=lambda r: (-score(r), -r[3].timestamp(), str(r[0])))]
+    # Postgres keeps confidence as `real` (float4), Python computes in float64: scores that are equal on paper
+    # (e.g. importance 5/confidence 0.79 vs 3/0.95 once both are older than the recency window) may come out a
+    # few 1e-8 apart on either side. The SQL order must be a fact_score order up to that noise.
+    noise = 1e-6
+
+    store = pg_memory.store
+    records = await store.context(user_id, ContextQuery(max_facts=100, weights=weights, now=now))
+    got = [r.id for r in records if r.kind == "fact"]
+    assert sorted(got, key=str) == sorted(expected, key=str)
+    for higher, lower in itertools.pairwise(got):
+        assert py_score[higher] >= py_score[lower] - noise, (higher, lower)
+    strict_pairs = [
+        (a, b) for i, a in enumerate(expected) for b in expected[i + 1 :] if py_score[a] > py_score[b] + noise
+    ]
+    assert len(strict_pairs) > 1000  # the comparison is not vacuous
+    position = {fid: i for i, fid in enumerate(got)}
+    assert all(position[a] < position[b] for a, b in strict_pairs)
+    # Facts identical in importance, confidence and time: newest first, then by id, in both.
+    tied = [r[0] for r in stored if r[1] == 4 and float(r[2]) == 0.8 and r[3] == now - timedelta(days=2)]
+    assert len(tied) == 3
+    assert [fid for fid in got if fid in tied] == sorted(tied, key=str)
+
+    top = await store.context(user_id, ContextQuery(max_facts=10, weights=weights, now=now))
+    top_ids = [r.id for r in top]
+    assert top_ids == got[:10]
+    assert min(py_score[f] for f in top_ids) >= max(py_score[f] for f in expected if f not in top_ids) - noise

@@ -1,0 +1,428 @@
+"""The budget-request workflow end to end: the seed's seven steps on the real Postgres, models mocked.
+
+The classifier and the budget agent run as real pydantic-ai agents over `FunctionModel`s: scripted ones where a
+test needs to control the classification, the shipped offline ones where the test is about the demo's behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from pydantic_ai.exceptions import ModelAPIError
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from agents.budget_agent import build_budget_agent, offline_reply
+from agents.fact_extractor import build_fact_extractor
+from agents.intent_classifier import Classification, build_intent_classifier, classify_offline
+from agents.models import last_user_prompt, resolve_agent_model
+from memory_plugin import InvalidMemoryInputError, MemoryManager, MemorySettings, StoreUnavailableError
+from workflows.budget_request import BudgetRequestWorkflow
+
+
+def scripted_classifier(script: dict[str, Classification], log: list[str] | None = None) -> FunctionModel:
+    """Answers the classification scripted for each message (the output tool call a real model would make)."""
+
+    def classify(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if log is not None:
+            log.append("classifier")
+        result = script[last_user_prompt(messages)]
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, result.model_dump())])
+
+    return FunctionModel(classify)
+
+
+@dataclass
+class BudgetModel:
+    """The budget agent's model: answers a fixed text and keeps the instructions of every request."""
+
+    answer: str = "Perfecto, ¿para cuándo lo necesitas?"
+    log: list[str] | None = None
+    instructions: list[str] = field(default_factory=list)
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if self.log is not None:
+            self.log.append("budget_model")
+        self.instructions.append(info.instructions or "")
+        return ModelResponse(parts=[TextPart(self.answer)])
+
+
+def workflow_for(
+    memory: MemoryManager, script: dict[str, Classification], budget: BudgetModel, log: list[str] | None = None
+) -> BudgetRequestWorkflow:
+    return BudgetRequestWorkflow(
+        memory=memory,
+        classifier=build_intent_classifier(scripted_classifier(script, log)),
+        budget_agent=build_budget_agent(memory, FunctionModel(budget)),
+    )
+
+
+def cls(
+    intent: str = "budget_request", complete: bool = False, explicit: bool = False, **entities: Any
+) -> Classification:
+    return Classification.model_validate(
+        {"intent": intent, "entities": entities, "request_complete": complete, "explicit_preference": explicit}
+    )
+
+
+def spy_on(memory: MemoryManager, monkeypatch: pytest.MonkeyPatch, log: list[str]) -> None:
+    """Log every call to the manager methods the seven steps use, in order."""
+    for name in (
+        "get_memory_context",
+        "add_message",
+        "update_session_intents",
+        "update_session_entities",
+        "extract_facts_from_conversation",
+        "update_memory",
+    ):
+        original = getattr(memory, name)
+
+        async def spy(*args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            log.append(_name)
+            return await _original(*args, **kwargs)
+
+        monkeypatch.setattr(memory, name, spy)
+    original_format: Callable[..., str] = memory.format_memory_for_agent
+
+    def format_spy(*args: Any, **kwargs: Any) -> str:
+        log.append("format_memory_for_agent")
+        return original_format(*args, **kwargs)
+
+    monkeypatch.setattr(memory, "format_memory_for_agent", format_spy)
+
+
+async def test_the_seven_steps_run_in_order(
+    pg_memory: MemoryManager, user_id: UUID, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log: list[str] = []
+    session = f"s-{uuid4()}"
+    message = "Prefiero aluminio 7075 para los prototipos."
+    budget = BudgetModel(log=log)
+    workflow = workflow_for(pg_memory, {message: cls(explicit=True, materials=["aluminio 7075"])}, budget, log)
+    spy_on(pg_memory, monkeypatch, log)
+
+    turn = await workflow.handle(session_id=session, user_id=user_id, message=message)
+
+    assert log[:6] == [
+        "get_memory_context",  # 1
+        "add_message",  # 2
+        "classifier",  # 3
+        "update_session_intents",
+        "update_session_entities",
+        "format_memory_for_agent",  # 4
+    ]
+    assert log[log.index("budget_model") :] == [
+        "budget_model",  # 5
+        "add_message",  # 6
+        "extract_facts_from_conversation",  # 7
+        "update_memory",
+    ]
+    # When the budget model ran, the session already held the message and its entities, not yet the answer.
+    [seen] = budget.instructions
+    assert "This session: intents: budget_request; materials: aluminio 7075" in seen
+    assert f"- user: {message}" in seen
+    assert "- assistant:" not in seen
+    # The block returned for display is the one the model received.
+    assert turn.memory_block
+    assert turn.memory_block in seen
+    assert turn.reply == budget.answer
+
+
+async def test_each_message_is_recorded_once(pg_memory: MemoryManager, user_id: UUID) -> None:
+    session = f"s-{uuid4()}"
+    workflow = workflow_for(pg_memory, {"Hola": cls("greeting")}, BudgetModel(answer="¡Hola! ¿En qué te ayudo?"))
+
+    turn = await workflow.handle(session_id=session, user_id=user_id, message="Hola")
+
+    short = await pg_memory.get_short_term(session)
+    assert [(m.role, m.content) for m in short.messages] == [
+        ("user", "Hola"),
+        ("assistant", "¡Hola! ¿En qué te ayudo?"),
+    ]
+    assert short.intents == ["greeting"]
+    assert turn.messages_seen == 2
+
+
+async def test_facts_are_persisted_after_the_fourth_message(pg_memory: MemoryManager, user_id: UUID) -> None:
+    session = f"s-{uuid4()}"
+    first, second = "Necesitamos tolerancia ±0.01 mm en los ejes.", "Serán 40 unidades."
+    workflow = workflow_for(
+        pg_memory, {first: cls(tolerances=["±0.01 mm"]), second: cls(quantity=["40 piezas"])}, BudgetModel()
+    )
+
+    turn1 = await workflow.handle(session_id=session, user_id=user_id, message=first)
+    assert (turn1.extracted, turn1.facts_stored) == (False, [])
+    assert await pg_memory.list_memory(user_id) == []
+
+    turn2 = await workflow.handle(session_id=session, user_id=user_id, message=second)
+    assert turn2.extracted
+    assert turn2.messages_seen == 4
+    [fact] = turn2.facts_stored
+    assert (fact.category, fact.content) == ("requirement", "Necesita tolerancia ±0.01 mm en los ejes")
+    first_message = (await pg_memory.get_short_term(session)).messages[0]
+    assert fact.source_message_ids == (first_message.id,)
+    assert [r.content for r in await pg_memory.list_memory(user_id)] == [fact.content]
+
+
+async def test_explicit_preference_is_extracted_at_once_and_stored_as_preference(
+    pg_memory: MemoryManager, user_id: UUID
+) -> None:
+    message = "Prefiero latón para los casquillos."
+    workflow = workflow_for(pg_memory, {message: cls(explicit=True, materials=["latón"])}, BudgetModel())
+
+    turn = await workflow.handle(session_id=f"s-{uuid4()}", user_id=user_id, message=message)
+
+    assert turn.extracted
+    assert turn.messages_seen == 2
+    assert [f.content for f in turn.facts_stored] == ["Prefiere latón para los casquillos"]
+    stored = {(r.kind, r.category, r.content) for r in await pg_memory.list_memory(user_id)}
+    assert ("preference", "preferred_materials", "latón") in stored
+
+
+async def test_extraction_does_not_reinforce_the_same_message_twice(pg_memory: MemoryManager, user_id: UUID) -> None:
+    session = f"s-{uuid4()}"
+    first, second = "Prefiero aluminio 6061.", "Necesitamos certificación ISO 9001 en todas las piezas."
+    workflow = workflow_for(
+        pg_memory,
+        {first: cls(explicit=True, materials=["aluminio 6061"]), second: cls(explicit=True)},
+        BudgetModel(),
+    )
+    await workflow.handle(session_id=session, user_id=user_id, message=first)
+    await workflow.handle(session_id=session, user_id=user_id, message=second)
+
+    facts = {r.content: r.relevance_count for r in await pg_memory.list_memory(user_id) if r.kind == "fact"}
+    assert facts == {"Prefiere aluminio 6061": 0, "Requiere certificación ISO 9001 en todas las piezas": 0}
+
+
+async def test_completed_request_stores_project_and_pattern(pg_memory: MemoryManager, user_id: UUID) -> None:
+    session = f"s-{uuid4()}"
+    first, confirm = "Necesito 200 piezas de aluminio 6061 anodizado.", "Lo confirmo, adelante."
+    workflow = workflow_for(
+        pg_memory,
+        {
+            first: cls(materials=["aluminio 6061"], services=["anodizado"], quantity=["200 piezas"]),
+            confirm: cls(complete=True),
+        },
+        BudgetModel(),
+    )
+    await workflow.handle(session_id=session, user_id=user_id, message=first)
+    turn = await workflow.handle(session_id=session, user_id=user_id, message=confirm)
+
+    assert turn.extracted
+    records = await pg_memory.list_memory(user_id)
+    [project] = [r for r in records if r.kind == "project"]
+    assert project.content == "200 piezas de anodizado en aluminio 6061"
+    assert project.attributes["materials"] == ["aluminio 6061"]
+    assert project.attributes["quantity"] == "200 piezas"
+    assert project.session_id == session
+    assert [r.content for r in records if r.kind == "pattern"] == ["budget_request: anodizado"]
+
+
+async def test_second_session_receives_first_session_memory(pg_memory: MemoryManager, user_id: UUID) -> None:
+    preference = "Prefiero aluminio 7075 para los prototipos."
+    again = "Hola, necesito otras 30 piezas como las anteriores"
+    budget = BudgetModel()
+    workflow = workflow_for(
+        pg_memory,
+        {preference: cls(explicit=True, materials=["aluminio 7075"]), again: cls(quantity=["30 piezas"])},
+        budget,
+    )
+    await workflow.handle(session_id=f"s1-{uuid4()}", user_id=user_id, message=preference)
+
+    turn = await workflow.handle(session_id=f"s2-{uuid4()}", user_id=user_id, message=again)
+
+    seen = budget.instructions[-1]
+    assert "Prefiere aluminio 7075 para los prototipos" in seen
+    assert "Preferences: materials: aluminio 7075" in seen
+    assert f"- user: {preference}" not in seen  # session 1's messages stay in session 1
+    assert "Prefiere aluminio 7075 para los prototipos" in turn.memory_block
+
+
+async def test_failing_extraction_model_keeps_the_reply_and_warns(pg_settings: MemorySettings, user_id: UUID) -> None:
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ModelAPIError("extraction-model", "503 Service Unavailable")
+
+    message = "Prefiero titanio grado 5."
+    async with MemoryManager.open(pg_settings, extractor=build_fact_extractor(FunctionModel(broken))) as memory:
+        session = f"s-{uuid4()}"
+        budget = BudgetModel(answer="Anotado: titanio grado 5.")
+        workflow = workflow_for(memory, {message: cls(explicit=True, materials=["titanio grado 5"])}, budget)
+
+        turn = await workflow.handle(session_id=session, user_id=user_id, message=message)
+
+        assert turn.reply == "Anotado: titanio grado 5."
+        assert turn.facts_stored == []
+        assert any("fact extraction failed" in w and "503" in w for w in turn.warnings)
+        short = await memory.get_short_term(session)
+        assert [m.role for m in short.messages] == ["user", "assistant"]
+        # What did not need the model (the stated preference) is still remembered.
+        assert [r.content for r in await memory.list_memory(user_id)] == ["titanio grado 5"]
+        assert memory.stats.extraction_failures == 1
+
+
+async def test_store_failure_while_persisting_keeps_the_reply(
+    pg_memory: MemoryManager, user_id: UUID, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailableError("Postgres is unreachable: connection refused")
+
+    monkeypatch.setattr(pg_memory, "update_memory", down)
+    message = "Prefiero PEEK."
+    workflow = workflow_for(pg_memory, {message: cls(explicit=True, materials=["PEEK"])}, BudgetModel(answer="Ok."))
+
+    turn = await workflow.handle(session_id=f"s-{uuid4()}", user_id=user_id, message=message)
+
+    assert turn.reply == "Ok."
+    assert any("could not store memory" in w and "unreachable" in w for w in turn.warnings)
+
+
+async def test_failing_classifier_falls_back_to_the_offline_rules(pg_memory: MemoryManager, user_id: UUID) -> None:
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ModelAPIError("classifier-model", "timeout")
+
+    message = "Necesito 50 piezas en aluminio 7075"
+    workflow = BudgetRequestWorkflow(
+        memory=pg_memory,
+        classifier=build_intent_classifier(FunctionModel(broken)),
+        budget_agent=build_budget_agent(pg_memory, FunctionModel(BudgetModel())),
+    )
+    session = f"s-{uuid4()}"
+
+    turn = await workflow.handle(session_id=session, user_id=user_id, message=message)
+
+    assert turn.classification == classify_offline(message)
+    assert any("intent classifier failed" in w for w in turn.warnings)
+    assert (await pg_memory.get_short_term(session)).entities["materials"] == ["aluminio 7075"]
+
+
+async def test_bad_user_id_is_refused_before_anything_is_recorded(pg_memory: MemoryManager) -> None:
+    workflow = workflow_for(pg_memory, {}, BudgetModel())
+    session = f"s-{uuid4()}"
+    with pytest.raises(InvalidMemoryInputError, match="UUID"):
+        await workflow.handle(session_id=session, user_id="not-a-uuid", message="Hola")
+    assert (await pg_memory.get_short_term(session)).messages == []
+
+
+# --- the offline models (what the demo runs) -----------------------------------------------------------------
+
+SESSION_1 = [
+    "Hola, necesito presupuesto para 50 piezas de fresado CNC con tolerancia ±0.05 mm.",
+    "Prefiero aluminio 7075 para los prototipos.",
+    "Necesitamos certificación ISO 9001 en todas las piezas.",
+    "No puedo superar 1500€ por pedido.",
+    "Perfecto, lo confirmo: adelante con el pedido para el viernes.",
+]
+
+
+async def test_offline_models_reuse_session_one_in_session_two(pg_memory: MemoryManager, user_id: UUID) -> None:
+    workflow = BudgetRequestWorkflow.build(pg_memory, offline=True)
+    # A first-time customer: greeted as new, asked only for what the message did not say.
+    first = await workflow.handle(session_id=f"new-{uuid4()}", user_id=uuid4(), message=SESSION_1[0])
+    assert "de nuevo" not in first.reply
+    assert "el material" in first.reply
+    assert "el plazo de entrega" in first.reply
+    assert "la cantidad" not in first.reply
+    assert "la tolerancia" not in first.reply
+
+    session = f"s1-{uuid4()}"
+    for message in SESSION_1:
+        turn = await workflow.handle(session_id=session, user_id=user_id, message=message)
+    assert turn.classification.request_complete
+
+    later = await workflow.handle(
+        session_id=f"s2-{uuid4()}", user_id=user_id, message="Hola, necesito otras 30 piezas como las anteriores"
+    )
+
+    assert later.reply.startswith("¡Hola de nuevo!")
+    for remembered in ("aluminio 7075", "ISO 9001", "1500 €", "±0.05 mm", "30 piezas"):
+        assert remembered in later.reply, remembered
+    # Material, tolerance and quantity are known: only the deadline is asked for.
+    assert "solo me falta: el plazo de entrega." in later.reply
+    assert "el material" not in later.reply
+
+
+def test_offline_reply_without_memory_block_treats_the_user_as_new() -> None:
+    reply = offline_reply(None, "Necesito 10 piezas de torneado")
+    assert reply.startswith("¡Hola! Gracias por contactar con Arkcutt.")
+    assert "10 piezas de torneado CNC" in reply
+    assert "el material, la tolerancia y el plazo de entrega" in reply
+
+
+@pytest.mark.parametrize(
+    ("text", "intent", "entities", "complete", "explicit"),
+    [
+        (
+            "Hola, necesito presupuesto para 50 piezas de fresado CNC con tolerancia ±0.05 mm.",
+            "budget_request",
+            {"services": ["fresado CNC"], "quantity": ["50 piezas"], "tolerances": ["±0.05 mm"]},
+            False,
+            False,
+        ),
+        (
+            "Prefiero aluminio 7075 para los prototipos.",
+            "budget_request",
+            {"materials": ["aluminio 7075"]},
+            False,
+            True,
+        ),
+        ("No puedo superar 1.500 EUR por pedido", "budget_request", {"budget": ["1500 €"]}, False, True),
+        ("Perfecto, lo confirmo: adelante.", "budget_request", {}, True, False),
+        (
+            "We need 200 pcs in stainless steel 316, ±0,01mm, AS9100, budget $2,000, by Friday",
+            "budget_request",
+            {
+                "materials": ["stainless steel 316"],
+                "quantity": ["200 units"],
+                "tolerances": ["±0.01 mm"],
+                "certifications": ["AS9100"],
+                "budget": ["$2000"],
+                "deadline": ["by friday"],
+            },
+            False,
+            False,
+        ),
+        ("¿Dónde está mi pedido nº 1234?", "order_status", {}, False, False),
+        ("La última entrega llegó tarde", "feedback", {}, False, False),
+        (
+            "¿Qué es mejor para agua salada, inox 316L o titanio?",
+            "technical_question",
+            {"materials": ["acero inoxidable 316L", "titanio"]},
+            False,
+            False,
+        ),
+        ("Hola", "greeting", {}, False, False),
+        ("No lo confirmo todavía", "other", {}, False, False),
+    ],
+)
+def test_offline_classifier(
+    text: str, intent: str, entities: dict[str, list[str]], complete: bool, explicit: bool
+) -> None:
+    assert classify_offline(text) == Classification.model_validate(
+        {"intent": intent, "entities": entities, "request_complete": complete, "explicit_preference": explicit}
+    )
+
+
+def test_classification_keeps_only_known_entity_kinds() -> None:
+    c = Classification.model_validate(
+        {"intent": "other", "entities": {"material": [" aluminio 7075 ", "Aluminio 7075"], "colour": ["red"]}}
+    )
+    assert c.entities == {"materials": ["aluminio 7075"]}
+
+
+def test_agent_model_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_agent_model(MemorySettings(agent_model="openai:gpt-4.1"), environ={"OPENAI_API_KEY": "k"}) == (
+        "openai:gpt-4.1"
+    )
+    assert resolve_agent_model(MemorySettings(), environ={"OPENAI_API_KEY": "k"}) == "openai:gpt-4o-mini"
+    assert resolve_agent_model(MemorySettings(), environ={}) is None
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert resolve_agent_model(MemorySettings()) is None
+
+
+def test_fact_extractor_is_offline_without_a_model() -> None:
+    assert build_fact_extractor(None).name == "rules"
+    assert build_fact_extractor("openai:gpt-4o-mini").name == "llm:openai:gpt-4o-mini"

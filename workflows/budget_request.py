@@ -1,0 +1,250 @@
+"""The budget-request workflow: the seed's seven steps, with memory, for one user message.
+
+    workflow = BudgetRequestWorkflow.build(memory)
+    turn = await workflow.handle(session_id="s-1", user_id=user_id, message="Necesito 50 piezas en 7075")
+    turn.reply, turn.facts_stored, turn.warnings
+
+1. `get_memory_context`: the session's state and the user's long-term memory;
+2. `add_message`: record the user message;
+3. classify intent and entities (a pydantic-ai agent) → `update_session_intents`/`update_session_entities`;
+4. `format_memory_for_agent`: the block the budget agent will see (returned for display);
+5. run the budget agent; `MemoryCapability` puts the memory block in its instructions;
+6. `add_message`: record the answer;
+7. extract and persist facts on the seed's triggers: every N messages, when the request is complete, or
+   when the user states a lasting preference.
+
+Who records messages: the workflow does (steps 2 and 6), because it needs the user message in the session
+before classifying, and the budget agent's capability is built with `record_messages=False` so nothing is
+recorded twice. Extraction and storage failures never lose the reply: they are logged and returned in
+`BudgetTurn.warnings`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import AgentRunError
+
+from agents.budget_agent import build_budget_agent, offline_budget_model
+from agents.intent_classifier import (
+    Classification,
+    build_intent_classifier,
+    classify_offline,
+    offline_classifier_model,
+)
+from agents.models import resolve_agent_model
+from memory_plugin.capability import MemoryDeps
+from memory_plugin.errors import InvalidMemoryInputError, MemoryPluginError
+from memory_plugin.manager import LOG_PREFIX, MemoryManager
+from memory_plugin.models import (
+    MemorizedFact,
+    MemoryUpdate,
+    Message,
+    ProjectRecord,
+    ShortTermMemory,
+    UserPreferences,
+)
+from memory_plugin.settings import MemorySettings
+
+__all__ = ["BudgetRequestWorkflow", "BudgetTurn"]
+
+logger = logging.getLogger("memory_plugin")
+
+
+@dataclass
+class BudgetTurn:
+    """The outcome of one user message."""
+
+    reply: str
+    """The budget agent's answer."""
+    classification: Classification
+    """Intent and entities of the user message (step 3)."""
+    memory_block: str
+    """The memory block the budget agent received in its instructions ("" when nothing is known yet)."""
+    facts_stored: list[MemorizedFact] = field(default_factory=list)
+    """Facts written (or reinforced) in long-term memory by this turn."""
+    warnings: list[str] = field(default_factory=list)
+    """Problems that did not stop the turn (classifier fallback, extraction or store failures)."""
+    extracted: bool = False
+    """Whether step 7 ran in this turn."""
+    messages_seen: int = 0
+    """Messages the session has seen after this turn (drives the extraction cadence)."""
+
+
+@dataclass
+class BudgetRequestWorkflow:
+    """Budget requests for a CNC machining shop, with conversational memory (the seed's workflow)."""
+
+    memory: MemoryManager
+    """Short- and long-term memory."""
+    classifier: Agent[None, Classification]
+    """Step 3's intent and entity classifier."""
+    budget_agent: Agent[MemoryDeps, str]
+    """Step 5's agent; its `MemoryCapability` must not record messages (the workflow does)."""
+    _extracted_upto: OrderedDict[str, str] = field(default_factory=OrderedDict, init=False, repr=False)
+    """Session id -> id of the last message already given to extraction, least recently used first."""
+
+    @classmethod
+    def build(
+        cls, memory: MemoryManager, settings: MemorySettings | None = None, *, offline: bool = False
+    ) -> BudgetRequestWorkflow:
+        """A workflow with the configured model (`resolve_agent_model`), or the offline models when none is
+        configured or `offline` is True."""
+        model_name = None if offline else resolve_agent_model(settings or memory.settings)
+        return cls(
+            memory=memory,
+            classifier=build_intent_classifier(model_name or offline_classifier_model()),
+            budget_agent=build_budget_agent(memory, model_name or offline_budget_model()),
+        )
+
+    async def handle(self, *, session_id: str, user_id: str | UUID, message: str) -> BudgetTurn:
+        """Answer one user message, running the seven steps in order.
+
+        Raises `InvalidMemoryInputError` for bad input (a user id that is not a UUID, an empty or oversized
+        message) before anything is recorded, and the budget agent's own errors (no reply to keep then).
+        """
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidMemoryInputError("message must be a non-empty string")
+        warnings: list[str] = []
+        # 1. Context: the session so far and what we know about the user.
+        context = await self.memory.get_memory_context(session_id, user_id, query=message)
+        if not context.long_term_available:
+            warnings.append("long-term memory is unavailable: answering with this session's memory only")
+        # 2. The user message joins short-term memory.
+        seen = await self.memory.add_message(session_id, Message(role="user", content=message))
+        # 3. Intent and entities, recorded in the session.
+        classification = await self._classify(message, warnings)
+        await self.memory.update_session_intents(session_id, classification.intent)
+        if classification.entities:
+            await self.memory.update_session_entities(session_id, classification.entities)
+        # 4. The block the agent will see. The long-term part comes from step 1; the short-term part is
+        #    re-read so that it includes this message and its entities, exactly as the capability renders it.
+        short = await self.memory.get_short_term(session_id)
+        memory_block = self.memory.format_memory_for_agent(context.model_copy(update={"short_term": short}))
+        # 5. The budget agent; its MemoryCapability injects the memory into the instructions.
+        result = await self.budget_agent.run(message, deps=MemoryDeps(session_id=session_id, user_id=user_id))
+        reply = result.output
+        # 6. The answer joins short-term memory.
+        if reply.strip():
+            seen = await self.memory.add_message(session_id, Message(role="assistant", content=reply))
+        else:
+            warnings.append("the budget agent returned an empty answer; it was not recorded")
+        # 7. Extract and persist on the seed's triggers.
+        turn = BudgetTurn(
+            reply=reply,
+            classification=classification,
+            memory_block=memory_block,
+            warnings=warnings,
+            messages_seen=seen,
+        )
+        if self.memory.should_extract(seen) or classification.request_complete or classification.explicit_preference:
+            turn.extracted = True
+            turn.facts_stored = await self._persist(session_id, user_id, classification, warnings)
+        return turn
+
+    async def _classify(self, message: str, warnings: list[str]) -> Classification:
+        try:
+            result = await self.classifier.run(message)
+        except AgentRunError as exc:
+            # A classifier outage must not block the answer: the offline rules are a sound fallback.
+            logger.warning("%s intent classifier failed, using the offline rules: %s", LOG_PREFIX, exc)
+            warnings.append(f"intent classifier failed ({exc}); used the offline rules")
+            return classify_offline(message)
+        return result.output
+
+    async def _persist(
+        self, session_id: str, user_id: str | UUID, classification: Classification, warnings: list[str]
+    ) -> list[MemorizedFact]:
+        short = await self.memory.get_short_term(session_id)
+        # Only messages not yet extracted: a stored fact that is extracted again counts as a repeat and is
+        # reinforced, so re-reading the whole window on every trigger would inflate confidence.
+        pending = self._pending(session_id, short.messages)
+        facts: list[MemorizedFact] = []
+        extracted_ok = True
+        if pending:
+            try:
+                facts = await self.memory.extract_facts_from_conversation(pending, user_id)
+            except MemoryPluginError as exc:
+                extracted_ok = False
+                logger.warning("%s fact extraction failed for session %s: %s", LOG_PREFIX, session_id, exc)
+                warnings.append(f"fact extraction failed: {exc}")
+        materials = classification.entities.get("materials", [])
+        preferences = (
+            UserPreferences(preferred_materials=materials) if classification.explicit_preference and materials else None
+        )
+        project = _project(session_id, short) if classification.request_complete else None
+        patterns = (
+            [f"budget_request: {service}" for service in short.entities.get("services", [])]
+            if classification.request_complete
+            else []
+        )
+        if not (facts or preferences or project or patterns):
+            if extracted_ok:
+                self._mark_extracted(session_id, pending)
+            return []
+        update = MemoryUpdate(
+            user_id=UUID(str(user_id)),
+            session_id=session_id,
+            new_facts=facts,
+            preferences=preferences,
+            project=project,
+            patterns=patterns,
+        )
+        try:
+            stored = await self.memory.update_memory(update)
+        except MemoryPluginError as exc:
+            logger.warning("%s could not store memory for session %s: %s", LOG_PREFIX, session_id, exc)
+            warnings.append(f"could not store memory: {exc}")
+            return []
+        if extracted_ok:
+            self._mark_extracted(session_id, pending)
+        return stored
+
+    def _pending(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
+        last = self._extracted_upto.get(session_id)
+        ids = [m.id for m in messages]
+        if last is None or last not in ids:
+            # Never extracted, or the last extracted message fell out of the window: all of it is new.
+            return list(messages)
+        return list(messages[ids.index(last) + 1 :])
+
+    def _mark_extracted(self, session_id: str, messages: Sequence[Message]) -> None:
+        if not messages:
+            return
+        self._extracted_upto[session_id] = messages[-1].id
+        self._extracted_upto.move_to_end(session_id)
+        # Bounded like the session store itself, so a long-running process does not grow without limit.
+        while len(self._extracted_upto) > self.memory.settings.max_sessions:
+            self._extracted_upto.popitem(last=False)
+
+
+def _project(session_id: str, short: ShortTermMemory) -> ProjectRecord | None:
+    """The session's budget request as a project record (None when the session named nothing)."""
+    entities = short.entities
+    materials = entities.get("materials", [])
+    services = entities.get("services", [])
+    quantity = entities.get("quantity", [])[-1:]  # the latest quantity stated wins
+    details = entities.get("tolerances", []) + entities.get("certifications", [])
+    if not (materials or services or quantity):
+        return None
+    words: list[str] = []
+    if quantity:
+        words.append(quantity[0])
+    words.append(f"de {', '.join(services)}" if services else "mecanizadas")
+    if materials:
+        words.append(f"en {', '.join(materials)}")
+    description = " ".join(words)
+    if details:
+        description += f" ({', '.join(details)})"
+    return ProjectRecord(
+        description=description,
+        materials=tuple(materials),
+        quantity=quantity[0] if quantity else None,
+        status="requested",
+        session_id=session_id,
+    )
