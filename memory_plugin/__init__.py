@@ -1,9 +1,9 @@
 """memory_plugin: conversational memory for pydantic-ai agents, persisted in Supabase/Postgres.
 
-    from memory_plugin import MemoryManager, MemorySettings
+from memory_plugin import MemoryManager, MemorySettings
 
-    async with MemoryManager.open(MemorySettings()) as memory:
-        ctx = await memory.get_memory_context("session-1", user_id)
+async with MemoryManager.open(MemorySettings()) as memory:
+    ctx = await memory.get_memory_context("session-1", user_id)
 """
 
 from .capability import MemoryCapability, MemoryDeps

@@ -102,7 +102,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             return None
         from .tools import memory_toolset
 
-        toolset: AbstractToolset[AgentDepsT] = memory_toolset(self.memory)  # type: ignore[assignment]
+        toolset: AbstractToolset[AgentDepsT] = memory_toolset(self.memory)
         return toolset
 
     async def after_run(self, ctx: RunContext[AgentDepsT], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
@@ -115,9 +115,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         if prompt:
             seen = await self.memory.add_message(identity.session_id, Message(role="user", content=prompt))
         if isinstance(result.output, str) and result.output.strip():
-            seen = await self.memory.add_message(
-                identity.session_id, Message(role="assistant", content=result.output)
-            )
+            seen = await self.memory.add_message(identity.session_id, Message(role="assistant", content=result.output))
         if self.extract_facts and identity.user_id is not None and self.memory.should_extract(seen):
             try:
                 await self.memory.remember_from_session(identity.session_id, identity.user_id)

@@ -166,25 +166,25 @@ def _print_turn(console: Console, message: str, turn: BudgetTurn) -> None:
 
 
 def _records_table(records: list[MemoryRecord], title: str, *, demo: bool = False) -> Table:
-    # SIMPLE_HEAD (no vertical rules) and two-line headers keep every column visible at 80 columns.
+    # SIMPLE_HEAD (no vertical rules) and folding columns keep every column visible at 80 columns.
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("kind", style="magenta", max_width=10)
-    table.add_column("category", overflow="fold", max_width=12)
-    table.add_column("content", overflow="fold", ratio=1)
-    table.add_column("confi-\ndence", justify="right", max_width=6)
-    table.add_column("source", max_width=8)
+    table.add_column("kind", style="magenta", overflow="fold")
+    table.add_column("category", overflow="fold")
+    table.add_column("content", overflow="fold", min_width=16, ratio=4)
+    table.add_column("confidence", justify="right", overflow="fold")
+    table.add_column("source", overflow="fold")
     if demo:
-        table.add_column("source\nmsgs", justify="right", max_width=6)  # provenance: messages it came from
+        table.add_column("provenance", justify="right", overflow="fold")  # messages it was learned from
     else:
-        table.add_column("relevance\ncount", justify="right", max_width=9)
-        table.add_column("updated_at\n(UTC)", overflow="fold", max_width=16)
+        table.add_column("relevance_count", justify="right", overflow="fold")
+        table.add_column("updated_at", overflow="fold")
     for r in records:
         row = [r.kind, r.category, escape(r.content), f"{r.confidence:.2f}", r.source]
         if demo:
             row.append(str(len(r.source_message_ids)))
         else:
             row.append(str(r.relevance_count))
-            row.append(r.updated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M"))
+            row.append(r.updated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
         table.add_row(*row)
     return table
 

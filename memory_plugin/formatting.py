@@ -72,11 +72,12 @@ def format_memory_for_agent(context: MemoryContext, fmt: MemoryFormat | None = N
     if long.projects:
         lines.append("Past projects:")
         for p in long.projects:
-            lines.append(f"- {p.timestamp.date().isoformat()} {_clean(p.description, fmt.item_chars)} ({_clean(p.status, 30)})")
+            lines.append(
+                f"- {p.timestamp.date().isoformat()} {_clean(p.description, fmt.item_chars)} ({_clean(p.status, 30)})"
+            )
     if long.patterns:
         lines.append(
-            "Frequent requests: "
-            + "; ".join(f"{_clean(p.description, 120)} (x{p.occurrences})" for p in long.patterns)
+            "Frequent requests: " + "; ".join(f"{_clean(p.description, 120)} (x{p.occurrences})" for p in long.patterns)
         )
     if not context.long_term_available:
         # Say so rather than let the agent conclude that nothing is known about the user.

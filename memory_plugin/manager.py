@@ -152,11 +152,11 @@ class MemoryManager:
                 database_url,
                 min_size=settings.pool_min_size,
                 max_size=settings.pool_max_size,
-                timeout=settings.connect_timeout_seconds,
+                connect_timeout=settings.connect_timeout_seconds,
             )
             if settings.auto_migrate:
                 async with store.pool.connection() as conn:
-                    await migrate(conn)  # type: ignore[arg-type]
+                    await migrate(conn)
         manager = cls(settings, store, extractor=extractor, clock=clock, database_url=database_url)
         manager._start_sweeper()
         return manager
@@ -338,7 +338,9 @@ class MemoryManager:
                 remaining = remaining.replace(f"[redacted {kind}]", "")
             if len(remaining.strip(" .,;:-")) < 3:
                 self.stats.facts_dropped_sensitive += 1
-                logger.info("%s dropped a fact made only of sensitive data (%s)", LOG_PREFIX, ", ".join(redaction.kinds))
+                logger.info(
+                    "%s dropped a fact made only of sensitive data (%s)", LOG_PREFIX, ", ".join(redaction.kinds)
+                )
                 return None
             self.stats.facts_redacted += 1
             logger.info("%s redacted %s from a fact before storing it", LOG_PREFIX, ", ".join(redaction.kinds))
@@ -430,4 +432,3 @@ def _parse_item_id(item_id: str | UUID) -> UUID:
         return UUID(str(item_id))
     except ValueError:
         raise InvalidMemoryInputError(f"memory item ids are UUIDs, got {item_id!r}") from None
-

@@ -6,6 +6,7 @@ Each tool acts only on the memory of the user in the run's deps, never on a user
 from __future__ import annotations
 
 from typing import Literal
+from uuid import UUID
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ModelRetry
@@ -55,7 +56,7 @@ def memory_toolset(memory: MemoryManager) -> FunctionToolset[object]:
         try:
             item = MemorizedFact(content=fact, category=category, confidence=0.95, source="explicit", importance=4)
             stored = await memory.update_memory(
-                MemoryUpdate(user_id=user_id, session_id=getattr(ctx.deps, "session_id", None), new_facts=[item])
+                MemoryUpdate(user_id=UUID(user_id), session_id=getattr(ctx.deps, "session_id", None), new_facts=[item])
             )
         except (InvalidMemoryInputError, ValueError) as exc:
             raise ModelRetry(f"Could not store that: {exc}") from exc

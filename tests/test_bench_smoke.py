@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from rich.console import Console
 
 from bench.run import QUICK, bench_add_message, bench_context, bench_session_memory, main, render, to_markdown
@@ -40,8 +39,12 @@ def test_session_memory_bench_reports_bytes_per_session() -> None:
     assert abs(total - (state + messages)) <= 1  # each cell is rounded separately
 
 
+def _bench_dirs() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("memory-plugin-bench-*"))
+
+
 async def test_context_bench_on_its_own_embedded_postgres() -> None:
-    before = set(Path(tempfile.gettempdir()).glob("memory-plugin-bench-*"))
+    before = _bench_dirs()
     latency, explain = await bench_context(QUICK)
     assert latency.row_labels() == [f"{n:,} facts" for n in QUICK.fact_counts]
     assert [row[2] for row in latency.rows] == [f"{QUICK.timed_calls:,}"] * len(QUICK.fact_counts)
@@ -60,7 +63,7 @@ async def test_context_bench_on_its_own_embedded_postgres() -> None:
     assert explain.rows[4][1] == "23"  # 12 facts, 5 preferences, 3 projects, 3 patterns
     assert any("user_memory" in line for line in explain.code)
     # The temporary cluster is removed afterwards.
-    assert set(Path(tempfile.gettempdir()).glob("memory-plugin-bench-*")) == before
+    assert _bench_dirs() == before
 
 
 async def test_tables_render_as_markdown() -> None:

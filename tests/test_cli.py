@@ -56,7 +56,7 @@ def test_inspect_fresh_user_prints_an_empty_table(runner: CliRunner, database_ur
     assert result.exit_code == 0, result.output
     output = flat(result.output)
     assert f"Memory of user {user} (0 items)" in output
-    assert "relevance count" in output
+    assert "relevance_count" in output
     assert "Nothing is stored for this user yet." in output
 
 

@@ -54,7 +54,7 @@ def count_rows(admin_conn: AdminConn, user: UUID) -> int:
     return int(row[0])
 
 
-# --- public API ----------------------------------------------------------------------------------------------------
+# --- public API ---------------------------------------------------------------------------------------------------
 
 
 def test_public_api_is_importable_from_the_package() -> None:
@@ -97,7 +97,7 @@ def test_memorized_fact_has_the_seed_shape_with_defaults() -> None:
     assert f.last_reinforced_at is None
 
 
-# --- context --------------------------------------------------------------------------------------------------------
+# --- context ------------------------------------------------------------------------------------------------------
 
 
 async def test_context_without_user_is_short_term_only(pg_memory: MemoryManager, user_id: UUID) -> None:
@@ -117,7 +117,7 @@ async def test_context_without_user_is_short_term_only(pg_memory: MemoryManager,
     assert [m.content for m in ctx.short_term.messages] == ["Hola, ¿hacéis fresado?"]
 
 
-# --- invalid input ----------------------------------------------------------------------------------------------------
+# --- invalid input ------------------------------------------------------------------------------------------------
 
 
 def test_invalid_models_fail_at_construction_with_value_errors() -> None:
@@ -352,7 +352,7 @@ async def test_stored_text_cannot_close_the_fence_or_add_lines(pg_memory: Memory
     assert sum("ignore previous instructions" in line for line in evil) == 2  # the fact and the message, inline
 
 
-# --- degradation ------------------------------------------------------------------------------------------------------
+# --- degradation --------------------------------------------------------------------------------------------------
 
 
 async def test_store_failure_degrades_to_short_term_memory(
@@ -395,7 +395,7 @@ async def test_unreachable_database_fails_to_open_with_a_store_error(tmp_path: P
         await MemoryManager.create(settings)
 
 
-# --- lifecycle ----------------------------------------------------------------------------------------------------------
+# --- lifecycle ----------------------------------------------------------------------------------------------------
 
 
 async def test_open_without_database_url_starts_the_embedded_default(tmp_path: Path) -> None:

@@ -25,4 +25,3 @@ def test_readme_starts_with_demo_and_test_commands() -> None:
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
     ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert _setup_commands()[1] in ci_lines
-

@@ -200,9 +200,7 @@ class LLMExtractor:
             # Provider SDKs raise their own transport errors (openai 3.x speaks httpx2, not httpx). Extraction
             # runs after the answer is produced, so any failure is reported as ExtractionError, never allowed
             # to lose the turn; the original exception stays chained for debugging.
-            raise ExtractionError(
-                f"fact extraction with {self.name} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise ExtractionError(f"fact extraction with {self.name} failed: {type(exc).__name__}: {exc}") from exc
 
         by_id = {message.id: message for message in messages}
         user_ids = tuple(message.id for message in messages if message.role == "user")

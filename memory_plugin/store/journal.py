@@ -89,7 +89,9 @@ class WriteJournal:
 
     def append(self, user_id: UUID, items: Sequence[MemoryItem], reinforcement_step: float) -> JournalEntry:
         """Durably record a write; returns the entry (with its new `write_id`)."""
-        entry = JournalEntry(write_id=uuid4(), user_id=user_id, items=tuple(items), reinforcement_step=reinforcement_step)
+        entry = JournalEntry(
+            write_id=uuid4(), user_id=user_id, items=tuple(items), reinforcement_step=reinforcement_step
+        )
         line = entry.to_json() + "\n"
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

@@ -34,7 +34,9 @@ class InMemoryStore:
         """Always "memory"."""
         return "memory"
 
-    async def upsert(self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float) -> list[MemoryRecord]:
+    async def upsert(
+        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float
+    ) -> list[MemoryRecord]:
         """Insert or reinforce, as `public.memory_upsert_items` does."""
         async with self._lock:
             rows = self._rows.setdefault(user_id, {})
@@ -42,7 +44,11 @@ class InMemoryStore:
             out: list[MemoryRecord] = []
             for item in items:
                 existing = rows.get(item.content_hash)
-                record = self._insert(user_id, item, now) if existing is None else self._merge(existing, item, now, reinforcement_step)
+                record = (
+                    self._insert(user_id, item, now)
+                    if existing is None
+                    else self._merge(existing, item, now, reinforcement_step)
+                )
                 rows[item.content_hash] = record
                 out.append(record)
             return out
@@ -110,14 +116,18 @@ class InMemoryStore:
                 str(r.id),
             ),
         )[: query.max_facts]
-        prefs = sorted(of("preference"), key=lambda r: (-r.last_reinforced_at.timestamp(), str(r.id)))[:_MAX_PREFERENCES]
+        prefs = sorted(of("preference"), key=lambda r: (-r.last_reinforced_at.timestamp(), str(r.id)))[
+            :_MAX_PREFERENCES
+        ]
         projects = sorted(of("project"), key=lambda r: (-r.created_at.timestamp(), str(r.id)))[: query.max_projects]
         patterns = sorted(
             of("pattern"), key=lambda r: (-r.relevance_count, -r.last_reinforced_at.timestamp(), str(r.id))
         )[: query.max_patterns]
         return facts + prefs + projects + patterns
 
-    async def list_records(self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000) -> list[MemoryRecord]:
+    async def list_records(
+        self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
+    ) -> list[MemoryRecord]:
         """The user's rows, newest first."""
         rows = [r for r in self._rows.get(user_id, {}).values() if kind is None or r.kind == kind]
         return sorted(rows, key=lambda r: r.created_at, reverse=True)[:limit]

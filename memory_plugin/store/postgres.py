@@ -54,21 +54,21 @@ class PostgresStore:
 
     @classmethod
     async def connect(
-        cls, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 5.0
+        cls, url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 5.0
     ) -> PostgresStore:
         """Open a pool on `url` and check that the database answers."""
         pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
-            timeout=timeout,
+            timeout=connect_timeout,
             open=False,
             # autocommit: every operation is a single statement, so no BEGIN/COMMIT round trips.
-            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": max(1, round(timeout))},
+            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": max(1, round(connect_timeout))},
             name="memory_plugin",
         )
         try:
-            await pool.open(wait=True, timeout=timeout)
+            await pool.open(wait=True, timeout=connect_timeout)
         except (PoolTimeout, psycopg.OperationalError) as exc:
             await pool.close()
             raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
@@ -96,7 +96,9 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise StoreError(f"Postgres rejected the operation: {exc}") from exc
 
-    async def upsert(self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float) -> list[MemoryRecord]:
+    async def upsert(
+        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float
+    ) -> list[MemoryRecord]:
         """All items in one statement (one round trip), whatever their number."""
         if not items:
             return []
@@ -123,7 +125,9 @@ class PostgresStore:
         )
         return [MemoryRecord.from_row(r) for r in rows]
 
-    async def list_records(self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000) -> list[MemoryRecord]:
+    async def list_records(
+        self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
+    ) -> list[MemoryRecord]:
         """The user's rows, newest first."""
         rows = await self._fetch(LIST_RECORDS_SQL, (user_id, kind, kind, limit))
         return [MemoryRecord.from_row(r) for r in rows]
