@@ -1,10 +1,11 @@
 """How long-term facts are ranked for the context: seed 000's score.
 
     score = w_importance * importance/5 + w_confidence * confidence + w_recency * recency
-    recency = max(0, 1 - age_since_last_reinforcement / recency_window)
+    recency = clamp(1 - age_since_last_reinforcement / recency_window, 0, 1)
 
 The Postgres store computes the same expression in SQL (`public.memory_context` in
 `supabase/migrations/`), so ranking costs one round trip; the in-memory store calls `fact_score` here.
+`public.memory_rank_facts` computes the same order without scoring every fact (see its comment).
 A later issue makes the ranking query-aware.
 """
 
@@ -47,5 +48,6 @@ def fact_score(
 ) -> float:
     """The ranking score of one fact at time `now`."""
     age_seconds = (now - last_reinforced_at).total_seconds()
-    recency = max(0.0, 1.0 - age_seconds / (weights.recency_window_days * 86400.0))
+    # Clamped above too: a timestamp slightly in the future (clock skew) earns no extra weight.
+    recency = min(1.0, max(0.0, 1.0 - age_seconds / (weights.recency_window_days * 86400.0)))
     return weights.importance * importance / 5.0 + weights.confidence * confidence + weights.recency * recency

@@ -43,8 +43,11 @@ comment on table public.user_memory is
 comment on column public.user_memory.relevance_count is 'Times the item was stated or observed again after it was first stored.';
 comment on column public.user_memory.content_hash is 'sha256 of the normalised content; unique per user, so repeats reinforce instead of duplicating.';
 
--- The context query reads one user's rows of one kind; the unique key above also starts with user_id.
+-- memory_context reads preferences, projects and patterns through the first index; fact ranking
+-- (memory_rank_facts) reads only the second, partial one. The unique key above also starts with user_id.
 create index user_memory_user_id_kind_idx on public.user_memory (user_id, kind, last_reinforced_at desc);
+create index user_memory_fact_rank_idx on public.user_memory
+    (user_id, importance, confidence desc, last_reinforced_at desc, id) where kind = 'fact';
 
 create function public.user_memory_touch_updated_at() returns trigger
     language plpgsql
@@ -128,6 +131,90 @@ as $$
 $$;
 
 
+-- memory_rank_facts: the user's p_limit best facts by seed 000's score (mirrors memory_plugin/ranking.py):
+--     score = w_importance * importance/5 + w_confidence * confidence + w_recency * recency,
+--     recency = clamp(1 - age since last reinforcement / window, 0, 1).
+-- Exact, without scoring every fact of the user, in three index-only steps over user_memory_fact_rank_idx
+-- (user, importance, confidence desc, …), so the cost does not grow with the length of the history:
+--  1. older facts (recency 0): within an importance level the score follows confidence, so the best
+--     p_limit of each of the 5 levels contain every older fact that can reach the top;
+--  2. a seed of recent facts (the most confident p_limit of each level) gives a bar: the p_limit-th best
+--     score among step 1 and the seed, which the final p_limit all reach;
+--  3. a recent fact scores at most w_i * level/5 + w_c * confidence + w_r, so per level only facts with
+--     confidence >= (bar - w_r - w_i * level/5) / w_c can reach the bar: a short range scan of the index.
+-- float8 arithmetic throughout (numeric is several times slower); the 1e-6 slack keeps float4 confidence
+-- rounding from excluding a fact that ties the bar.
+create function public.memory_rank_facts(
+    p_user_id uuid,
+    p_limit integer,
+    p_weight_importance real,
+    p_weight_confidence real,
+    p_weight_recency real,
+    p_recency_window_days real,
+    p_now timestamptz
+)
+    returns table (id uuid, score double precision, last_reinforced_at timestamptz)
+    language sql
+    stable
+    security invoker
+    set search_path = ''
+as $$
+    with params as (
+        select p_weight_importance::float8 / 5 as wi,
+               p_weight_confidence::float8 as wc,
+               p_weight_recency::float8 as wr,
+               greatest(p_recency_window_days::float8 * 86400, 1e-9) as window_s,
+               date_part('epoch', p_now) as now_s,
+               p_now - make_interval(secs => greatest(p_recency_window_days::float8, 0) * 86400) as cutoff
+    ),
+    older as (
+        select o.* from params p, generate_series(1, 5) as level(importance),
+             lateral (select f.id, f.last_reinforced_at, p.wi * f.importance + p.wc * f.confidence as score
+                        from public.user_memory f
+                       where f.user_id = p_user_id and f.kind = 'fact' and f.importance = level.importance
+                         and f.last_reinforced_at <= p.cutoff
+                       order by f.confidence desc, f.last_reinforced_at desc, f.id
+                       limit p_limit) as o
+    ),
+    recent_seed as (
+        select r.* from params p, generate_series(1, 5) as level(importance),
+             lateral (select f.id, f.last_reinforced_at,
+                             p.wi * f.importance + p.wc * f.confidence
+                           + p.wr * least(1, greatest(0, 1 - (p.now_s - date_part('epoch', f.last_reinforced_at))
+                                                             / p.window_s)) as score
+                        from public.user_memory f
+                       where f.user_id = p_user_id and f.kind = 'fact' and f.importance = level.importance
+                         and f.last_reinforced_at > p.cutoff
+                       order by f.confidence desc, f.last_reinforced_at desc, f.id
+                       limit p_limit) as r
+    ),
+    bar as (
+        select coalesce((select c.score from (select score from older union all select score from recent_seed) as c
+                          order by c.score desc offset greatest(p_limit, 1) - 1 limit 1),
+                        '-infinity'::float8) as score
+    ),
+    recent as (
+        select r.* from params p, bar, generate_series(1, 5) as level(importance),
+             lateral (select f.id, f.last_reinforced_at,
+                             p.wi * f.importance + p.wc * f.confidence
+                           + p.wr * least(1, greatest(0, 1 - (p.now_s - date_part('epoch', f.last_reinforced_at))
+                                                             / p.window_s)) as score
+                        from public.user_memory f
+                       where f.user_id = p_user_id and f.kind = 'fact' and f.importance = level.importance
+                         and f.last_reinforced_at > p.cutoff
+                         and (p.wc <= 0
+                              or f.confidence >= (bar.score - p.wr - p.wi * level.importance) / p.wc - 1e-6)) as r
+    )
+    select c.id, c.score, c.last_reinforced_at
+      from (select * from older union all select * from recent) as c
+     order by c.score desc, c.last_reinforced_at desc, c.id
+     limit p_limit;
+$$;
+
+comment on function public.memory_rank_facts is
+    'The best-ranked facts of a user (importance, confidence, recency), exact, read from indexes only.';
+
+
 -- memory_context: what get_memory_context needs for one user, in one round trip: the best-ranked
 -- facts (seed 000's score: importance, confidence, recency), every preference value, the latest
 -- projects and the most frequent patterns. The ranking mirrors memory_plugin/ranking.py.
@@ -148,14 +235,10 @@ create function public.memory_context(
     security invoker
     set search_path = ''
 as $$
-    (select * from public.user_memory m
-      where m.user_id = p_user_id and m.kind = 'fact'
-      order by p_weight_importance * (m.importance / 5.0)
-             + p_weight_confidence * m.confidence
-             + p_weight_recency * greatest(0.0, 1.0 - extract(epoch from (p_now - m.last_reinforced_at))
-                                                      / (p_recency_window_days * 86400.0)) desc,
-               m.last_reinforced_at desc, m.id
-      limit p_max_facts)
+    (select m.* from public.memory_rank_facts(p_user_id, p_max_facts, p_weight_importance, p_weight_confidence,
+                                              p_weight_recency, p_recency_window_days, p_now) as best
+       join public.user_memory m on m.id = best.id
+      order by best.score desc, best.last_reinforced_at desc, best.id)
     union all
     (select * from public.user_memory m
       where m.user_id = p_user_id and m.kind = 'preference'
@@ -174,6 +257,8 @@ as $$
 $$;
 
 revoke all on function public.memory_upsert_items(uuid, jsonb, real) from public, anon;
+revoke all on function public.memory_rank_facts(uuid, integer, real, real, real, real, timestamptz) from public, anon;
 revoke all on function public.memory_context(uuid, integer, integer, integer, real, real, real, real, timestamptz) from public, anon;
 grant execute on function public.memory_upsert_items(uuid, jsonb, real) to authenticated, service_role;
+grant execute on function public.memory_rank_facts(uuid, integer, real, real, real, real, timestamptz) to authenticated, service_role;
 grant execute on function public.memory_context(uuid, integer, integer, integer, real, real, real, real, timestamptz) to authenticated, service_role;
