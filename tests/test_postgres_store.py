@@ -22,6 +22,7 @@ from memory_plugin import MemorizedFact, MemoryManager, MemoryUpdate, PostgresSt
 from memory_plugin.ranking import RankingWeights, fact_score
 from memory_plugin.store import ContextQuery
 from memory_plugin.store.migrations import load_migrations, migrate
+from memory_plugin.store.postgres import IDENTITY_PRELUDE_SQL
 from memory_plugin.store.records import items_from_update
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
@@ -218,15 +219,17 @@ async def test_a_batch_of_100_facts_is_one_statement(
             patterns=["Pide bridas"],
         )
     )
-    assert len(executed) == 1
-    assert "memory_upsert_items" in executed[0]
+    # The user's identity prelude, then the one statement doing the work (sent together, pipelined).
+    assert executed[0] == IDENTITY_PRELUDE_SQL
+    assert len(executed) == 2
+    assert "memory_upsert_items" in executed[1]
     assert len(stored) == 100
     count = admin_conn.execute("select count(*) from public.user_memory where user_id = %s", (user_id,)).fetchone()
     assert count == (100 + 3 + 1 + 1,)
 
     executed.clear()
     await pg_memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=facts))  # 100 reinforcements
-    assert len(executed) == 1
+    assert len(executed) == 2
     assert admin_conn.execute(
         "select count(*), min(relevance_count), max(relevance_count) from public.user_memory"
         " where user_id = %s and kind = 'fact'",
@@ -235,8 +238,8 @@ async def test_a_batch_of_100_facts_is_one_statement(
 
     executed.clear()
     ctx = await pg_memory.get_memory_context("s", user_id)
-    assert len(executed) == 1
-    assert "memory_context" in executed[0]
+    assert len(executed) == 2
+    assert "memory_context" in executed[1]
     assert len(ctx.long_term.facts) == pg_memory.settings.max_facts_in_context
 
 
@@ -445,3 +448,26 @@ async def test_sql_ranking_matches_fact_score(
         top_ids = [r.id for r in top if r.kind == "fact"]
         assert top_ids == got[:limit]
         assert min(py_score[f] for f in top_ids) >= max(py_score[f] for f in expected if f not in top_ids) - noise
+
+
+async def test_the_plugins_own_queries_run_under_rls(
+    pg_memory: MemoryManager, alice_and_bob: tuple[UUID, UUID]
+) -> None:
+    """Defence in depth: even a statement that forgets `where user_id = …` sees only the scoped user's rows."""
+    alice, bob = alice_and_bob
+    store = pg_memory.store
+    assert isinstance(store, PostgresStore)
+    unscoped = "select user_id, content from public.user_memory where user_id = any(%s)"
+    rows, _ = await store._run(alice, unscoped, ([alice, bob],))
+    assert {r["user_id"] for r in rows} == {alice}
+    _, deleted = await store._run(alice, "delete from public.user_memory where user_id = %s", (bob,))
+    assert deleted == 0
+    role, _ = await store._run(alice, "select current_user as role, auth.uid() as uid", ())
+    assert role == [{"role": "authenticated", "uid": alice}]
+    # The settings are transaction-local: the same pooled connection is back to its own role afterwards.
+    rows, _ = await store._run(None, unscoped, ([alice, bob],))
+    assert {r["user_id"] for r in rows} == {alice, bob}
+    assert (await store._run(None, "select current_setting('request.jwt.claims', true) as c", ()))[0][0]["c"] in (
+        None,
+        "",
+    )

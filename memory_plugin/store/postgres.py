@@ -1,8 +1,14 @@
 """`PostgresStore`: the long-term store on PostgreSQL (embedded, self-hosted or Supabase) via psycopg 3.
 
-Every operation is one statement, so one round trip: writes call `public.memory_upsert_items` with the
-whole batch as one JSON array; the context calls `public.memory_context`. The SQL lives in
-`supabase/migrations/`; the statements below only call it.
+Every operation is one statement: writes call `public.memory_upsert_items` with the whole batch as one
+JSON array; the context calls `public.memory_context`. The SQL lives in `supabase/migrations/`; the
+statements below only call it.
+
+Identity: each user-scoped statement runs in a transaction that first does what PostgREST does for a
+request, `set_config('role', 'authenticated', true)` and `set_config('request.jwt.claims', {"sub": user},
+true)`, so row-level security applies to the plugin's own queries too (a bug in Python cannot read or
+write another user's rows). The transaction is sent in pipeline mode, so the prelude costs no extra
+network round trip. Administrative work (migrations, erasing a user) goes through `MemoryAdmin` instead.
 """
 
 from __future__ import annotations
@@ -36,6 +42,13 @@ SEARCH_TEXT_SQL = (
     " order by importance desc, confidence desc, last_reinforced_at desc limit %s"
 )
 DELETE_SQL = "delete from public.user_memory where user_id = %s and id = %s"
+# Transaction-local (the `true`), like PostgREST: nothing leaks to the next user of the pooled connection.
+IDENTITY_PRELUDE_SQL = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
+
+
+def user_claims(user_id: UUID) -> str:
+    """The JWT claims PostgREST would set for `user_id`'s requests, as JSON."""
+    return json.dumps({"sub": str(user_id), "role": "authenticated"})
 
 
 def _like_pattern(text: str) -> str:
@@ -47,10 +60,20 @@ class PostgresStore:
     """A `LongTermStore` on a psycopg async connection pool.
 
     Create with `await PostgresStore.connect(url)`; close with `await store.close()`.
+
+    Args:
+        pool: The connection pool. In production its role is a login role granted `authenticated` (see
+            `supabase/roles/memory_plugin_app.sql`), never a superuser.
+        act_as_user: Run every user-scoped statement as `authenticated` with the user's JWT claims, so
+            RLS applies (the default). False runs them as the pool's role: only for benchmarks measuring
+            the cost of the prelude, or trusted maintenance code.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]], *, act_as_user: bool = True
+    ) -> None:
         self._pool = pool
+        self.act_as_user = act_as_user
 
     @classmethod
     async def connect(
@@ -84,17 +107,32 @@ class PostgresStore:
         """The connection pool (for migrations and admin tasks)."""
         return self._pool
 
-    async def _fetch(self, query: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    async def _run(self, user_id: UUID | None, query: str, params: Sequence[Any]) -> tuple[list[dict[str, Any]], int]:
+        """Run one statement and return its rows and row count.
+
+        With a `user_id` (and `act_as_user`), the statement runs as that user under RLS: one transaction,
+        prelude then statement, pipelined. Without, it runs as the pool's role.
+        """
         try:
             async with self._pool.connection() as conn:
-                cursor = await conn.execute(query, params)
-                return await cursor.fetchall() if cursor.description else []
+                if user_id is None or not self.act_as_user:
+                    cursor = await conn.execute(query, params)
+                    return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
+                async with conn.pipeline() as pipeline, conn.transaction():
+                    await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user_id),))
+                    cursor = await conn.execute(query, params)
+                    await pipeline.sync()  # BEGIN, prelude and statement travel together; results are in
+                    return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
         except PoolTimeout as exc:
             raise StoreUnavailableError(f"no Postgres connection available: {exc}") from exc
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
         except psycopg.Error as exc:
             raise StoreError(f"Postgres rejected the operation: {exc}") from exc
+
+    async def _fetch(self, user_id: UUID, query: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        rows, _ = await self._run(user_id, query, params)
+        return rows
 
     async def upsert(
         self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float
@@ -103,13 +141,14 @@ class PostgresStore:
         if not items:
             return []
         payload = json.dumps([item.as_json() for item in items], ensure_ascii=False)
-        rows = await self._fetch(UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step))
+        rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step))
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         """One call to `public.memory_context`."""
         w = query.weights
         rows = await self._fetch(
+            user_id,
             CONTEXT_SQL,
             (
                 user_id,
@@ -129,27 +168,23 @@ class PostgresStore:
         self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
     ) -> list[MemoryRecord]:
         """The user's rows, newest first."""
-        rows = await self._fetch(LIST_RECORDS_SQL, (user_id, kind, kind, limit))
+        rows = await self._fetch(user_id, LIST_RECORDS_SQL, (user_id, kind, kind, limit))
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
         """Rows whose content contains `text` (ilike)."""
-        rows = await self._fetch(SEARCH_TEXT_SQL, (user_id, _like_pattern(text), limit))
+        rows = await self._fetch(user_id, SEARCH_TEXT_SQL, (user_id, _like_pattern(text), limit))
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
         """Delete one of the user's rows."""
-        try:
-            async with self._pool.connection() as conn:
-                cursor = await conn.execute(DELETE_SQL, (user_id, record_id))
-                return cursor.rowcount > 0
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
+        _, count = await self._run(user_id, DELETE_SQL, (user_id, record_id))
+        return count > 0
 
     async def ping(self) -> bool:
         """`select 1`, False on any connection error."""
         try:
-            await self._fetch("select 1 as ok", ())
+            await self._run(None, "select 1 as ok", ())
         except StoreError:
             return False
         return True
