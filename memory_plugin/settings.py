@@ -37,6 +37,11 @@ class MemorySettings(BaseSettings):
     """Apply `supabase/migrations/` on open. Already-applied versions are skipped, using the same
     `supabase_migrations.schema_migrations` table as the Supabase CLI, so both can be mixed."""
 
+    admin_database_url: SecretStr | None = None
+    """An administrative role's connection string, for the service path (`MemoryAdmin`: migrations,
+    erasing a user). Set it when `database_url` uses the least-privileged application role of
+    `supabase/roles/memory_plugin_app.sql`; when unset, migrations run over `database_url`."""
+
     pool_min_size: int = Field(default=1, ge=0)
     """Connections the pool keeps open."""
 

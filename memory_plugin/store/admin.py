@@ -1,0 +1,93 @@
+"""`MemoryAdmin`: the explicit service path, for work done on behalf of no single user.
+
+User-scoped operations go through a store, which runs every statement as `authenticated` with the
+user's JWT claims, so row-level security keeps users apart. A few operations are not on behalf of one
+user and must see every row: applying migrations, erasing a user's memory on request (GDPR), retention
+jobs. They live here, on a separate connection whose role is explicit: on Supabase the `postgres` role
+(the dashboard's connection string), on the embedded default its superuser. The application's own
+login role (`supabase/roles/memory_plugin_app.sql`) cannot do any of this, by design.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import tuple_row
+
+from ..errors import StoreError, StoreUnavailableError
+from .migrations import migrate
+
+__all__ = ["MemoryAdmin"]
+
+logger = logging.getLogger("memory_plugin")
+
+# Every table that holds per-user rows, in the order they are erased.
+USER_TABLES_SQL = """
+select c.relname
+  from pg_class c
+  join pg_namespace n on n.oid = c.relnamespace
+  join pg_attribute a on a.attrelid = c.oid and a.attname = 'user_id' and not a.attisdropped
+ where n.nspname = 'public' and c.relkind = 'r'
+ order by c.relname
+"""
+
+
+class MemoryAdmin:
+    """Administrative operations on the memory database, over one connection of an administrative role.
+
+    Use as `async with await MemoryAdmin.connect(admin_url) as admin: await admin.erase_user(user_id)`.
+    """
+
+    def __init__(self, conn: psycopg.AsyncConnection[tuple[Any, ...]]) -> None:
+        self._conn = conn
+
+    @classmethod
+    async def connect(cls, url: str, *, connect_timeout: float = 5.0) -> MemoryAdmin:
+        """Connect with an administrative role (autocommit: each operation manages its own transaction)."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                url, autocommit=True, row_factory=tuple_row, connect_timeout=max(1, round(connect_timeout))
+            )
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"cannot connect to Postgres as administrator: {exc}") from exc
+        return cls(conn)
+
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations; returns the versions applied."""
+        return await migrate(self._conn)
+
+    async def erase_user(self, user_id: UUID) -> int:
+        """Delete everything stored about `user_id`, in every table, in one transaction; returns rows deleted."""
+        deleted = 0
+        try:
+            async with self._conn.transaction():
+                tables = [row[0] for row in await (await self._conn.execute(USER_TABLES_SQL)).fetchall()]
+                for table in tables:
+                    cursor = await self._conn.execute(
+                        sql.SQL("delete from public.{} where user_id = %s").format(sql.Identifier(table)),
+                        (user_id,),
+                    )
+                    deleted += cursor.rowcount
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"erasing user {user_id} failed: {exc}") from exc
+        logger.info("🧠 [Memory] erased %d rows of user %s (%s)", deleted, user_id, ", ".join(tables))
+        return deleted
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._conn.close()
+
+    async def __aenter__(self) -> MemoryAdmin:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

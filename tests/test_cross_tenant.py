@@ -1,0 +1,205 @@
+"""Cross-tenant isolation, enforced by the database, for every table, view and function the migrations create.
+
+User A (role `authenticated` with A's JWT claims, exactly as PostgREST and `PostgresStore` set them) tries
+to read, change, delete and create B's rows directly, through every view and through every RPC, including
+RPCs given B's id as an argument; `anon` tries to read anything. Every attempt fails or returns nothing,
+and B's rows are byte-for-byte unchanged afterwards. The lists below are checked against the catalog, so a
+new table, view or function fails this module until its attack is written here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from memory_plugin.models import MemorizedFact, ProjectRecord, UserPreferences
+from memory_plugin.store.records import items_from_update
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+# A valid new row for each table holding per-user rows, with `user_id` left to the attack.
+NEW_ROW: dict[str, dict[str, Any]] = {
+    "user_memory": {"kind": "fact", "category": "preference", "content": "injected", "content_hash": "x"},
+    "memory_applied_writes": {"write_id": "00000000-0000-4000-8000-000000000001", "item_count": 1},
+}
+
+
+def _items_json() -> str:
+    fact = MemorizedFact(content="Prefiere latón", category="preference", confidence=0.9, source="explicit")
+    return json.dumps([i.as_json() for i in items_from_update([fact], None, None, [], None)])
+
+
+# How to call each public function with B's id; `{b}` is B's id. Its result must hold nothing of B's.
+RPC_CALLS: dict[str, str] = {
+    "memory_upsert_items": "select * from public.memory_upsert_items({b}, %(items)s::jsonb)",
+    "memory_context": "select * from public.memory_context({b})",
+    "memory_rank_facts": "select * from public.memory_rank_facts({b}, 100, 0.6, 0.3, 0.1, 30, now())",
+}
+TRIGGER_FUNCTIONS = {"user_memory_touch_updated_at"}
+
+
+@pytest.fixture
+def conn(database_url: str) -> Iterator[Conn]:
+    with psycopg.connect(database_url) as c:  # not autocommit: every attempt is a transaction rolled back
+        yield c
+
+
+@contextmanager
+def acting_as(conn: Conn, role: str, user: UUID | None) -> Iterator[Conn]:
+    """One transaction as `role` with `user`'s claims (what PostgREST does per request), then rolled back."""
+    try:
+        conn.execute("select set_config('role', %s, true)", (role,))
+        if user is not None:
+            claims = json.dumps({"sub": str(user), "role": role})
+            conn.execute("select set_config('request.jwt.claims', %s, true)", (claims,))
+        yield conn
+    finally:
+        conn.rollback()
+
+
+def _catalog(conn: Conn, query: str) -> set[str]:
+    rows = conn.execute(query).fetchall()
+    conn.rollback()
+    return {r[0] for r in rows}
+
+
+@pytest.fixture
+def tables(conn: Conn) -> set[str]:
+    return _catalog(conn, "select tablename from pg_tables where schemaname = 'public'")
+
+
+@pytest.fixture
+def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
+    """A and B with memory of every kind; returns (a, b)."""
+    a, b = uuid4(), uuid4()
+    for user, name in ((a, "Alice"), (b, "Bob")):
+        items = items_from_update(
+            [
+                MemorizedFact(
+                    content=f"{name} prefiere titanio", category="preference", confidence=0.9, source="explicit"
+                )
+            ],
+            UserPreferences(industry="naval"),
+            ProjectRecord(description=f"Proyecto de {name}"),
+            [f"{name} pide bridas"],
+            None,
+        )
+        payload = json.dumps([i.as_json() for i in items])
+        admin_conn.execute("select public.memory_upsert_items(%s, %s::jsonb)", (user, payload))
+    return a, b
+
+
+def snapshot(admin_conn: Conn, tables: set[str], user: UUID) -> dict[str, list[Any]]:
+    """Every row of `user` in every table, as text, for an exact before/after comparison."""
+    result = {}
+    for table in sorted(tables):
+        query = sql.SQL("select t::text from public.{} t where t.user_id = %s order by 1").format(sql.Identifier(table))
+        result[table] = [r[0] for r in admin_conn.execute(query, (user,)).fetchall()]
+    return result
+
+
+def test_every_table_has_rls_and_an_attack_written_here(conn: Conn, tables: set[str]) -> None:
+    assert tables <= set(NEW_ROW), "a new table needs its row in NEW_ROW"
+    no_rls = _catalog(
+        conn,
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname = 'public' and c.relkind = 'r' and not c.relrowsecurity",
+    )
+    assert no_rls == set()
+
+
+def test_every_view_is_security_invoker(conn: Conn) -> None:
+    definer_views = _catalog(
+        conn,
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname = 'public' and c.relkind = 'v'"
+        " and not coalesce('security_invoker=true' = any(c.reloptions), false)",
+    )
+    assert definer_views == set()
+
+
+def test_every_function_is_invoker_or_pinned_and_has_an_attack_written_here(conn: Conn) -> None:
+    functions = conn.execute(
+        "select p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), '')"
+        " from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public'"
+    ).fetchall()
+    conn.rollback()
+    names = {name for name, _, _ in functions}
+    assert names - TRIGGER_FUNCTIONS <= set(RPC_CALLS), "a new function needs its call in RPC_CALLS"
+    for name, definer, config in functions:
+        assert "search_path=" in config, f"{name} must pin search_path"
+        assert not definer, f"{name} is security definer: state why and add an owner check test"
+
+
+def test_user_a_cannot_touch_b_directly(
+    conn: Conn, admin_conn: Conn, tables: set[str], victims: tuple[UUID, UUID]
+) -> None:
+    a, b = victims
+    before = snapshot(admin_conn, tables, b)
+    assert before["user_memory"], "B has rows to attack"
+    for table in sorted(tables):
+        t = sql.Identifier(table)
+        with acting_as(conn, "authenticated", a):
+            assert conn.execute(sql.SQL("select * from public.{} where user_id = %s").format(t), (b,)).fetchall() == []
+            rows = conn.execute(sql.SQL("select user_id from public.{}").format(t)).fetchall()
+            assert all(r[0] == a for r in rows)
+        with acting_as(conn, "authenticated", a):
+            updated = conn.execute(sql.SQL("update public.{} set user_id = %s where user_id = %s").format(t), (a, b))
+            assert updated.rowcount == 0
+        with acting_as(conn, "authenticated", a):
+            assert conn.execute(sql.SQL("delete from public.{} where user_id = %s").format(t), (b,)).rowcount == 0
+        row = {**NEW_ROW[table], "user_id": b}
+        insert = sql.SQL("insert into public.{} ({}) values ({})").format(
+            t, sql.SQL(", ").join(map(sql.Identifier, row)), sql.SQL(", ").join(sql.Placeholder() * len(row))
+        )
+        with acting_as(conn, "authenticated", a), pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(insert, list(row.values()))
+        # A's own row cannot be handed over to B either.
+        with acting_as(conn, "authenticated", a):
+            mine = conn.execute(sql.SQL("select count(*) from public.{} where user_id = %s").format(t), (a,)).fetchone()
+            if mine and mine[0]:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(sql.SQL("update public.{} set user_id = %s where user_id = %s").format(t), (b, a))
+    assert snapshot(admin_conn, tables, b) == before
+
+
+@pytest.mark.parametrize("function", sorted(RPC_CALLS))
+def test_user_a_cannot_reach_b_through_any_rpc(
+    conn: Conn, admin_conn: Conn, tables: set[str], victims: tuple[UUID, UUID], function: str
+) -> None:
+    a, b = victims
+    before = snapshot(admin_conn, tables, b)
+    query = RPC_CALLS[function].format(b="%(b)s")
+    with acting_as(conn, "authenticated", a):
+        try:
+            rows = conn.execute(query, {"b": b, "items": _items_json()}).fetchall()
+        except psycopg.errors.InsufficientPrivilege:
+            rows = []  # refused outright (e.g. a write as B): as good as nothing
+        assert rows == []
+    assert snapshot(admin_conn, tables, b) == before
+
+
+@pytest.mark.parametrize("function", sorted(RPC_CALLS))
+def test_anon_can_call_no_rpc(conn: Conn, victims: tuple[UUID, UUID], function: str) -> None:
+    _, b = victims
+    with acting_as(conn, "anon", None), pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(RPC_CALLS[function].format(b="%(b)s"), {"b": b, "items": _items_json()})
+
+
+def test_anon_can_read_no_table(conn: Conn, tables: set[str], victims: tuple[UUID, UUID]) -> None:
+    for table in sorted(tables):
+        with acting_as(conn, "anon", None), pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql.SQL("select * from public.{}").format(sql.Identifier(table)))
+
+
+def test_authenticated_without_a_user_sees_nothing(conn: Conn, tables: set[str], victims: tuple[UUID, UUID]) -> None:
+    for table in sorted(tables):
+        with acting_as(conn, "authenticated", None):
+            assert conn.execute(sql.SQL("select * from public.{}").format(sql.Identifier(table))).fetchall() == []

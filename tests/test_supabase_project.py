@@ -1,0 +1,154 @@
+"""The Supabase project files work: `config.toml`, `seed.sql`, the production login role and the admin path.
+
+`supabase db reset` = migrations then seed.sql; here both run on a fresh database of the embedded server.
+The application role of supabase/roles/memory_plugin_app.sql is created and used for real.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import psycopg
+import pytest
+import pytest_asyncio
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pydantic import SecretStr
+
+from memory_plugin import MemorizedFact, MemoryManager, MemorySettings, MemoryUpdate
+from memory_plugin.cli import DEMO_USER_ID
+from memory_plugin.errors import StoreError
+from memory_plugin.store import PostgresStore
+from memory_plugin.store.admin import MemoryAdmin
+
+SUPABASE = Path(__file__).resolve().parents[1] / "supabase"
+AdminConn = psycopg.Connection[tuple[Any, ...]]
+
+
+@pytest.fixture
+def fresh_db(admin_conn: AdminConn, database_url: str) -> Iterator[str]:
+    """A new, empty database on the session's embedded server (a `supabase db reset` target)."""
+    name = f"reset_{uuid4().hex[:12]}"
+    admin_conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    yield make_conninfo(database_url, dbname=name)
+    admin_conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+
+
+def test_config_toml_seeds_from_the_shipped_seed_file() -> None:
+    config = tomllib.loads((SUPABASE / "config.toml").read_text())
+    assert config["db"]["seed"]["enabled"] is True
+    for path in config["db"]["seed"]["sql_paths"]:
+        assert (SUPABASE / path).is_file()
+    assert "public" in config["api"]["schemas"]
+    assert sorted(p.name for p in (SUPABASE / "migrations").glob("*.sql"))  # the CLI's migrations directory
+
+
+async def test_db_reset_applies_migrations_then_seed_and_the_plugin_reinforces_seeded_facts(fresh_db: str) -> None:
+    async with await MemoryAdmin.connect(fresh_db) as admin:
+        assert await admin.migrate()
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        conn.execute((SUPABASE / "seed.sql").read_text())
+        before = conn.execute(
+            "select kind, count(*) from public.user_memory where user_id = %s group by kind order by kind",
+            (DEMO_USER_ID,),
+        ).fetchall()
+    assert dict(before) == {"fact": 4, "pattern": 1, "preference": 3, "project": 1}
+
+    settings = MemorySettings(database_url=SecretStr(fresh_db), auto_migrate=False)
+    async with MemoryManager.open(settings) as memory:
+        again = MemorizedFact(
+            content="Requiere certificación ISO 9001 en todas las piezas",
+            category="requirement",
+            confidence=0.9,
+            source="explicit",
+        )
+        await memory.update_memory(MemoryUpdate(user_id=DEMO_USER_ID, new_facts=[again]))
+        facts = (await memory.get_memory_context("s", DEMO_USER_ID)).long_term.facts
+    assert len(facts) == 4  # reinforced, not duplicated
+    assert [f.relevance_count for f in facts if f.content == again.content] == [1]
+
+
+@pytest.fixture(scope="module")
+def app_role(database_url: str) -> str:
+    """The production role, created from the shipped SQL (psql's :app_password variable filled in)."""
+    script = (SUPABASE / "roles" / "memory_plugin_app.sql").read_text().replace(":app_password", "'test-secret'")
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        exists = conn.execute("select 1 from pg_roles where rolname = 'memory_plugin_app'").fetchone()
+        if not exists:
+            conn.execute(script)
+        attributes = conn.execute(
+            "select rolsuper, rolbypassrls, rolinherit, rolcanlogin from pg_roles where rolname = 'memory_plugin_app'"
+        ).fetchone()
+    assert attributes == (False, False, False, True)
+    params = conninfo_to_dict(database_url)
+    params.update(user="memory_plugin_app", password="test-secret")
+    return make_conninfo(**{k: str(v) for k, v in params.items() if v is not None})
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def app_memory(app_role: str) -> AsyncIterator[MemoryManager]:
+    settings = MemorySettings(database_url=SecretStr(app_role), auto_migrate=False, pool_max_size=2)
+    async with MemoryManager.open(settings) as memory:
+        yield memory
+
+
+def _fact(text: str) -> MemorizedFact:
+    return MemorizedFact(content=text, category="preference", confidence=0.9, source="explicit")
+
+
+async def test_the_application_role_works_for_each_user_and_only_for_them(
+    app_memory: MemoryManager, admin_conn: AdminConn
+) -> None:
+    alice, bob = uuid4(), uuid4()
+    await app_memory.update_memory(MemoryUpdate(user_id=alice, new_facts=[_fact("Alice prefiere titanio")]))
+    await app_memory.update_memory(MemoryUpdate(user_id=bob, new_facts=[_fact("Bob prefiere acero")]))
+
+    alice_ctx = await app_memory.get_memory_context("s-a", alice)
+    assert [f.content for f in alice_ctx.long_term.facts] == ["Alice prefiere titanio"]
+    owners = admin_conn.execute(
+        "select user_id from public.user_memory where user_id = any(%s) order by content", ([alice, bob],)
+    ).fetchall()
+    assert owners == [(alice,), (bob,)]
+
+
+async def test_the_application_role_alone_can_read_nothing(app_memory: MemoryManager) -> None:
+    """Without the per-user prelude the login role has no privileges at all (noinherit)."""
+    store = app_memory.store
+    assert isinstance(store, PostgresStore)
+    with pytest.raises(StoreError, match="permission denied"):
+        await store._run(None, "select count(*) from public.user_memory", ())
+    with pytest.raises(StoreError, match="permission denied"):
+        await store._run(None, "set role service_role", ())
+    assert await store.ping()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "create table public.evil (id int)",
+        "alter table public.user_memory disable row level security",
+        "drop policy user_memory_select_own on public.user_memory",
+        "set role service_role",
+        "select * from supabase_migrations.schema_migrations",
+    ],
+)
+def test_the_application_role_cannot_change_the_schema_or_escalate(app_role: str, statement: str) -> None:
+    with psycopg.connect(app_role, autocommit=True) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(statement)
+
+
+async def test_erasing_a_user_is_an_admin_operation_that_removes_only_them(
+    pg_memory: MemoryManager, database_url: str
+) -> None:
+    alice, bob = uuid4(), uuid4()
+    await pg_memory.update_memory(MemoryUpdate(user_id=alice, new_facts=[_fact("Alice prefiere titanio")]))
+    await pg_memory.update_memory(MemoryUpdate(user_id=bob, new_facts=[_fact("Bob prefiere acero")]))
+    async with await MemoryAdmin.connect(database_url) as admin:
+        assert await admin.erase_user(alice) == 1
+        assert await admin.erase_user(alice) == 0
+    assert await pg_memory.list_memory(alice) == []
+    assert [r.content for r in await pg_memory.list_memory(bob)] == ["Bob prefiere acero"]
