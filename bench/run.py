@@ -1,4 +1,4 @@
-"""memory_plugin benchmarks: short-term write throughput, context latency on PostgreSQL, RAM per session.
+"""memory_plugin benchmarks: short-term writes, context latency on PostgreSQL, RAM per session, RLS cost, batch writes.
 
     python -m bench.run            # full sizes (about a minute)
     python -m bench.run --quick    # shrunk sizes, a smoke run of a few seconds
@@ -31,7 +31,16 @@ import psycopg
 from pydantic import SecretStr
 from rich.console import Console
 
-from memory_plugin import InMemoryStore, MemoryManager, MemorySettings, Message, SessionStore
+from memory_plugin import (
+    InMemoryStore,
+    MemorizedFact,
+    MemoryManager,
+    MemorySettings,
+    MemoryUpdate,
+    Message,
+    PostgresStore,
+    SessionStore,
+)
 from memory_plugin.store import EmbeddedPostgres
 from memory_plugin.store.migrations import migrate
 from memory_plugin.text import normalize_key
@@ -54,6 +63,9 @@ ADD_MESSAGE_TARGET = 100_000.0
 """add_message calls per second through MemoryManager."""
 CONTEXT_P95_TARGET_MS = 5.0
 """get_memory_context p95 at the largest fact count."""
+RLS_PRELUDE_TARGET_PCT = 10.0
+RLS_PRELUDE_TARGET_MS = 0.2
+"""The RLS prelude may cost at most this much at p50 (either bound)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,12 +385,109 @@ async def bench_context(sizes: Sizes, database_url: str | None = None) -> list[B
         explain.code = _plan_lines(nested)
         if explain.code:
             explain.notes.append("plan of the function body (the four ranked selects), captured with auto_explain:")
-        return [latency, explain]
+        async with MemoryManager.open(settings) as memory:
+            rls = await _bench_rls_prelude(memory, users[largest], sizes)
+            writes = await _bench_batch_writes(memory, sizes)
+        return [latency, explain, rls, writes]
     finally:
         if server is not None:
             await asyncio.to_thread(server.stop)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _bench_rls_prelude(memory: MemoryManager, user_id: UUID, sizes: Sizes) -> BenchTable:
+    """get_memory_context as the user under RLS (the default) vs as the pool's role, interleaved rounds."""
+    store = memory.store
+    assert isinstance(store, PostgresStore)
+    rounds = 6
+    per_round = max(sizes.timed_calls // rounds, 10)
+    timings: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        for _ in range(rounds):
+            for act_as_user in (True, False):  # alternate, so drift on a shared machine hits both alike
+                store.act_as_user = act_as_user
+                timings[act_as_user] += await _time_context(memory, user_id, 5, per_round)
+    finally:
+        store.act_as_user = True
+    table = BenchTable(
+        key="rls",
+        title=f"(d) cost of the RLS prelude: get_memory_context, {max(sizes.fact_counts):,} facts",
+        columns=["identity", "calls", "p50 ms", "p95 ms", "mean ms"],
+    )
+    for act_as_user, label in ((True, "as the user (set role + JWT claims, RLS)"), (False, "as the pool's role")):
+        t = sorted(timings[act_as_user])
+        table.rows.append(
+            [
+                label,
+                f"{len(t):,}",
+                f"{_percentile(t, 50):.3f}",
+                f"{_percentile(t, 95):.3f}",
+                f"{statistics.fmean(t):.3f}",
+            ]
+        )
+    with_rls, without = sorted(timings[True]), sorted(timings[False])
+    d50 = _percentile(with_rls, 50) - _percentile(without, 50)
+    d95 = _percentile(with_rls, 95) - _percentile(without, 95)
+    rel = d50 / _percentile(without, 50) * 100
+    table.rows.append(["difference", "—", f"{d50:+.3f} ({rel:+.1f} %)", f"{d95:+.3f}", "—"])
+    verdict = _verdict(d50 <= RLS_PRELUDE_TARGET_MS or rel <= RLS_PRELUDE_TARGET_PCT)
+    table.notes.append(
+        f"{rounds} interleaved rounds of {per_round} calls per identity; target: p50 difference"
+        f" ≤ {RLS_PRELUDE_TARGET_PCT:g} % or ≤ {RLS_PRELUDE_TARGET_MS:g} ms — {verdict}"
+    )
+    return table
+
+
+async def _bench_batch_writes(memory: MemoryManager, sizes: Sizes) -> BenchTable:
+    """update_memory with 1,000 new facts (one statement), then the same 1,000 again (reinforcements),
+    beside 1,000 one-fact calls."""
+    batch = 1_000
+    repeats = max(sizes.repeats, 1)
+
+    def facts(tag: str) -> list[MemorizedFact]:
+        return [
+            MemorizedFact(
+                content=f"{tag}: tolerancia de {i} micras en bridas de latón",
+                category="requirement",
+                confidence=0.9,
+                source="explicit",
+                importance=1 + i % 5,
+            )
+            for i in range(batch)
+        ]
+
+    rows: dict[str, list[float]] = {"new": [], "repeat": [], "single": []}
+    for r in range(repeats):
+        user = uuid4()
+        items = facts(f"run {r}")
+        for key in ("new", "repeat"):
+            start = time.perf_counter()
+            stored = await memory.update_memory(MemoryUpdate(user_id=user, new_facts=items))
+            rows[key].append(time.perf_counter() - start)
+            assert len(stored) == batch
+        single_user = uuid4()
+        start = time.perf_counter()
+        for fact in facts(f"single {r}"):
+            await memory.update_memory(MemoryUpdate(user_id=single_user, new_facts=[fact]))
+        rows["single"].append(time.perf_counter() - start)
+    table = BenchTable(
+        key="writes",
+        title="(e) long-term write throughput: 1,000 facts through update_memory (embedded PostgreSQL, RLS on)",
+        columns=["write", "statements", "time (s)", "facts/s"],
+    )
+    labels = {
+        "new": ("1,000 new facts, one update_memory call", "1"),
+        "repeat": ("the same 1,000 again (all reinforced), one call", "1"),
+        "single": ("1,000 new facts, one call each", "1,000"),
+    }
+    for key, (label, statements) in labels.items():
+        seconds = statistics.median(rows[key])
+        table.rows.append([label, statements, f"{seconds:.3f}", f"{batch / seconds:,.0f}"])
+    table.notes.append(
+        f"median of {repeats} run(s); each call validates, filters sensitive data and writes as the user"
+    )
+    return table
 
 
 # --- (c) RAM per live session -------------------------------------------------------------------------------------
@@ -440,11 +549,11 @@ def bench_session_memory(sizes: Sizes) -> BenchTable:
 
 
 async def run_all(sizes: Sizes, *, database_url: str | None = None) -> list[BenchTable]:
-    """Every benchmark, in order: (a), (b) with its EXPLAIN, (c)."""
-    tables = [await bench_add_message(sizes)]
-    tables.extend(await bench_context(sizes, database_url))
-    tables.append(await asyncio.to_thread(bench_session_memory, sizes))
-    return tables
+    """Every benchmark, in order: (a), (b) with its EXPLAIN, (c), (d), (e)."""
+    add_message = await bench_add_message(sizes)
+    latency, explain, rls, writes = await bench_context(sizes, database_url)
+    ram = await asyncio.to_thread(bench_session_memory, sizes)
+    return [add_message, latency, explain, ram, rls, writes]
 
 
 def to_markdown(table: BenchTable) -> str:

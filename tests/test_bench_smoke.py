@@ -45,7 +45,7 @@ def _bench_dirs() -> set[Path]:
 
 async def test_context_bench_on_its_own_embedded_postgres() -> None:
     before = _bench_dirs()
-    latency, explain = await bench_context(QUICK)
+    latency, explain, rls, writes = await bench_context(QUICK)
     assert latency.row_labels() == [f"{n:,} facts" for n in QUICK.fact_counts]
     assert [row[2] for row in latency.rows] == [f"{QUICK.timed_calls:,}"] * len(QUICK.fact_counts)
     assert latency.rows[-1][8] == "p95 ≤ 5 ms"
@@ -62,6 +62,10 @@ async def test_context_bench_on_its_own_embedded_postgres() -> None:
     ]
     assert explain.rows[4][1] == "23"  # 12 facts, 5 preferences, 3 projects, 3 patterns
     assert any("user_memory" in line for line in explain.code)
+    assert rls.row_labels() == ["as the user (set role + JWT claims, RLS)", "as the pool's role", "difference"]
+    assert all(float(row[2]) > 0 for row in rls.rows[:2])
+    assert writes.row_labels()[0] == "1,000 new facts, one update_memory call"
+    assert [row[1] for row in writes.rows] == ["1", "1", "1,000"]
     # The temporary cluster is removed afterwards.
     assert _bench_dirs() == before
 
@@ -82,12 +86,14 @@ def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["--quick"]) == 0
     out = capsys.readouterr().out
     headings = [line for line in out.splitlines() if line.startswith("### ")]
-    assert [h.split(" ")[1] for h in headings] == ["(a)", "(b)", "EXPLAIN", "(c)"]
+    assert [h.split(" ")[1] for h in headings] == ["(a)", "(b)", "EXPLAIN", "(c)", "(d)", "(e)"]
     for label in (
         "MemoryManager.add_message (awaited)",
         "SessionStore.add_message (raw)",
         *(f"{n:,} facts" for n in QUICK.fact_counts),
         "execution time",
         "total per live session",
+        "as the user (set role + JWT claims, RLS)",
+        "1,000 new facts, one update_memory call",
     ):
         assert re.search(rf"^\| {re.escape(label)} +\|", out, re.M), label

@@ -7,8 +7,9 @@ statements below only call it.
 Identity: each user-scoped statement runs in a transaction that first does what PostgREST does for a
 request, `set_config('role', 'authenticated', true)` and `set_config('request.jwt.claims', {"sub": user},
 true)`, so row-level security applies to the plugin's own queries too (a bug in Python cannot read or
-write another user's rows). The transaction is sent in pipeline mode, so the prelude costs no extra
-network round trip. Administrative work (migrations, erasing a user) goes through `MemoryAdmin` instead.
+write another user's rows). Prelude and statement travel as one message (one implicit transaction), so
+the prelude costs no extra network round trip. Administrative work (migrations, erasing a user) goes
+through `MemoryAdmin` instead.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg import AsyncClientCursor
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -110,19 +112,22 @@ class PostgresStore:
     async def _run(self, user_id: UUID | None, query: str, params: Sequence[Any]) -> tuple[list[dict[str, Any]], int]:
         """Run one statement and return its rows and row count.
 
-        With a `user_id` (and `act_as_user`), the statement runs as that user under RLS: one transaction,
-        prelude then statement, pipelined. Without, it runs as the pool's role.
+        With a `user_id` (and `act_as_user`), the statement runs as that user under RLS: prelude and
+        statement in one transaction and one round trip. Without, it runs as the pool's role.
         """
         try:
             async with self._pool.connection() as conn:
                 if user_id is None or not self.act_as_user:
                     cursor = await conn.execute(query, params)
                     return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
-                async with conn.pipeline() as pipeline, conn.transaction():
-                    await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user_id),))
-                    cursor = await conn.execute(query, params)
-                    await pipeline.sync()  # BEGIN, prelude and statement travel together; results are in
-                    return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
+                # One simple-protocol message holding both statements: PostgreSQL runs it as one implicit
+                # transaction, so the transaction-local role and claims cover the statement and vanish
+                # with it (also on error), and the prelude costs no extra round trip. Client-side binding
+                # (libpq quoting) is what allows parameters in a multi-statement message.
+                cursor = AsyncClientCursor(conn)
+                await cursor.execute(f"{IDENTITY_PRELUDE_SQL}; {query}", (user_claims(user_id), *params))
+                cursor.nextset()
+                return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
         except PoolTimeout as exc:
             raise StoreUnavailableError(f"no Postgres connection available: {exc}") from exc
         except psycopg.OperationalError as exc:

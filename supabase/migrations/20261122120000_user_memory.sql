@@ -156,6 +156,7 @@ create function public.memory_rank_facts(
     returns table (id uuid, score double precision, last_reinforced_at timestamptz)
     language sql
     stable
+    rows 12
     security invoker
     set search_path = ''
 as $$
@@ -188,22 +189,31 @@ as $$
                        order by f.confidence desc, f.last_reinforced_at desc, f.id
                        limit p_limit) as r
     ),
-    bar as (
+    -- materialized: computed once (inlined, RLS's wrapper would re-run it for every importance level).
+    bar as materialized (
         select coalesce((select c.score from (select score from older union all select score from recent_seed) as c
                           order by c.score desc offset greatest(p_limit, 1) - 1 limit 1),
                         '-infinity'::float8) as score
     ),
+    bounds as materialized (
+        select level.importance,
+               case when p.wc <= 0 then '-infinity'::float8
+                    else (bar.score - p.wr - p.wi * level.importance) / p.wc - 1e-6 end as min_confidence
+          from params p, bar, generate_series(1, 5) as level(importance)
+    ),
     recent as (
-        select r.* from params p, bar, generate_series(1, 5) as level(importance),
+        select r.* from params p, bounds b,
              lateral (select f.id, f.last_reinforced_at,
                              p.wi * f.importance + p.wc * f.confidence
                            + p.wr * least(1, greatest(0, 1 - (p.now_s - date_part('epoch', f.last_reinforced_at))
                                                              / p.window_s)) as score
                         from public.user_memory f
-                       where f.user_id = p_user_id and f.kind = 'fact' and f.importance = level.importance
+                       where f.user_id = p_user_id and f.kind = 'fact' and f.importance = b.importance
+                         and f.confidence >= b.min_confidence
                          and f.last_reinforced_at > p.cutoff
-                         and (p.wc <= 0
-                              or f.confidence >= (bar.score - p.wr - p.wi * level.importance) / p.wc - 1e-6)) as r
+                      -- offset 0 keeps this a range scan per level; flattened, the planner may prefer one
+                      -- hash join over every recent fact, which is what this function exists to avoid.
+                      offset 0) as r
     )
     select c.id, c.score, c.last_reinforced_at
       from (select * from older union all select * from recent) as c
@@ -235,9 +245,10 @@ create function public.memory_context(
     security invoker
     set search_path = ''
 as $$
+    -- lateral: one primary-key lookup per ranked fact (a plain join may hash the user's whole history).
     (select m.* from public.memory_rank_facts(p_user_id, p_max_facts, p_weight_importance, p_weight_confidence,
                                               p_weight_recency, p_recency_window_days, p_now) as best
-       join public.user_memory m on m.id = best.id
+       cross join lateral (select * from public.user_memory u where u.id = best.id) as m
       order by best.score desc, best.last_reinforced_at desc, best.id)
     union all
     (select * from public.user_memory m
