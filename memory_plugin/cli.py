@@ -39,6 +39,7 @@ from .errors import MemoryPluginError
 from .manager import MemoryManager
 from .settings import MemorySettings
 from .store import EmbeddedPostgres, MemoryRecord
+from .store.admin import MemoryAdmin
 from .store.migrations import migrate
 
 __all__ = ["DEMO_USER_ID", "app"]
@@ -342,6 +343,51 @@ def db_url(data_dir: DataDirOption = None) -> None:
     except (psycopg.Error, OSError, subprocess.SubprocessError) as exc:
         raise _fail(f"the embedded database could not be started: {exc}") from None
     typer.echo(url)
+
+
+# --- service path: migrate, erase ------------------------------------------------------------------------
+
+
+def _admin_url(settings: MemorySettings) -> str:
+    """The administrative connection: MEMORY_ADMIN_DATABASE_URL, else MEMORY_DATABASE_URL, else embedded."""
+    for url in (settings.admin_database_url, settings.database_url):
+        if url is not None:
+            return url.get_secret_value()
+    try:
+        return EmbeddedPostgres(settings.data_dir, keep_running=True).start()
+    except (psycopg.Error, OSError, subprocess.SubprocessError) as exc:
+        raise _fail(f"the embedded database could not be started: {exc}") from None
+
+
+async def _admin_migrate(url: str) -> list[str]:
+    async with await MemoryAdmin.connect(url) as admin:
+        return await admin.migrate()
+
+
+@app.command("migrate")
+def migrate_command(data_dir: DataDirOption = None) -> None:
+    """Apply pending migrations as the administrative role (MEMORY_ADMIN_DATABASE_URL)."""
+    applied = _run(_admin_migrate(_admin_url(_settings(data_dir))))
+    _out().print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else " (up to date)"))
+
+
+async def _erase(url: str, user: UUID) -> int:
+    async with await MemoryAdmin.connect(url) as admin:
+        return await admin.erase_user(user)
+
+
+@app.command("erase")
+def erase(
+    user: UserOption,
+    yes: Annotated[bool, typer.Option("--yes", help="Do it without asking.")] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Delete everything stored about a user (right to erasure), as the administrative role."""
+    uid = _user(user)
+    if not yes and not typer.confirm(f"Erase all memory of user {uid}?"):
+        raise typer.Exit(1)
+    deleted = _run(_erase(_admin_url(_settings(data_dir)), uid))
+    _out().print(f"erased {deleted} row(s) of user {uid}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from uuid import uuid4
 
@@ -117,3 +118,28 @@ def test_db_url_prints_the_configured_url_alone(runner: CliRunner, database_url:
     result = runner.invoke(app, ["db-url"], env={"MEMORY_DATABASE_URL": database_url})
     assert result.exit_code == 0, result.output
     assert result.stdout == database_url + "\n"
+
+
+def test_migrate_and_erase_use_the_service_path(runner: CliRunner, database_url: str) -> None:
+    env = {**WIDE, "MEMORY_DATABASE_URL": database_url, "OPENAI_API_KEY": ""}
+    migrated = runner.invoke(app, ["migrate"], env=env)
+    assert migrated.exit_code == 0, migrated.output
+    assert "(up to date)" in migrated.output
+
+    user = uuid4()
+    chat = runner.invoke(
+        app, ["chat", "--user", str(user)], input="Prefiero latón para los casquillos.\nexit\n", env=env
+    )
+    assert chat.exit_code == 0, chat.output
+    assert "Prefiere latón" in flat(runner.invoke(app, ["inspect", "--user", str(user)], env=env).output)
+
+    refused = runner.invoke(app, ["erase", "--user", str(user)], input="n\n", env=env)
+    assert refused.exit_code == 1
+    assert "Prefiere latón" in flat(runner.invoke(app, ["inspect", "--user", str(user)], env=env).output)
+
+    erased = runner.invoke(app, ["erase", "--user", str(user), "--yes"], env=env)
+    assert erased.exit_code == 0, erased.output
+    assert re.search(r"erased [1-9]\d* row\(s\)", erased.output)
+    assert "Nothing is stored for this user yet." in flat(
+        runner.invoke(app, ["inspect", "--user", str(user)], env=env).output
+    )
