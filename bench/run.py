@@ -39,6 +39,7 @@ from memory_plugin import (
     MemoryUpdate,
     Message,
     PostgresStore,
+    ResilientStore,
     SessionStore,
 )
 from memory_plugin.store import EmbeddedPostgres
@@ -399,6 +400,8 @@ async def bench_context(sizes: Sizes, database_url: str | None = None) -> list[B
 async def _bench_rls_prelude(memory: MemoryManager, user_id: UUID, sizes: Sizes) -> BenchTable:
     """get_memory_context as the user under RLS (the default) vs as the pool's role, interleaved rounds."""
     store = memory.store
+    if isinstance(store, ResilientStore):  # the manager's default wrapper; the prelude is the primary's
+        store = store.primary
     assert isinstance(store, PostgresStore)
     rounds = 6
     per_round = max(sizes.timed_calls // rounds, 10)

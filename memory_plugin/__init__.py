@@ -31,10 +31,19 @@ from .models import (
 )
 from .session import SessionStore
 from .settings import MemorySettings
-from .store import InMemoryStore, LongTermStore, MemoryRecord, PostgresStore
+from .store import (
+    BackendStatus,
+    InMemoryStore,
+    LongTermStore,
+    MemoryRecord,
+    PostgresStore,
+    ResilientStore,
+    SupabaseStore,
+)
 from .tools import memory_toolset
 
 __all__ = [
+    "BackendStatus",
     "ExtractionError",
     "FactCategory",
     "FactSource",
@@ -56,10 +65,12 @@ __all__ = [
     "PostgresStore",
     "ProjectRecord",
     "RequestPattern",
+    "ResilientStore",
     "SessionStore",
     "ShortTermMemory",
     "StoreError",
     "StoreUnavailableError",
+    "SupabaseStore",
     "UserPreferences",
     "format_memory_for_agent",
     "memory_toolset",

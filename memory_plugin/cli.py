@@ -1,8 +1,9 @@
-"""`memory-plugin`: the command line (demo, chat, inspect, db-url).
+"""`memory-plugin`: the command line (demo, chat, inspect, status, db-url).
 
     memory-plugin demo                      # two sessions; session 1 shapes the answer in session 2
     memory-plugin chat --user UUID          # talk to the budget agent
     memory-plugin inspect --user UUID       # what is stored about a user
+    memory-plugin status                    # backend in use, database reachable, outage journal
     psql "$(memory-plugin db-url)"          # open the database
 
 Every command reads `MemorySettings` from `MEMORY_*` variables; `--data-dir DIR` means "the embedded
@@ -12,6 +13,7 @@ database in DIR" instead. Errors print one line on stderr and exit non-zero, wit
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import subprocess
 from collections.abc import Coroutine
@@ -41,6 +43,7 @@ from .settings import MemorySettings
 from .store import EmbeddedPostgres, MemoryRecord
 from .store.admin import MemoryAdmin
 from .store.migrations import migrate
+from .store.resilient import BackendStatus
 
 __all__ = ["DEMO_USER_ID", "app"]
 
@@ -310,6 +313,27 @@ def inspect_memory(
     table = _records_table(records, f"Memory of user {uid} ({len(records)} items)")
     if not records:
         table.caption = "Nothing is stored for this user yet."
+    _out().print(table)
+
+
+# --- status -----------------------------------------------------------------------------------------------
+
+
+async def _status(settings: MemorySettings) -> BackendStatus:
+    async with MemoryManager.open(settings, extractor=build_fact_extractor(None)) as memory:
+        return await memory.backend_status()
+
+
+@app.command("status")
+def status_command(data_dir: DataDirOption = None) -> None:
+    """Which backend serves memory, whether the database answers, and the outage journal. Opening the
+    memory replays what an earlier run journaled, if the database answers."""
+    status = _run(_status(_settings(data_dir)))
+    table = Table(title="Memory backend", box=box.SIMPLE_HEAD)
+    table.add_column("field")
+    table.add_column("value")
+    for field in dataclasses.fields(status):
+        table.add_row(field.name, escape(str(getattr(status, field.name))))
     _out().print(table)
 
 

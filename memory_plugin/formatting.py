@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import UTC
 
 from .models import MemoryContext
 
@@ -80,8 +81,17 @@ def format_memory_for_agent(context: MemoryContext, fmt: MemoryFormat | None = N
             "Frequent requests: " + "; ".join(f"{_clean(p.description, 120)} (x{p.occurrences})" for p in long.patterns)
         )
     if not context.long_term_available:
-        # Say so rather than let the agent conclude that nothing is known about the user.
-        lines.append("Long-term memory is temporarily unavailable; do not assume the user is new.")
+        cached_at = context.long_term_cached_at
+        if cached_at is not None and not long.is_empty():
+            # A saved copy: true when it was read, so say when, and that it may have changed since.
+            stamp = cached_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            lines.append(
+                f"Long-term memory is temporarily unavailable: the items above are a saved copy from {stamp}"
+                " and may be out of date."
+            )
+        else:
+            # Say so rather than let the agent conclude that nothing is known about the user.
+            lines.append("Long-term memory is temporarily unavailable; do not assume the user is new.")
 
     session_parts = []
     if short.intents:

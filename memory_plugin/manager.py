@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from .errors import ExtractionError, InvalidMemoryInputError, StoreError
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from .errors import ExtractionError, InvalidMemoryInputError, StoreError, StoreUnavailableError
 from .extraction import FactExtractor, default_extractor
 from .formatting import MemoryFormat, format_memory_for_agent
 from .models import MemorizedFact, MemoryContext, MemoryUpdate, Message, ShortTermMemory
@@ -29,8 +32,10 @@ from .ranking import RankingWeights
 from .session import Clock, SessionStore
 from .settings import MemorySettings
 from .store import ContextQuery, EmbeddedPostgres, LongTermStore, MemoryRecord, PostgresStore
+from .store.journal import WriteJournal, database_identity
 from .store.migrations import migrate
 from .store.records import items_from_update, long_term_from_records
+from .store.resilient import BackendStatus, ContextRead, ResilientStore, plain_status
 
 __all__ = ["MemoryManager", "MemoryStats"]
 
@@ -62,7 +67,7 @@ class MemoryStats:
     extraction_failures: int = 0
     """Extractions that failed (model error, unusable output)."""
     store_failures: int = 0
-    """Long-term reads that failed and fell back to short-term memory only."""
+    """Long-term reads that failed: answered with the cached copy (`ResilientStore`) or short-term memory only."""
 
 
 def _parse_user_id(user_id: str | UUID) -> UUID:
@@ -90,6 +95,48 @@ def _check_text(value: str, what: str, limit: int) -> str:
     if len(value) > limit:
         raise InvalidMemoryInputError(f"{what} is {len(value):,} characters; the limit is {limit:,}")
     return value
+
+
+class _DatabaseConnector:
+    """Creates the manager's database store: starts the embedded server when no URL is set, connects,
+    migrates. `ResilientStore` calls it again in the background until it succeeds."""
+
+    def __init__(self, settings: MemorySettings) -> None:
+        self.settings = settings
+        self.url = settings.database_url.get_secret_value() if settings.database_url is not None else None
+        self._embedded: EmbeddedPostgres | None = None
+        # `identity` names the database the journal belongs to, known before connecting (see `journal_path`).
+        if self.url is not None:
+            self.identity = database_identity(self.url)
+        else:
+            self._embedded = EmbeddedPostgres(settings.data_dir)
+            self.identity = f"embedded:{self._embedded.pgdata.resolve()}/{self._embedded.database}"
+
+    async def __call__(self) -> PostgresStore:
+        s = self.settings
+        url = self.url
+        if self._embedded is not None:
+            try:
+                url = await asyncio.to_thread(self._embedded.start)
+            except Exception as exc:  # whatever stops the server from starting, memory falls back
+                raise StoreUnavailableError(f"cannot start the embedded PostgreSQL: {exc}") from exc
+            logger.info("%s embedded PostgreSQL ready at %s", LOG_PREFIX, url)
+            self.url = url
+        assert url is not None
+        store = await PostgresStore.connect(
+            url, min_size=s.pool_min_size, max_size=s.pool_max_size, connect_timeout=s.connect_timeout_seconds
+        )
+        if s.auto_migrate:
+            try:
+                async with store.pool.connection() as conn:
+                    await migrate(conn)
+            except (PoolTimeout, psycopg.OperationalError) as exc:
+                await store.close()
+                raise StoreUnavailableError(f"cannot migrate the database: {exc}") from exc
+            except BaseException:
+                await store.close()
+                raise
+        return store
 
 
 class MemoryManager:
@@ -125,7 +172,8 @@ class MemoryManager:
             recent_messages=settings.recent_messages_in_prompt, message_chars=settings.message_chars_in_prompt
         )
         self._sweeper: asyncio.Task[None] | None = None
-        self._last_store_warning = 0.0
+        self._last_store_warning: float | None = None
+        self._connector: _DatabaseConnector | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------------
     @classmethod
@@ -138,26 +186,40 @@ class MemoryManager:
         clock: Clock | None = None,
     ) -> MemoryManager:
         """Connect (starting the embedded Postgres when no `database_url` is set), migrate, and return a
-        ready manager. Pass `store=InMemoryStore()` for a database-free manager (tests)."""
+        ready manager. Pass `store=InMemoryStore()` for a database-free manager (tests); a store passed in
+        is used as is.
+
+        The store created here is wrapped in `ResilientStore` (unless `resilient_store=False`): if the
+        database is unreachable, the manager starts in fallback mode and keeps trying in the background,
+        unless `require_pg_memory`, which raises `StoreUnavailableError` instead.
+        """
         settings = settings or MemorySettings()
-        database_url: str | None = None
+        connector: _DatabaseConnector | None = None
         if store is None:
-            if settings.database_url is not None:
-                database_url = settings.database_url.get_secret_value()
+            connector = _DatabaseConnector(settings)
+            if settings.resilient_store:
+                store = ResilientStore(
+                    None,
+                    WriteJournal.for_database(settings.data_dir, connector.identity),
+                    connect=connector,
+                    primary_name="postgres",
+                    require_primary=settings.require_pg_memory,
+                    cache_size=settings.fallback_cache_users,
+                    retry_base_seconds=settings.retry_base_seconds,
+                    retry_max_seconds=settings.retry_max_seconds,
+                    log_interval_seconds=settings.outage_log_interval_seconds,
+                    close_flush_seconds=settings.connect_timeout_seconds,
+                )
             else:
-                embedded = EmbeddedPostgres(settings.data_dir)
-                database_url = await asyncio.to_thread(embedded.start)
-                logger.info("%s embedded PostgreSQL ready at %s", LOG_PREFIX, database_url)
-            store = await PostgresStore.connect(
-                database_url,
-                min_size=settings.pool_min_size,
-                max_size=settings.pool_max_size,
-                connect_timeout=settings.connect_timeout_seconds,
-            )
-            if settings.auto_migrate:
-                async with store.pool.connection() as conn:
-                    await migrate(conn)
-        manager = cls(settings, store, extractor=extractor, clock=clock, database_url=database_url)
+                store = await connector()
+        if isinstance(store, ResilientStore):
+            try:
+                await store.start()  # connects (or falls back), replays what an earlier run journaled
+            except BaseException:
+                await store.close()
+                raise
+        manager = cls(settings, store, extractor=extractor, clock=clock)
+        manager._connector = connector
         manager._start_sweeper()
         return manager
 
@@ -200,7 +262,10 @@ class MemoryManager:
 
     @property
     def database_url(self) -> str | None:
-        """The Postgres in use (open it with `psql`), or None for a non-Postgres store."""
+        """The Postgres in use (open it with `psql`), or None for a non-Postgres store (and, for the
+        embedded default, until its server has started)."""
+        if self._connector is not None:
+            return self._connector.url
         return self._database_url
 
     # --- short-term memory ---------------------------------------------------------------------------------
@@ -252,8 +317,10 @@ class MemoryManager:
     ) -> MemoryContext:
         """The session's short-term state plus the user's most relevant long-term memory.
 
-        If the long-term store fails, the context holds short-term memory only, `long_term_available` is
-        False (the formatted block says so) and the failure is logged and counted, not raised.
+        If the long-term store cannot be read, `long_term_available` is False and the context holds
+        short-term memory plus, with `ResilientStore`, the last copy of the user's long-term memory read
+        before (`long_term_cached_at` says when); the formatted block says so. The failure is logged
+        (throttled) and counted, not raised, unless `require_pg_memory`.
         `query` (the current message) is accepted for query-aware ranking; the current ranking is
         importance, confidence and recency.
         """
@@ -263,11 +330,26 @@ class MemoryManager:
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
         try:
-            records = await self.store.context(uid, self._context_query())
+            if isinstance(self.store, ResilientStore):
+                read = await self.store.read_context(uid, self._context_query())
+            else:
+                read = ContextRead(await self.store.context(uid, self._context_query()), "primary", None)
         except StoreError as exc:
+            if self.settings.require_pg_memory and isinstance(exc, StoreUnavailableError):
+                raise
             self._report_store_failure("reading the context", exc)
             return MemoryContext(session_id=session_id, user_id=uid, short_term=short, long_term_available=False)
-        long = long_term_from_records(records)
+        long = long_term_from_records(read.records)
+        if read.source != "primary":
+            self.stats.store_failures += 1  # ResilientStore logged it (throttled)
+            return MemoryContext(
+                session_id=session_id,
+                user_id=uid,
+                short_term=short,
+                long_term=long,
+                long_term_available=False,
+                long_term_cached_at=read.as_of if read.source == "cache" else None,
+            )
         logger.debug(
             "%s context for %s: %d messages, %d facts", LOG_PREFIX, session_id, len(short.messages), len(long.facts)
         )
@@ -284,9 +366,10 @@ class MemoryManager:
 
     def _report_store_failure(self, doing: str, exc: Exception) -> None:
         self.stats.store_failures += 1
-        # One warning per minute at most: a database outage must not flood the logs once per call.
+        # One warning per interval at most: a database outage must not flood the logs once per call.
         now = time.monotonic()
-        if now - self._last_store_warning >= 60.0:
+        last = self._last_store_warning
+        if last is None or now - last >= self.settings.outage_log_interval_seconds:
             self._last_store_warning = now
             logger.warning("%s long-term store failed while %s: %s", LOG_PREFIX, doing, exc)
 
@@ -414,11 +497,19 @@ class MemoryManager:
         """Delete one stored item of the user; returns whether it existed."""
         return await self.store.delete(_parse_user_id(user_id), _parse_item_id(item_id))
 
+    async def backend_status(self) -> BackendStatus:
+        """Which backend serves long-term memory, whether the database answers (pinged now), the journal's
+        length, the last connection error and the fallback/replay counters (seed 001's
+        `get_backend_status`)."""
+        if isinstance(self.store, ResilientStore):
+            return await self.store.status()
+        return await plain_status(self.store, require_pg_memory=self.settings.require_pg_memory)
+
     def describe(self) -> dict[str, Any]:
         """Backend, extractor and counters, for logs and status pages."""
         return {
             "backend": self.store.backend_name,
-            "database_url": self._database_url,
+            "database_url": self.database_url,
             "extractor": self.extractor.name,
             "live_sessions": len(self.sessions),
             "stats": {name: getattr(self.stats, name) for name in MemoryStats.__slots__},

@@ -195,7 +195,11 @@ class MemoryContext(BaseModel):
     long_term: LongTermMemory = Field(default_factory=LongTermMemory)
     """The user's persisted memory."""
     long_term_available: bool = True
-    """False when the long-term store could not be read; the context then holds short-term memory only."""
+    """False when the long-term store could not be read now; `long_term` is then empty, or the last copy read
+    (see `long_term_cached_at`)."""
+    long_term_cached_at: datetime | None = None
+    """When the store could not be read but an earlier read was cached: when that copy was read (UTC), and
+    `long_term` holds it (possibly out of date). None otherwise."""
 
 
 class MemoryUpdate(BaseModel):

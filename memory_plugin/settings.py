@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import platformdirs
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["MemorySettings"]
@@ -31,7 +31,7 @@ class MemorySettings(BaseSettings):
     an embedded PostgreSQL under `data_dir` and migrates it itself."""
 
     data_dir: Path = Field(default_factory=_default_data_dir)
-    """Where the embedded PostgreSQL keeps its files (and, later, the outage journal)."""
+    """Where the embedded PostgreSQL keeps its files, and the outage journal (`journal/`)."""
 
     auto_migrate: bool = True
     """Apply `supabase/migrations/` on open. Already-applied versions are skipped, using the same
@@ -50,6 +50,20 @@ class MemorySettings(BaseSettings):
 
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
     """How long to wait for a connection before raising `StoreUnavailableError`."""
+
+    # --- Supabase API (SupabaseStore) ------------------------------------------------------------------
+    # For deployments that reach the database only through the project's REST API (PostgREST) with the
+    # anon key and each user's own JWT; see `SupabaseStore.from_settings`. No service key is ever read.
+    supabase_url: str | None = None
+    """The Supabase project URL, e.g. `https://abcd.supabase.co` (used only by `SupabaseStore`)."""
+
+    supabase_anon_key: SecretStr | None = None
+    """The project's anon (publishable) key, sent as `apikey`; user data is always requested with the user's
+    own access token, never with this key alone."""
+
+    supabase_timeout_seconds: float = Field(default=5.0, gt=0)
+    """Timeout of each request to the Supabase API (connect, read, write, pool); beyond it the operation
+    raises `StoreUnavailableError`."""
 
     # --- short-term memory -------------------------------------------------------------------------
     max_messages_per_session: int = Field(default=20, ge=1)
@@ -117,3 +131,31 @@ class MemorySettings(BaseSettings):
     session_sweep_interval_seconds: float = Field(default=60.0, gt=0)
     """How often the manager's background task releases expired sessions' RAM. Expired sessions are never
     visible even between sweeps: every access expires what is due first."""
+
+    # --- database outages (ResilientStore) ------------------------------------------------------------------
+    # When Postgres is unreachable, reads fall back to the last context read and writes go to a fsynced
+    # journal under `data_dir/journal/`, replayed in order, exactly once, when it returns. README: "When the
+    # database is down".
+    resilient_store: bool = True
+    """Wrap the database store the manager creates in `ResilientStore` (cache, journal, background
+    reconnection). False: an unreachable database fails `MemoryManager.create` and raises on writes."""
+
+    require_pg_memory: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("require_pg_memory", "MEMORY_REQUIRE_PG_MEMORY", "REQUIRE_PG_MEMORY"),
+    )
+    """No fallback: an unreachable database raises `StoreUnavailableError` (at startup, on reads and on
+    writes) instead of using the cache and the journal. Also read from plain `REQUIRE_PG_MEMORY`."""
+
+    fallback_cache_users: int = Field(default=1000, ge=0)
+    """Users whose last long-term context is kept in RAM to answer reads during an outage (LRU)."""
+
+    retry_base_seconds: float = Field(default=0.5, gt=0)
+    """First delay before retrying to reach the database in the background; doubles per failure (jittered)."""
+
+    retry_max_seconds: float = Field(default=60.0, gt=0)
+    """Longest delay between two background attempts."""
+
+    outage_log_interval_seconds: float = Field(default=60.0, ge=0)
+    """Connection errors are logged at WARNING at most once per interval; the others are counted (see
+    `MemoryManager.backend_status`) and the next warning says how many."""

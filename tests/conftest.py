@@ -14,14 +14,15 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 import pytest_asyncio
+from postgrest_transport import supabase_store
 
-from memory_plugin import InMemoryStore, MemoryManager, MemorySettings
+from memory_plugin import InMemoryStore, LongTermStore, MemoryManager, MemorySettings
 from memory_plugin.store import EmbeddedPostgres
 from memory_plugin.store.migrations import migrate
 
 # Tests never reach the internet and never pick up a developer's real configuration.
 for _name in list(os.environ):
-    if _name.startswith("MEMORY_"):
+    if _name.startswith("MEMORY_") or _name == "REQUIRE_PG_MEMORY":
         del os.environ[_name]
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -88,10 +89,17 @@ async def ram_memory() -> AsyncIterator[MemoryManager]:
         yield memory
 
 
-@pytest_asyncio.fixture(loop_scope="session", params=["postgres", "memory"])
-async def any_memory(request: pytest.FixtureRequest, pg_settings: MemorySettings) -> AsyncIterator[MemoryManager]:
-    """The same test against both long-term backends: their behaviour must not differ."""
-    store = None if request.param == "postgres" else InMemoryStore()
+@pytest_asyncio.fixture(loop_scope="session", params=["postgres", "memory", "supabase"])
+async def any_memory(
+    request: pytest.FixtureRequest, pg_settings: MemorySettings, database_url: str
+) -> AsyncIterator[MemoryManager]:
+    """The same test against every long-term backend: their behaviour must not differ. `supabase` is
+    `SupabaseStore` through a PostgREST emulator (tests/postgrest_transport.py) over the same database."""
+    store: LongTermStore | None = None
+    if request.param == "memory":
+        store = InMemoryStore()
+    elif request.param == "supabase":
+        store = supabase_store(database_url)
     async with MemoryManager.open(pg_settings, store=store) as memory:
         yield memory
 

@@ -387,12 +387,18 @@ async def test_store_failure_degrades_to_short_term_memory(
         assert await store.ping() is False
 
 
-async def test_unreachable_database_fails_to_open_with_a_store_error(tmp_path: Path) -> None:
-    settings = MemorySettings(
-        database_url=f"postgresql://postgres@/nodb?host={tmp_path}&port=5999", connect_timeout_seconds=1
-    )
-    with pytest.raises(StoreError, match="cannot connect"):
-        await MemoryManager.create(settings)
+async def test_unreachable_database_at_startup_falls_back_unless_required(tmp_path: Path) -> None:
+    url = f"postgresql://postgres@/nodb?host={tmp_path}&port=5999"
+    base = {"database_url": url, "data_dir": tmp_path, "connect_timeout_seconds": 0.2}
+    for strict in (MemorySettings(**base, require_pg_memory=True), MemorySettings(**base, resilient_store=False)):
+        with pytest.raises(StoreError, match="cannot connect"):
+            await MemoryManager.create(strict)
+    # By default the manager starts in fallback mode (tests/test_resilience.py covers what that means).
+    async with MemoryManager.open(MemorySettings(**base)) as memory:
+        status = await memory.backend_status()
+        assert (status.backend, status.postgres_reachable) == ("fallback", False)
+        assert status.last_error is not None
+        assert "cannot connect" in status.last_error
 
 
 # --- lifecycle ----------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from psycopg.conninfo import make_conninfo
 from memory_plugin import MemorizedFact, MemoryManager, MemoryUpdate, PostgresStore, ProjectRecord, UserPreferences
 from memory_plugin.errors import StoreError
 from memory_plugin.ranking import RankingWeights, fact_score
-from memory_plugin.store import ContextQuery
+from memory_plugin.store import ContextQuery, ResilientStore
 from memory_plugin.store.migrations import load_migrations, migrate
 from memory_plugin.store.postgres import IDENTITY_PRELUDE_SQL
 from memory_plugin.store.records import items_from_update
@@ -29,7 +29,7 @@ from memory_plugin.store.records import items_from_update
 AdminConn = psycopg.Connection[tuple[Any, ...]]
 
 CONTEXT_FN = "public.memory_context(uuid, integer, integer, integer, real, real, real, real, timestamptz)"
-UPSERT_FN = "public.memory_upsert_items(uuid, jsonb, real)"
+UPSERT_FN = "public.memory_upsert_items(uuid, jsonb, real, uuid)"  # the last: p_write_id (idempotency key)
 
 
 def fact(content: str, **kw: Any) -> MemorizedFact:
@@ -457,6 +457,8 @@ async def test_the_plugins_own_queries_run_under_rls(
     """Defence in depth: even a statement that forgets `where user_id = …` sees only the scoped user's rows."""
     alice, bob = alice_and_bob
     store = pg_memory.store
+    if isinstance(store, ResilientStore):  # the manager's default wrapper around the PostgresStore
+        store = store.primary
     assert isinstance(store, PostgresStore)
     unscoped = "select user_id, content from public.user_memory where user_id = any(%s)"
     rows, _ = await store._run(alice, unscoped, ([alice, bob],))

@@ -47,9 +47,13 @@ class LongTermStore(Protocol):
         ...
 
     async def upsert(
-        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float
+        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
     ) -> list[MemoryRecord]:
-        """Insert `items` or reinforce the rows they repeat; returns the resulting rows."""
+        """Insert `items` or reinforce the rows they repeat; returns the resulting rows.
+
+        `write_id` is an idempotency key: a write whose id the backend has already applied changes nothing
+        and returns the items' current rows, so a retried or replayed write is applied once.
+        """
         ...
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:

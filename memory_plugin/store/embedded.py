@@ -52,6 +52,11 @@ class EmbeddedPostgres:
 
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._server = get_server(self.pgdata, cleanup_mode=None if self.keep_running else "stop")
+            # get_server returns this process's existing handle as is, even if its server has stopped since
+            # or failed to start: make sure it runs, so that calling start() again brings the database back.
+            with self._server._lock:
+                self._server.ensure_pgdata_inited()
+                self._server.ensure_postgres_running()
         admin_url: str = self._server.get_uri()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             exists = conn.execute("select 1 from pg_database where datname = %s", (self.database,)).fetchone()

@@ -4,23 +4,56 @@ One JSON line per write, appended and fsynced before the write is acknowledged, 
 cannot lose it. Entries are replayed in order when the database returns; each carries a `write_id` that
 `public.memory_upsert_items` records, so replaying an entry twice (a crash after the database committed
 but before the journal was cleared) applies it once.
+
+One journal file per database (`journal_path`: the file name holds a hash of the database's identity), so
+entries written for one database are never replayed into another. Several processes may share a file:
+appends and rewrites take an exclusive `flock` on a sidecar lock file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
+from psycopg.conninfo import conninfo_to_dict
+
 from .records import MemoryItem
 
-__all__ = ["JournalEntry", "WriteJournal"]
+try:  # POSIX; elsewhere only the in-process lock protects the file
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["JournalEntry", "WriteJournal", "database_identity", "journal_path"]
+
+logger = logging.getLogger("memory_plugin")
+
+
+def database_identity(url: str) -> str:
+    """What identifies a Postgres database for the journal: host (or socket directory), port and database
+    name from a connection URL or conninfo string; the user and password are left out (the same database
+    reached as another role is the same database)."""
+    params = conninfo_to_dict(url)
+    host = str(params.get("host") or params.get("hostaddr") or "")
+    port = str(params.get("port") or "5432")
+    dbname = str(params.get("dbname") or params.get("user") or "")
+    return f"postgresql://{host}:{port}/{dbname}"
+
+
+def journal_path(data_dir: Path, identity: str) -> Path:
+    """The journal file of the database `identity` under `data_dir` (see `database_identity`)."""
+    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:24]
+    return data_dir / "journal" / f"writes-{digest}.jsonl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,78 +110,174 @@ def _item_from_json(raw: dict[str, Any]) -> MemoryItem:
 class WriteJournal:
     """An append-only, fsynced JSONL file of pending writes.
 
-    Appends come from the event loop thread but may be called from worker threads too, so a lock
-    serialises them. A torn last line (the process died mid-write) is skipped on read: it was never
-    acknowledged to the caller.
+    Appends run in worker threads (`asyncio.to_thread`: fsync blocks), so a thread lock serialises them
+    within a process and `flock` on a sidecar file across processes. A crash mid-append leaves a torn last
+    line without its newline. It was never acknowledged to the caller, so it is dropped: skipped on read,
+    and cut off before the next append (otherwise the next entry would fuse with it into one unreadable
+    line and be lost although acknowledged).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # the directory is created on first use: no side effect until needed
 
-    def append(self, user_id: UUID, items: Sequence[MemoryItem], reinforcement_step: float) -> JournalEntry:
-        """Durably record a write; returns the entry (with its new `write_id`)."""
-        entry = JournalEntry(
-            write_id=uuid4(), user_id=user_id, items=tuple(items), reinforcement_step=reinforcement_step
-        )
-        line = entry.to_json() + "\n"
+    @classmethod
+    def for_database(cls, data_dir: Path, identity: str) -> WriteJournal:
+        """The journal of the database `identity` under `data_dir` (see `journal_path`)."""
+        return cls(journal_path(data_dir, identity))
+
+    @property
+    def rejected_path(self) -> Path:
+        """Entries the database refused for good, kept for an operator (same line format plus `error`; rename
+        the file to the journal's name to replay them)."""
+        return self.path.with_name(self.path.stem + ".rejected.jsonl")
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if fcntl is None:  # pragma: no cover - Windows
+                yield
+                return
+            fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                os.write(fd, line.encode("utf-8"))
-                os.fsync(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
             finally:
-                os.close(fd)
+                os.close(fd)  # releases the flock
+
+    def append(
+        self,
+        user_id: UUID,
+        items: Sequence[MemoryItem],
+        reinforcement_step: float,
+        *,
+        write_id: UUID | None = None,
+    ) -> JournalEntry:
+        """Durably record a write (fsynced when this returns); returns the entry. Pass the `write_id` the
+        write was already attempted with, so a replay cannot apply it a second time."""
+        entry = JournalEntry(
+            write_id=write_id or uuid4(), user_id=user_id, items=tuple(items), reinforcement_step=reinforcement_step
+        )
+        with self._locked():
+            _append_durably(self.path, entry.to_json())
         return entry
+
+    def reject(self, entry: JournalEntry, error: str) -> None:
+        """Keep an entry the database refused for good in `rejected_path` (remove it from the journal after)."""
+        line = json.dumps({**json.loads(entry.to_json()), "error": error}, ensure_ascii=False)
+        with self._locked():
+            _append_durably(self.rejected_path, line)
 
     def entries(self) -> list[JournalEntry]:
         """Pending entries, oldest first."""
-        with self._lock:
-            if not self.path.exists():
-                return []
-            text = self.path.read_text(encoding="utf-8")
-        out = []
-        for line in text.splitlines():
-            if not line.strip():
-                continue
+        if not self.path.exists():
+            return []  # nothing was ever journaled (and no directory or lock file is created for asking)
+        with self._locked():
             try:
-                out.append(JournalEntry.from_json(line))
-            except (ValueError, KeyError):
-                continue  # a torn final line: never acknowledged, so nothing was promised
+                data = self.path.read_bytes()
+            except FileNotFoundError:
+                return []
+        complete, _torn = _split_lines(data)
+        out = []
+        for number, raw in enumerate(complete, start=1):
+            entry = _parse(raw)
+            if entry is not None:
+                out.append(entry)
+            elif raw.strip():
+                logger.warning("🧠 [Memory] unreadable line %d in journal %s skipped", number, self.path)
         return out
 
     def __len__(self) -> int:
         return len(self.entries())
 
     def remove(self, done: Sequence[UUID]) -> None:
-        """Drop replayed entries, keeping any appended meanwhile; atomic (write a temp file, rename)."""
+        """Drop replayed entries, keeping any appended meanwhile; atomic (write a temp file, rename).
+
+        A torn last line is dropped too (under the lock no append is in progress, so it is a crash's
+        leftover), and a complete but unreadable line moves to `rejected_path` rather than staying forever.
+        """
         done_ids = set(done)
-        with self._lock:
-            if not self.path.exists():
+        if not self.path.exists():
+            return
+        with self._locked():
+            try:
+                data = self.path.read_bytes()
+            except FileNotFoundError:
                 return
-            keep = [
-                line
-                for line in self.path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and not _has_write_id(line, done_ids)
-            ]
-            tmp = self.path.with_suffix(".tmp")
+            complete, _torn = _split_lines(data)
+            keep: list[bytes] = []
+            for raw in complete:
+                if not raw.strip():
+                    continue
+                entry = _parse(raw)
+                if entry is None:
+                    _append_durably(self.rejected_path, raw.decode("utf-8", errors="replace"))
+                elif entry.write_id not in done_ids:
+                    keep.append(raw)
+            tmp = self.path.with_name(self.path.name + ".tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                os.write(fd, "".join(line + "\n" for line in keep).encode("utf-8"))
+                _write_all(fd, b"".join(line + b"\n" for line in keep))
                 os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)  # make the rename itself durable
-            finally:
-                os.close(dir_fd)
+            _fsync_dir(self.path.parent)  # make the rename itself durable
 
 
-def _has_write_id(line: str, ids: set[UUID]) -> bool:
+def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
+    """Complete lines, and what follows the last newline (a torn line, or b"")."""
+    *complete, torn = data.split(b"\n")
+    return complete, torn
+
+
+def _parse(raw: bytes) -> JournalEntry | None:
     try:
-        return UUID(json.loads(line)["write_id"]) in ids
-    except (ValueError, KeyError):
-        return False
+        return JournalEntry.from_json(raw.decode("utf-8"))
+    except (ValueError, KeyError, TypeError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _fsync_dir(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _append_durably(path: Path, line: str) -> None:
+    """Append one line and fsync it, first cutting off a torn last line left by a crash. Caller holds the lock."""
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        _cut_torn_tail(fd, path)
+        _write_all(fd, (line + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(path.parent)  # a new file's directory entry must be durable too
+
+
+def _cut_torn_tail(fd: int, path: Path) -> None:
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    keep, end = 0, size
+    while end > 0:
+        start = max(0, end - 65536)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        end = start
+    os.ftruncate(fd, keep)
+    logger.warning("🧠 [Memory] dropped a torn last line (%d bytes, never acknowledged) from %s", size - keep, path)

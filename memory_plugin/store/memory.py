@@ -27,6 +27,7 @@ class InMemoryStore:
 
     def __init__(self) -> None:
         self._rows: dict[UUID, dict[str, MemoryRecord]] = {}
+        self._applied_writes: set[UUID] = set()  # as public.memory_applied_writes
         self._lock = asyncio.Lock()
 
     @property
@@ -35,11 +36,15 @@ class InMemoryStore:
         return "memory"
 
     async def upsert(
-        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float
+        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
     ) -> list[MemoryRecord]:
-        """Insert or reinforce, as `public.memory_upsert_items` does."""
+        """Insert or reinforce, as `public.memory_upsert_items` does (a known `write_id` changes nothing)."""
         async with self._lock:
             rows = self._rows.setdefault(user_id, {})
+            if write_id is not None:
+                if write_id in self._applied_writes:
+                    return [rows[i.content_hash] for i in items if i.content_hash in rows]
+                self._applied_writes.add(write_id)
             now = datetime.now(UTC)
             out: list[MemoryRecord] = []
             for item in items:

@@ -30,7 +30,7 @@ from .records import MemoryItem, MemoryKind, MemoryRecord
 
 __all__ = ["PostgresStore"]
 
-UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::real)"
+UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::real, %s::uuid)"
 CONTEXT_SQL = (
     "select * from public.memory_context(%s, %s, %s, %s, %s::real, %s::real, %s::real, %s::real,"
     " coalesce(%s::timestamptz, now()))"
@@ -140,13 +140,17 @@ class PostgresStore:
         return rows
 
     async def upsert(
-        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float
+        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
     ) -> list[MemoryRecord]:
-        """All items in one statement (one round trip), whatever their number."""
+        """All items in one statement (one round trip), whatever their number.
+
+        With `write_id`, the database applies the write at most once: a repeat returns the items' current
+        rows and changes nothing (see `memory_upsert_items` in the migrations).
+        """
         if not items:
             return []
         payload = json.dumps([item.as_json() for item in items], ensure_ascii=False)
-        rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step))
+        rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step, write_id))
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:

@@ -1,0 +1,661 @@
+"""`ResilientStore`: long-term memory that keeps working while the database is unreachable, losing no write.
+
+It wraps the primary store (Postgres, Supabase). When an operation raises `StoreUnavailableError`:
+
+- reads of the context return the user's last successfully read context from a bounded in-RAM cache,
+  labelled as such (`read_context`), or nothing, labelled unavailable: never "this user has no memory";
+- writes are appended to the fsynced `WriteJournal` and acknowledged only then; a background task replays
+  them when the database answers again (exponential backoff with jitter between attempts), and the next
+  start of the process replays what an earlier one left;
+- other operations (list, search, delete) raise, as before.
+
+Order: while a user has entries in the journal, that user's new writes go to the journal behind them, and
+the journal is replayed first in, first out, so the database applies a user's writes in the order they
+were acknowledged. Exactly once: every write gets a `write_id` before its first attempt and keeps it in the
+journal; `memory_upsert_items` records applied ids in the same transaction as the rows, so neither a write
+whose acknowledgement was lost after it committed nor a replay interrupted by a crash is applied twice.
+Entries leave the journal only after the database confirmed them.
+
+With `require_primary` (`REQUIRE_PG_MEMORY=true`) nothing falls back: unavailability raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import random
+import time
+import uuid
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+from uuid import UUID
+
+from ..errors import StoreError, StoreUnavailableError
+from .base import ContextQuery, LongTermStore
+from .journal import JournalEntry, WriteJournal
+from .records import MemoryItem, MemoryKind, MemoryRecord
+
+__all__ = ["BackendStatus", "ContextRead", "PrimaryConnector", "ResilientStore", "backoff_delay", "plain_status"]
+
+logger = logging.getLogger("memory_plugin")
+LOG_PREFIX = "🧠 [Memory]"
+
+PrimaryConnector = Callable[[], Coroutine[Any, Any, LongTermStore]]
+"""Creates the primary store (connects, migrates); raises `StoreUnavailableError` while it cannot."""
+
+_T = TypeVar("_T")
+_RNG = random.Random()
+_MAX_REFUSALS = 3
+"""Replays of one entry the database refuses (an error other than unavailability) before it is set aside."""
+_REPLAY_CHUNK = 1000
+"""Entries replayed between two rewrites of the journal: bounds the (idempotent) work redone after a crash
+without rewriting a long journal after every entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendStatus:
+    """What serves long-term memory and how the outage machinery is doing (`MemoryManager.backend_status`)."""
+
+    backend: str
+    """In use now: the primary's name ("postgres", "supabase", "memory") when it answers and nothing is
+    waiting in the journal, else "fallback" (reads from the cache, writes to the journal)."""
+    primary: str
+    """The primary store's name."""
+    postgres_reachable: bool
+    """Whether the primary store answered a ping just now."""
+    journal_length: int
+    """Writes waiting in the journal for the database."""
+    journal_path: Path | None
+    """The journal file (None without one)."""
+    last_error: str | None
+    """The last connection error, with what was being done."""
+    last_error_at: datetime | None
+    """When it happened (UTC)."""
+    connection_errors: int
+    """Connection errors seen (each one counted, even when its log line was throttled)."""
+    fallback_reads: int
+    """Context reads served from the cache or answered "unavailable"."""
+    journaled_writes: int
+    """Writes acknowledged from the journal because the database was unreachable."""
+    replayed_writes: int
+    """Journal entries the database confirmed on replay."""
+    replay_failures: int
+    """Replay attempts that failed (the entries stay in the journal)."""
+    rejected_writes: int
+    """Entries the database refused repeatedly, moved to the journal's `.rejected.jsonl` file."""
+    cache_entries: int
+    """Users whose last context is cached."""
+    require_pg_memory: bool
+    """True: no fallback, unavailability raises."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRead:
+    """A context read and where it came from."""
+
+    records: list[MemoryRecord]
+    """The rows, as `LongTermStore.context` returns them."""
+    source: Literal["primary", "cache", "unavailable"]
+    """"primary": read now; "cache": the last successful read (the database is unreachable);
+    "unavailable": unreachable and nothing cached (`records` is empty, which says nothing about the user)."""
+    as_of: datetime | None
+    """When the records were read from the primary (UTC); None when unavailable."""
+
+
+def backoff_delay(attempt: int, *, base: float, maximum: float, rng: random.Random | None = None) -> float:
+    """Seconds before retry number `attempt` (0 for the first): `base * 2**attempt` capped at `maximum`, with
+    "equal jitter" (half fixed, half random), so many processes do not retry in lockstep yet never spin."""
+    ceiling = min(maximum, base * 2.0 ** min(attempt, 60))
+    return ceiling / 2 + (rng or _RNG).uniform(0, ceiling / 2)
+
+
+async def plain_status(store: LongTermStore, *, require_pg_memory: bool = False) -> BackendStatus:
+    """The status of a store used without `ResilientStore` (no cache, no journal)."""
+    reachable = await store.ping()
+    name = store.backend_name
+    return BackendStatus(
+        backend=name,
+        primary=name,
+        postgres_reachable=reachable,
+        journal_length=0,
+        journal_path=None,
+        last_error=None,
+        last_error_at=None,
+        connection_errors=0,
+        fallback_reads=0,
+        journaled_writes=0,
+        replayed_writes=0,
+        replay_failures=0,
+        rejected_writes=0,
+        cache_entries=0,
+        require_pg_memory=require_pg_memory,
+    )
+
+
+class ResilientStore:
+    """A `LongTermStore` over a primary store, with a read cache and a write journal for outages.
+
+    Call `await store.start()` before use (`MemoryManager` does) and `await store.close()` after.
+
+    Args:
+        primary: The store to use, or None when it could not be created yet; then `connect` creates it,
+            at `start()` and in the background until it succeeds.
+        journal: Where writes go while the primary is unreachable. One file per database (see
+            `journal_path`), so entries are never replayed into another database.
+        connect: Creates the primary store (raising `StoreUnavailableError` while it cannot).
+        primary_name: The primary's name before it exists (default: "postgres").
+        require_primary: No fallback: unavailability raises `StoreUnavailableError` (`REQUIRE_PG_MEMORY`).
+        cache_size: Users whose last context is kept for reads during an outage (least recently used go).
+        retry_base_seconds, retry_max_seconds: Backoff between background reconnection/replay attempts.
+        log_interval_seconds: At most one warning per interval for connection errors; the others are
+            counted and the next warning says how many there were.
+        close_flush_seconds: On close, time allowed to replay pending entries if the database answers.
+        background: Run the background replayer. False: the journal is replayed only by `start()` and
+            `replay()` (for callers that schedule replays themselves, and tests).
+        clock: Monotonic clock for the log throttle (tests inject one).
+        rng: Randomness of the backoff jitter (tests inject a seeded one).
+    """
+
+    def __init__(
+        self,
+        primary: LongTermStore | None,
+        journal: WriteJournal,
+        *,
+        connect: PrimaryConnector | None = None,
+        primary_name: str | None = None,
+        require_primary: bool = False,
+        cache_size: int = 1000,
+        retry_base_seconds: float = 0.5,
+        retry_max_seconds: float = 60.0,
+        log_interval_seconds: float = 60.0,
+        close_flush_seconds: float = 5.0,
+        background: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        if primary is None and connect is None:
+            raise ValueError("ResilientStore needs a primary store or a `connect` that creates one")
+        self._primary = primary
+        self._connect = connect
+        self._primary_name = primary.backend_name if primary is not None else (primary_name or "postgres")
+        self.journal = journal
+        self.require_primary = require_primary
+        self._cache_size = cache_size
+        self._retry_base = retry_base_seconds
+        self._retry_max = retry_max_seconds
+        self._log_interval = log_interval_seconds
+        self._close_flush = close_flush_seconds
+        self._background = background
+        self._clock = clock
+        self._rng = rng or _RNG
+
+        self._cache: OrderedDict[UUID, tuple[list[MemoryRecord], datetime]] = OrderedDict()
+        # Journal entries not yet confirmed by the database: write_id -> user, and per-user counts (order).
+        self._pending: dict[UUID, UUID] = {}
+        self._pending_users: Counter[UUID] = Counter()
+        self._refusals: Counter[UUID] = Counter()
+        self._reachable = primary is not None
+        self._last_error: str | None = None
+        self._last_error_at: datetime | None = None
+        self._last_warning_at: float | None = None
+        self._suppressed = 0
+        self.connection_errors = 0
+        self.fallback_reads = 0
+        self.journaled_writes = 0
+        self.replayed_writes = 0
+        self.replay_failures = 0
+        self.rejected_writes = 0
+
+        self._replay_lock = asyncio.Lock()
+        self._connect_lock = asyncio.Lock()
+        self._connecting: asyncio.Task[LongTermStore] | None = None
+        self._work = asyncio.Event()  # something to replay or to connect
+        self._recovered = asyncio.Event()  # a call to the primary just succeeded: cut the backoff short
+        self._worker: asyncio.Task[None] | None = None
+        self._started = False
+        self._closed = False
+
+    # --- lifecycle -----------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Create the primary if needed (one attempt), replay what earlier runs left in the journal, and start
+        the background replayer. Idempotent. With `require_primary`, raises if the primary is unreachable."""
+        if self._started:
+            return
+        self._started = True
+        for entry in await asyncio.to_thread(self.journal.entries):
+            self._track(entry)
+        if self._pending:
+            logger.info("%s %d journaled writes from an earlier run to replay", LOG_PREFIX, len(self._pending))
+        if self._primary is None:
+            await self._ensure_primary()
+        if self._primary is None:
+            if self.require_primary:
+                raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+            logger.warning(
+                "%s starting in fallback mode: long-term reads come from the cache, writes go to %s and are"
+                " replayed when the database answers",
+                LOG_PREFIX,
+                self.journal.path,
+            )
+        elif self._pending:
+            await self._replay_pass()
+        if self._background:
+            self._worker = asyncio.get_running_loop().create_task(self._run(), name="memory_plugin-journal-replayer")
+
+    async def close(self) -> None:
+        """Stop the replayer, try once more to replay (if the database answers, within `close_flush_seconds`),
+        and close the primary. Entries not replayed stay in the journal for the next start."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+        if self._connecting is not None:
+            # A connection attempt cut short by the cancellation: let it end (its own timeout bounds it) so
+            # that a store it creates is closed rather than leaked.
+            with contextlib.suppress(Exception):
+                late = await self._connecting
+                if self._primary is None:
+                    self._primary = late
+                else:
+                    await late.close()
+            self._connecting = None
+        if self._primary is not None:
+            if self._pending and self._reachable:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._replay_pass(), self._close_flush)
+            await self._primary.close()
+        if self._pending:
+            logger.info("%s %d writes stay in %s for the next start", LOG_PREFIX, len(self._pending), self.journal.path)
+
+    @property
+    def backend_name(self) -> str:
+        """The primary's name: this store stands in for it."""
+        return self._primary_name
+
+    @property
+    def primary(self) -> LongTermStore | None:
+        """The wrapped store (None until it could be created)."""
+        return self._primary
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes of this process (and found at start) waiting in the journal."""
+        return len(self._pending)
+
+    # --- writes ----------------------------------------------------------------------------------------------------
+    async def upsert(
+        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
+    ) -> list[MemoryRecord]:
+        """Write through to the primary; if it is unreachable, or earlier writes of the user are still in the
+        journal, append to the journal (durable when this returns) and return provisional records: built from
+        the items, `relevance_count` 0, ids that are not the database's (replay inserts or reinforces)."""
+        if not items:
+            return []
+        write_id = write_id or uuid.uuid4()
+        if self._pending_users[user_id] and self.require_primary:
+            await self.replay()  # the user's earlier writes first; they cannot wait in the journal
+        primary = self._primary
+        if primary is not None and not self._pending_users[user_id]:
+            try:
+                records = await primary.upsert(user_id, items, reinforcement_step=reinforcement_step, write_id=write_id)
+            except StoreUnavailableError as exc:
+                self._failed("writing memory", exc)
+                if self.require_primary:
+                    raise
+            else:
+                self._succeeded()
+                return records
+        elif self.require_primary:
+            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+        # Items without a time would get the replay's time: stamp them with the time they were written.
+        now = datetime.now(UTC)
+        items = [item if item.occurred_at else dataclasses.replace(item, occurred_at=now) for item in items]
+        try:
+            entry = await asyncio.to_thread(self.journal.append, user_id, items, reinforcement_step, write_id=write_id)
+        except OSError as exc:
+            raise StoreUnavailableError(
+                f"the database is unreachable and the journal {self.journal.path} could not be written: {exc}"
+            ) from exc
+        self._track(entry)
+        self.journaled_writes += 1
+        self._work.set()
+        logger.debug("%s journaled write %s for user %s", LOG_PREFIX, write_id, user_id)
+        return _provisional_records(entry, now)
+
+    # --- reads -------------------------------------------------------------------------------------------------------
+    async def read_context(self, user_id: UUID, query: ContextQuery) -> ContextRead:
+        """The user's context from the primary, else (unreachable) the last one read, else nothing, saying
+        which. Raises only with `require_primary`, or for errors other than unavailability."""
+        primary = self._primary
+        if primary is not None:
+            try:
+                records = await primary.context(user_id, query)
+            except StoreUnavailableError as exc:
+                self._failed("reading the context", exc)
+                if self.require_primary:
+                    raise
+            else:
+                self._succeeded()
+                now = datetime.now(UTC)
+                self._remember(user_id, records, now)
+                return ContextRead(records, "primary", now)
+        elif self.require_primary:
+            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+        self.fallback_reads += 1
+        cached = self._cache.get(user_id)
+        if cached is None:
+            return ContextRead([], "unavailable", None)
+        self._cache.move_to_end(user_id)
+        return ContextRead(list(cached[0]), "cache", cached[1])
+
+    async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
+        """`read_context`'s records; a cached copy while the primary is unreachable (use `read_context` to
+        know), `StoreUnavailableError` when there is none."""
+        read = await self.read_context(user_id, query)
+        if read.source == "unavailable":
+            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+        return read.records
+
+    async def list_records(
+        self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
+    ) -> list[MemoryRecord]:
+        """The primary's rows (no fallback: raises while it is unreachable)."""
+        return await self._call("listing memory", lambda p: p.list_records(user_id, kind=kind, limit=limit))
+
+    async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
+        """The primary's search (no fallback)."""
+        return await self._call("searching memory", lambda p: p.search_text(user_id, text, limit=limit))
+
+    async def delete(self, user_id: UUID, record_id: UUID) -> bool:
+        """Delete on the primary (no fallback). The row leaves the cache first, whatever happens: a row the
+        user asked to forget is never served from it."""
+        cached = self._cache.get(user_id)
+        if cached is not None:
+            self._cache[user_id] = ([r for r in cached[0] if r.id != record_id], cached[1])
+        return await self._call("deleting memory", lambda p: p.delete(user_id, record_id))
+
+    async def ping(self) -> bool:
+        """Whether the primary answers now."""
+        if self._primary is None:
+            return False
+        ok = await self._primary.ping()
+        if ok:
+            self._succeeded()
+        else:
+            self._reachable = False
+        return ok
+
+    # --- replay ------------------------------------------------------------------------------------------------------
+    async def replay(self) -> int:
+        """Replay the journal now (creating the primary first if needed); returns how many entries the
+        database confirmed. Stops at the first connection error, leaving the rest for later."""
+        if not await self._ensure_primary():
+            return 0
+        _, confirmed = await self._replay_pass()
+        return confirmed
+
+    async def status(self) -> BackendStatus:
+        """Pings the primary (briefly) and reports; see `BackendStatus`."""
+        reachable = False
+        if self._primary is not None:
+            try:
+                reachable = await asyncio.wait_for(self.ping(), timeout=2.0)
+            except (TimeoutError, StoreError):
+                reachable = False
+        journal_length = len(await asyncio.to_thread(self.journal.entries))
+        return BackendStatus(
+            backend=self._primary_name if reachable and journal_length == 0 else "fallback",
+            primary=self._primary_name,
+            postgres_reachable=reachable,
+            journal_length=journal_length,
+            journal_path=self.journal.path,
+            last_error=self._last_error,
+            last_error_at=self._last_error_at,
+            connection_errors=self.connection_errors,
+            fallback_reads=self.fallback_reads,
+            journaled_writes=self.journaled_writes,
+            replayed_writes=self.replayed_writes,
+            replay_failures=self.replay_failures,
+            rejected_writes=self.rejected_writes,
+            cache_entries=len(self._cache),
+            require_pg_memory=self.require_primary,
+        )
+
+    async def _replay_pass(self) -> tuple[bool, int]:
+        """Replay the whole journal, oldest first; (whether it is now empty, entries confirmed)."""
+        primary = self._primary
+        if primary is None:
+            return False, 0
+        confirmed = 0
+        async with self._replay_lock:
+            while True:  # until a read finds the journal empty: entries may be appended meanwhile
+                entries = await asyncio.to_thread(self.journal.entries)
+                self._resync(entries)
+                if not entries:
+                    return True, confirmed
+                for start in range(0, len(entries), _REPLAY_CHUNK):
+                    chunk = entries[start : start + _REPLAY_CHUNK]
+                    done, applied, complete = await self._replay_entries(primary, chunk)
+                    if done:
+                        # Only now, after the database confirmed them, do the entries leave the journal.
+                        await asyncio.to_thread(self.journal.remove, done)
+                        for write_id in done:
+                            self._untrack(write_id)
+                    confirmed += applied
+                    if not complete:
+                        return False, confirmed
+
+    async def _replay_entries(
+        self, primary: LongTermStore, entries: Sequence[JournalEntry]
+    ) -> tuple[list[UUID], int, bool]:
+        """(write ids done with, how many the database applied, whether all of `entries` were done with)."""
+        done: list[UUID] = []
+        applied = 0
+        for entry in entries:
+            try:
+                await primary.upsert(
+                    entry.user_id,
+                    entry.items,
+                    reinforcement_step=entry.reinforcement_step,
+                    write_id=entry.write_id,
+                )
+            except StoreUnavailableError as exc:
+                self.replay_failures += 1
+                self._failed("replaying the journal", exc)
+                return done, applied, False
+            except StoreError as exc:
+                self.replay_failures += 1
+                if not await self._refused(entry, exc):
+                    return done, applied, False  # later entries of the user must not overtake it
+            else:
+                applied += 1
+                self.replayed_writes += 1
+                self._refusals.pop(entry.write_id, None)
+                self._succeeded()
+            done.append(entry.write_id)
+        return done, applied, True
+
+    async def _refused(self, entry: JournalEntry, exc: StoreError) -> bool:
+        """The database refused an entry (not a connection error). Retried a few times (it may be transient),
+        then set aside in the rejected file so the rest of the journal can go on; True when set aside."""
+        self._refusals[entry.write_id] += 1
+        attempts = self._refusals[entry.write_id]
+        if attempts < _MAX_REFUSALS:
+            logger.warning(
+                "%s the database refused journaled write %s (attempt %d of %d): %s",
+                LOG_PREFIX,
+                entry.write_id,
+                attempts,
+                _MAX_REFUSALS,
+                exc,
+            )
+            return False
+        await asyncio.to_thread(self.journal.reject, entry, str(exc))
+        del self._refusals[entry.write_id]
+        self.rejected_writes += 1
+        logger.error(
+            "%s journaled write %s of user %s refused %d times, moved to %s: %s",
+            LOG_PREFIX,
+            entry.write_id,
+            entry.user_id,
+            attempts,
+            self.journal.rejected_path,
+            exc,
+        )
+        return True
+
+    async def _run(self) -> None:
+        """The background replayer: (re)connect and replay while there is work, backing off on failure."""
+        attempt = 0
+        while True:
+            self._work.clear()
+            if self._primary is not None and not self._pending:
+                await self._work.wait()
+                continue
+            try:
+                ok = await self._ensure_primary() and (await self._replay_pass())[0]
+            except Exception:  # the replayer must not die silently: log, back off, go on
+                logger.exception("%s journal replay failed unexpectedly", LOG_PREFIX)
+                ok = False
+            if ok:
+                attempt = 0
+                continue
+            delay = backoff_delay(attempt, base=self._retry_base, maximum=self._retry_max, rng=self._rng)
+            attempt += 1
+            self._recovered.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._recovered.wait(), delay)
+
+    async def _ensure_primary(self) -> bool:
+        """Create the primary with `connect` if there is none yet; whether there is one now."""
+        if self._primary is not None:
+            return True
+        if self._connect is None:
+            return False
+        async with self._connect_lock:
+            if self._primary is not None:
+                return True
+            if self._connecting is None:
+                self._connecting = asyncio.get_running_loop().create_task(
+                    self._connect(), name="memory_plugin-store-connect"
+                )
+            task = self._connecting
+            try:
+                # Shielded: if our caller is cancelled (close), the attempt ends on its own and close()
+                # collects the store it may create instead of leaking its connections.
+                primary = await asyncio.shield(task)
+            except Exception as exc:
+                self._connecting = None
+                self._failed("connecting", exc)
+                return False
+            self._connecting = None
+            self._primary = primary
+            self._primary_name = primary.backend_name
+            logger.info("%s connected to the long-term store (%s)", LOG_PREFIX, primary.backend_name)
+            self._succeeded()
+            return True
+
+    # --- helpers -----------------------------------------------------------------------------------------------------
+    async def _call(self, doing: str, operation: Callable[[LongTermStore], Awaitable[_T]]) -> _T:
+        primary = self._primary
+        if primary is None:
+            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+        try:
+            result = await operation(primary)
+        except StoreUnavailableError as exc:
+            self._failed(doing, exc)
+            raise
+        self._succeeded()
+        return result
+
+    def _remember(self, user_id: UUID, records: list[MemoryRecord], at: datetime) -> None:
+        if self._cache_size <= 0:
+            return
+        self._cache[user_id] = (list(records), at)
+        self._cache.move_to_end(user_id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def _resync(self, entries: Sequence[JournalEntry]) -> None:
+        """Pending = exactly what the file holds: it may also hold entries of another process sharing it, and
+        lack entries that process replayed. (An append in flight is tracked once its line is in the file.)"""
+        self._pending.clear()
+        self._pending_users.clear()
+        for entry in entries:
+            self._track(entry)
+
+    def _track(self, entry: JournalEntry) -> None:
+        if entry.write_id not in self._pending:
+            self._pending[entry.write_id] = entry.user_id
+            self._pending_users[entry.user_id] += 1
+
+    def _untrack(self, write_id: UUID) -> None:
+        user_id = self._pending.pop(write_id, None)
+        if user_id is not None:
+            self._pending_users[user_id] -= 1
+            if self._pending_users[user_id] <= 0:
+                del self._pending_users[user_id]
+
+    def _succeeded(self) -> None:
+        if not self._reachable:
+            self._reachable = True
+            logger.info("%s long-term store reachable again (%d writes to replay)", LOG_PREFIX, len(self._pending))
+        self._recovered.set()
+        if self._pending:
+            self._work.set()
+
+    def _failed(self, doing: str, exc: BaseException) -> None:
+        """Record a connection error; log it at WARNING at most once per interval, counting the others."""
+        self._reachable = False
+        self.connection_errors += 1
+        self._last_error = f"{doing}: {exc}"
+        self._last_error_at = datetime.now(UTC)
+        now = self._clock()
+        if self._last_warning_at is not None and now - self._last_warning_at < self._log_interval:
+            self._suppressed += 1
+            logger.debug("%s long-term store unreachable while %s: %s", LOG_PREFIX, doing, exc)
+            return
+        suppressed, self._suppressed = self._suppressed, 0
+        self._last_warning_at = now
+        logger.warning(
+            "%s long-term store unreachable while %s: %s%s",
+            LOG_PREFIX,
+            doing,
+            exc,
+            f" ({suppressed} more errors since the last warning)" if suppressed else "",
+        )
+
+
+def _provisional_records(entry: JournalEntry, now: datetime) -> list[MemoryRecord]:
+    """What a journaled write returns: the items as new rows, with ids derived from the write."""
+    return [
+        MemoryRecord(
+            id=uuid.uuid5(entry.write_id, item.content_hash),
+            user_id=entry.user_id,
+            kind=item.kind,
+            category=item.category,
+            content=item.content,
+            confidence=item.confidence,
+            source=item.source,
+            importance=item.importance,
+            relevance_count=0,
+            source_message_ids=item.source_message_ids,
+            session_id=item.session_id,
+            attributes=dict(item.attributes),
+            content_hash=item.content_hash,
+            created_at=item.occurred_at or now,
+            updated_at=now,
+            last_reinforced_at=item.occurred_at or now,
+        )
+        for item in entry.items
+    ]
