@@ -137,6 +137,12 @@ def test_table_has_the_documented_columns(admin_conn: AdminConn) -> None:
         "created_at": "timestamp with time zone",
         "updated_at": "timestamp with time zone",
         "last_reinforced_at": "timestamp with time zone",
+        "occurred_at": "timestamp with time zone",
+        "expires_at": "timestamp with time zone",
+        "invalid_at": "timestamp with time zone",
+        "superseded_by": "uuid",
+        "archived_at": "timestamp with time zone",
+        "metadata": "jsonb",
     }
     unique = admin_conn.execute(
         "select pg_get_constraintdef(oid) from pg_constraint where conrelid = 'public.user_memory'::regclass"
@@ -477,3 +483,42 @@ async def test_the_plugins_own_queries_run_under_rls(
         None,
         "",
     )
+
+
+# --- validity over time ----------------------------------------------------------------------------------------------
+
+
+async def test_invalid_archived_and_expired_facts_never_reach_the_context_but_stay_stored(
+    pg_memory: MemoryManager, user_id: UUID, admin_conn: AdminConn
+) -> None:
+    now = datetime.now(UTC)
+    facts = [fact(f"Hecho {name}", importance=5) for name in ("vigente", "invalidado", "archivado", "caducado")]
+    payload = json.loads(items_json(*facts))
+    payload[3]["expires_at"] = (now - timedelta(minutes=1)).isoformat()
+    payload.append(
+        {
+            **json.loads(items_json(fact("Viaje este fin de semana")))[0],
+            "expires_at": (now + timedelta(days=2)).isoformat(),
+        }
+    )
+    admin_conn.execute(f"select * from {UPSERT_FN.split('(')[0]}(%s, %s::jsonb, 0.1)", (user_id, json.dumps(payload)))
+    admin_conn.execute(
+        "update public.user_memory set invalid_at = now(),"
+        " superseded_by = (select id from public.user_memory where user_id = %s and content = 'Hecho vigente')"
+        " where user_id = %s and content = 'Hecho invalidado'",
+        (user_id, user_id),
+    )
+    admin_conn.execute(
+        "update public.user_memory set archived_at = now() where user_id = %s and content = 'Hecho archivado'",
+        (user_id,),
+    )
+
+    ctx = await pg_memory.get_memory_context("s-valid", user_id)
+
+    assert sorted(f.content for f in ctx.long_term.facts) == ["Hecho vigente", "Viaje este fin de semana"]
+    assert len(await pg_memory.list_memory(user_id)) == 5  # history is kept
+
+    # Stated again, an invalidated fact holds again.
+    admin_upsert(admin_conn, user_id, fact("Hecho invalidado", importance=5))
+    ctx = await pg_memory.get_memory_context("s-valid", user_id)
+    assert "Hecho invalidado" in {f.content for f in ctx.long_term.facts}

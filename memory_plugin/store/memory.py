@@ -78,6 +78,9 @@ class InMemoryStore:
             created_at=learned_at,
             updated_at=now,
             last_reinforced_at=learned_at,
+            occurred_at=item.occurred_at,
+            expires_at=item.expires_at,
+            metadata=dict(item.metadata),
         )
 
     @staticmethod
@@ -97,12 +100,21 @@ class InMemoryStore:
             attributes={**old.attributes, **item.attributes},
             updated_at=now,
             last_reinforced_at=max(old.last_reinforced_at, item.occurred_at or now),
+            occurred_at=min((t for t in (old.occurred_at, item.occurred_at) if t is not None), default=None),
+            expires_at=None
+            if old.expires_at is None or item.expires_at is None
+            else max(old.expires_at, item.expires_at),
+            metadata={**old.metadata, **item.metadata},
+            # Stated again: it holds again.
+            invalid_at=None,
+            superseded_by=None,
+            archived_at=None,
         )
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         """Same selection and order as `public.memory_context`."""
-        rows = list(self._rows.get(user_id, {}).values())
         now = query.now or datetime.now(UTC)
+        rows = [r for r in self._rows.get(user_id, {}).values() if r.is_current(now)]
 
         def of(kind: MemoryKind) -> list[MemoryRecord]:
             return [r for r in rows if r.kind == kind]

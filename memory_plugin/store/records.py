@@ -55,7 +55,11 @@ class MemoryItem:
     session_id: str | None = None
     attributes: dict[str, Any] = field(default_factory=dict)
     occurred_at: datetime | None = None
-    """When it was learned; `now()` at write time when None."""
+    """When it was learned (the conversation's time); `now()` at write time when None."""
+    expires_at: datetime | None = None
+    """After this it is never shown (temporary memories); None: never expires."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Caller-supplied extras (a turn id, a speaker), stored as `jsonb`."""
 
     def as_json(self) -> dict[str, Any]:
         """The item as one element of `memory_upsert_items`'s `p_items` JSON array."""
@@ -71,6 +75,8 @@ class MemoryItem:
             "session_id": self.session_id,
             "attributes": self.attributes,
             "occurred_at": self.occurred_at.isoformat() if self.occurred_at else None,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "metadata": self.metadata,
         }
 
 
@@ -94,6 +100,26 @@ class MemoryRecord:
     created_at: datetime
     updated_at: datetime
     last_reinforced_at: datetime
+    occurred_at: datetime | None = None
+    """When the conversation that stated it happened, if known."""
+    expires_at: datetime | None = None
+    """Not shown after this time."""
+    invalid_at: datetime | None = None
+    """When it stopped being true (kept as history)."""
+    superseded_by: UUID | None = None
+    """The memory that replaced it."""
+    archived_at: datetime | None = None
+    """When maintenance archived it (decayed below the floor)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Caller-supplied extras."""
+
+    def is_current(self, now: datetime) -> bool:
+        """Whether it may be shown at `now`: valid, not archived, not expired."""
+        return (
+            self.invalid_at is None
+            and self.archived_at is None
+            and (self.expires_at is None or self.expires_at > now)
+        )
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> MemoryRecord:
@@ -115,6 +141,12 @@ class MemoryRecord:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             last_reinforced_at=row["last_reinforced_at"],
+            occurred_at=row.get("occurred_at"),
+            expires_at=row.get("expires_at"),
+            invalid_at=row.get("invalid_at"),
+            superseded_by=row.get("superseded_by"),
+            archived_at=row.get("archived_at"),
+            metadata=dict(row.get("metadata") or {}),
         )
 
     def to_fact(self) -> MemorizedFact:
@@ -268,6 +300,10 @@ def items_from_update(
                 session_id=item.session_id,
                 attributes={**previous.attributes, **item.attributes},
                 occurred_at=previous.occurred_at,
+                expires_at=None
+                if previous.expires_at is None or item.expires_at is None
+                else max(previous.expires_at, item.expires_at),
+                metadata={**previous.metadata, **item.metadata},
             )
     return list(merged.values())
 
