@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "EmbeddingError",
     "ExtractionError",
     "InvalidMemoryInputError",
     "MemoryPluginError",
@@ -37,3 +38,8 @@ class ExtractionError(MemoryPluginError):
     Partial output is not an error: invalid items are dropped one by one and counted in
     `MemoryManager.stats`.
     """
+
+
+class EmbeddingError(MemoryPluginError):
+    """The embedding model failed or returned unusable vectors. Writes still store the facts (without a vector,
+    counted in `MemoryManager.stats.embedding_failures`) and searches fall back to text signals."""

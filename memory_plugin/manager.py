@@ -12,29 +12,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import psycopg
 from psycopg_pool import PoolTimeout
+from pydantic import ValidationError
 
-from .errors import ExtractionError, InvalidMemoryInputError, StoreError, StoreUnavailableError
+from .embeddings import MemoryEmbedder, default_embedder
+from .errors import EmbeddingError, ExtractionError, InvalidMemoryInputError, StoreError, StoreUnavailableError
 from .extraction import FactExtractor, default_extractor
 from .formatting import MemoryFormat, format_memory_for_agent
-from .models import MemorizedFact, MemoryContext, MemoryUpdate, Message, ShortTermMemory
+from .models import FactCategory, MemorizedFact, MemoryContext, MemoryUpdate, Message, ShortTermMemory
 from .privacy import redact_sensitive
 from .ranking import RankingWeights
+from .remember import Note, note_item
+from .retrieval import ScoredMemory, SearchQuery, SearchWeights, analyze_query
 from .session import Clock, SessionStore
 from .settings import MemorySettings
 from .store import ContextQuery, EmbeddedPostgres, LongTermStore, MemoryRecord, PostgresStore
 from .store.journal import WriteJournal, database_identity
 from .store.migrations import migrate
-from .store.records import items_from_update, long_term_from_records
+from .store.records import MemoryItem, items_from_update, long_term_from_records
 from .store.resilient import BackendStatus, ContextRead, ResilientStore, plain_status
 
 __all__ = ["MemoryManager", "MemoryStats"]
@@ -68,6 +74,13 @@ class MemoryStats:
     """Extractions that failed (model error, unusable output)."""
     store_failures: int = 0
     """Long-term reads that failed: answered with the cached copy (`ResilientStore`) or short-term memory only."""
+    facts_embedded: int = 0
+    """Facts written with their embedding."""
+    embedding_failures: int = 0
+    """Embedder failures: facts stored without a vector (`memory-plugin reembed` fills them), or searches run on
+    text signals only."""
+    searches: int = 0
+    """Searches run (`search`, and `get_memory_context` with a query)."""
 
 
 def _parse_user_id(user_id: str | UUID) -> UUID:
@@ -155,10 +168,14 @@ class MemoryManager:
         extractor: FactExtractor | None = None,
         clock: Clock | None = None,
         database_url: str | None = None,
+        embedder: MemoryEmbedder | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.extractor = extractor or default_extractor(settings.extraction_model)
+        self.embedder = embedder if embedder is not None else default_embedder(settings)
+        """Embeds facts at write time and questions at search time (None: text-only search)."""
+        self._search_weights = SearchWeights.from_settings(settings)
         self.sessions = SessionStore(
             max_messages=settings.max_messages_per_session,
             ttl_seconds=settings.session_ttl_seconds,
@@ -184,6 +201,7 @@ class MemoryManager:
         store: LongTermStore | None = None,
         extractor: FactExtractor | None = None,
         clock: Clock | None = None,
+        embedder: MemoryEmbedder | None = None,
     ) -> MemoryManager:
         """Connect (starting the embedded Postgres when no `database_url` is set), migrate, and return a
         ready manager. Pass `store=InMemoryStore()` for a database-free manager (tests); a store passed in
@@ -218,7 +236,7 @@ class MemoryManager:
             except BaseException:
                 await store.close()
                 raise
-        manager = cls(settings, store, extractor=extractor, clock=clock)
+        manager = cls(settings, store, extractor=extractor, clock=clock, embedder=embedder)
         manager._connector = connector
         manager._start_sweeper()
         return manager
@@ -232,9 +250,11 @@ class MemoryManager:
         store: LongTermStore | None = None,
         extractor: FactExtractor | None = None,
         clock: Clock | None = None,
+        embedder: MemoryEmbedder | None = None,
     ) -> AsyncIterator[MemoryManager]:
-        """`async with MemoryManager.open(settings) as memory:` — see `create`; closes on exit."""
-        manager = await cls.create(settings, store=store, extractor=extractor, clock=clock)
+        """`async with MemoryManager.open(settings) as memory:` — see `create`; closes on exit. `embedder`
+        overrides the one `settings.embedding_model` chooses."""
+        manager = await cls.create(settings, store=store, extractor=extractor, clock=clock, embedder=embedder)
         try:
             yield manager
         finally:
@@ -321,14 +341,39 @@ class MemoryManager:
         short-term memory plus, with `ResilientStore`, the last copy of the user's long-term memory read
         before (`long_term_cached_at` says when); the formatted block says so. The failure is logged
         (throttled) and counted, not raised, unless `require_pg_memory`.
-        `query` (the current message) is accepted for query-aware ranking; the current ranking is
-        importance, confidence and recency.
+        With `query` (the current message) the facts are the ones `search` ranks best for it (relevance, then
+        importance, confidence and recency), searched concurrently with the rest of the context; without, the
+        user's most important, confident and recent facts. If the search fails, the latter are used.
         """
         _check_session_id(session_id)
         uid = _parse_user_id(user_id) if user_id is not None else None
         short = self.sessions.snapshot(session_id)
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
+        found: asyncio.Task[list[ScoredMemory]] | None = None
+        if query is not None and query.strip() and self.settings.max_facts_in_context > 0:
+            found = asyncio.get_running_loop().create_task(
+                self.search(uid, query[: self.settings.max_search_chars], limit=self.settings.max_facts_in_context)
+            )
+        try:
+            context = await self._read_context(session_id, uid, short)
+        except BaseException:
+            if found is not None:
+                found.cancel()
+                with contextlib.suppress(BaseException):
+                    await found
+            raise
+        if found is not None:
+            try:
+                hits = await found
+            except (StoreError, InvalidMemoryInputError) as exc:
+                self._report_store_failure("searching the context's facts", exc)
+            else:
+                context.long_term.facts = [h.memory.to_fact() for h in hits]
+        return context
+
+    async def _read_context(self, session_id: str, uid: UUID, short: ShortTermMemory) -> MemoryContext:
+        """The context without a query: `get_memory_context`'s read of the store."""
         try:
             if isinstance(self.store, ResilientStore):
                 read = await self.store.read_context(uid, self._context_query())
@@ -394,6 +439,7 @@ class MemoryManager:
         items = items_from_update(kept, update.preferences, update.project, update.patterns, update.session_id)
         if not items:
             return []
+        items = await self._embed_items(items)
         records = await self.store.upsert(update.user_id, items, reinforcement_step=self.settings.reinforcement_step)
         stored = [r.to_fact() for r in records if r.kind == "fact"]
         self.stats.facts_written += len(stored)
@@ -481,6 +527,126 @@ class MemoryManager:
             return []
         return await self.update_memory(MemoryUpdate(user_id=uid, session_id=session_id, new_facts=facts))
 
+    # --- remember and search (query-aware retrieval) -------------------------------------------------------
+    async def _embed_items(self, items: list[MemoryItem]) -> list[MemoryItem]:
+        """The facts among `items` with their embeddings, computed in batches (one model call per
+        `embedding_batch_size` facts). If the embedder fails the facts are stored without vectors: counted,
+        logged, found by text until `memory-plugin reembed` fills them."""
+        embedder = self.embedder
+        todo = [i for i, item in enumerate(items) if item.kind == "fact" and item.embedding is None]
+        if embedder is None or not todo:
+            return items
+        try:
+            vectors = await embedder.embed_documents([items[i].content for i in todo])
+        except EmbeddingError as exc:
+            self.stats.embedding_failures += len(todo)
+            logger.warning("%s storing %d facts without embeddings: %s", LOG_PREFIX, len(todo), exc)
+            return items
+        out = list(items)
+        for i, vector in zip(todo, vectors, strict=True):
+            out[i] = dataclasses.replace(items[i], embedding=vector, embedding_model=embedder.name)
+        self.stats.facts_embedded += len(todo)
+        return out
+
+    async def remember(
+        self,
+        user_id: str | UUID,
+        content: str,
+        *,
+        category: FactCategory = "note",
+        occurred_at: datetime | None = None,
+        expires_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        importance: int = 3,
+    ) -> MemoryRecord:
+        """Store `content` as given, without a model call (mem0's `infer=False`), with its embedding.
+
+        Only an exact repeat (same category, content and metadata) merges into the stored memory, reinforcing
+        it; anything else is a new memory. Sensitive data is redacted first, as for extracted facts. Returns
+        the stored row. Raises `InvalidMemoryInputError` for bad input (nothing is stored).
+
+            fact = await memory.remember(user_id, "Prefiere aluminio 7075", category="preference",
+                                         occurred_at=dt, metadata={"dia_id": "D1:3"})
+        """
+        note = _make_note(
+            content=content,
+            category=category,
+            occurred_at=occurred_at,
+            expires_at=expires_at,
+            metadata=dict(metadata or {}),
+            session_id=session_id,
+            importance=importance,
+        )
+        (record,) = await self.remember_many(user_id, [note])
+        return record
+
+    async def remember_many(self, user_id: str | UUID, notes: Sequence[Note]) -> list[MemoryRecord]:
+        """`remember` for a batch: one embedding call per `embedding_batch_size` notes, one store round trip.
+        Returns the stored rows, one per distinct note, in order. All or nothing on bad input."""
+        uid = _parse_user_id(user_id)
+        items: list[MemoryItem] = []
+        for note in notes:
+            if not isinstance(note, Note):
+                raise InvalidMemoryInputError(f"remember_many takes Note objects, got {type(note).__name__}")
+            _check_text(note.content, "memory content", self.settings.max_fact_chars)
+            if note.session_id is not None:
+                _check_session_id(note.session_id)
+            redaction = redact_sensitive(note.content)
+            if redaction.kinds:
+                remaining = redaction.text
+                for kind in redaction.kinds:
+                    remaining = remaining.replace(f"[redacted {kind}]", "")
+                if len(remaining.strip(" .,;:-")) < 3:
+                    raise InvalidMemoryInputError(
+                        f"nothing is left to remember once sensitive data ({', '.join(redaction.kinds)}) is removed"
+                    )
+                self.stats.facts_redacted += 1
+                note = note.model_copy(update={"content": redaction.text})
+            items.append(note_item(note))
+        if not items:
+            return []
+        # Exact repeats inside the batch are one row (Postgres cannot upsert one row twice in a statement).
+        unique = list({item.content_hash: item for item in items}.values())
+        unique = await self._embed_items(unique)
+        records = await self.store.upsert(uid, unique, reinforcement_step=self.settings.reinforcement_step)
+        self.stats.facts_written += len(records)
+        return records
+
+    async def search(self, user_id: str | UUID, query: str, *, limit: int = 10) -> list[ScoredMemory]:
+        """The user's memories that best answer `query`, best first, each with its score and the score's parts.
+
+        One round trip: vector similarity, full-text and (optionally) trigram relevance, the neighbouring turns,
+        the speaker and dates the question names, fused and adjusted by importance, confidence and recency,
+        over valid, unexpired facts only (`public.memory_search`). The question is embedded once (cached);
+        if the embedder fails the search runs on the text signals (counted in `stats.embedding_failures`).
+        """
+        uid = _parse_user_id(user_id)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidMemoryInputError("search query must be a non-empty string")
+        _check_text(query, "search query", self.settings.max_search_chars)
+        if not 1 <= limit <= 1000:
+            raise InvalidMemoryInputError(f"limit must be between 1 and 1000, got {limit}")
+        embedding: tuple[float, ...] | None = None
+        if self.embedder is not None:
+            try:
+                embedding = await self.embedder.embed_query(query)
+            except EmbeddingError as exc:
+                self.stats.embedding_failures += 1
+                logger.warning("%s searching by text only: %s", LOG_PREFIX, exc)
+        self.stats.searches += 1
+        return await self.store.search(
+            uid,
+            SearchQuery(
+                text=query,
+                limit=limit,
+                embedding=embedding,
+                model=self.embedder.name if self.embedder is not None and embedding is not None else None,
+                weights=self._search_weights,
+                analysis=analyze_query(query),
+            ),
+        )
+
     # --- inspection and user control ----------------------------------------------------------------------------
     async def list_memory(self, user_id: str | UUID, *, limit: int = 1000) -> list[MemoryRecord]:
         """Every stored item of the user, newest first (for `memory-plugin inspect` and exports)."""
@@ -514,6 +680,13 @@ class MemoryManager:
             "live_sessions": len(self.sessions),
             "stats": {name: getattr(self.stats, name) for name in MemoryStats.__slots__},
         }
+
+
+def _make_note(**fields: Any) -> Note:
+    try:
+        return Note(**fields)
+    except ValidationError as exc:
+        raise InvalidMemoryInputError(f"cannot remember this: {exc}") from None
 
 
 def _parse_item_id(item_id: str | UUID) -> UUID:

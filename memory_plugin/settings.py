@@ -109,6 +109,63 @@ class MemorySettings(BaseSettings):
     recency_window_days: float = Field(default=30.0, gt=0)
     """Age at which a fact's recency boost reaches zero."""
 
+    # --- embeddings and search (README: "Search and remember") -------------------------------------------
+    # Weights chosen on LoCoMo's development split; memory_plugin/retrieval/weights.py shows the measurements.
+    embedding_model: str | None = "auto"
+    """Embeddings of facts and questions: `auto` (OpenAI `text-embedding-3-small` at 384 dimensions when
+    `OPENAI_API_KEY` is set, else the offline all-MiniLM-L6-v2 of the `[local]` extra, else none), `local`,
+    `none` (text-only search), or any pydantic-ai embedding model name (asked for 384 dimensions). Changing it
+    leaves older facts without a vector of the new model until `memory-plugin reembed`."""
+
+    embedding_batch_size: int = Field(default=64, ge=1)
+    """Facts embedded per model call at write time and by `reembed`."""
+
+    search_weight_text: float = Field(default=1.0, ge=0)
+    """Full-text relevance (ts_rank over English and Spanish stems, normalised by the best candidate's)."""
+
+    search_weight_vector: float = Field(default=1.0, ge=0)
+    """Cosine similarity of the question's and the fact's embeddings."""
+
+    search_weight_neighbour: float = Field(default=0.5, ge=0)
+    """Best cosine similarity of the fact just before or after it in its session (turns come in pairs)."""
+
+    search_weight_trigram: float = Field(default=0.0, ge=0)
+    """Trigram word similarity (typos, partial names); 0 because it added nothing measurable on LoCoMo
+    (+0.002 recall@10) and costs a comparison per candidate."""
+
+    search_weight_speaker: float = Field(default=0.2, ge=0)
+    """Boost of facts whose `metadata["speaker"]` is the one person the question names."""
+
+    search_weight_date: float = Field(default=0.2, ge=0)
+    """Boost of facts stated (`occurred_at`) inside a date the question names ("on 13 October 2023")."""
+
+    search_weight_time: float = Field(default=0.1, ge=0)
+    """Boost, for "when" questions, of facts whose text holds a time expression ("yesterday", "el sábado")."""
+
+    search_weight_importance: float = Field(default=0.05, ge=0)
+    """Weight of importance in the search score (small: relevance first, then seed 000's terms)."""
+
+    search_weight_confidence: float = Field(default=0.05, ge=0)
+    """Weight of confidence in the search score."""
+
+    search_weight_recency: float = Field(default=0.05, ge=0)
+    """Weight of recency in the search score (over `recency_window_days`)."""
+
+    search_date_slack_days: float = Field(default=14.0, gt=0)
+    """A fact stated this many days outside a date the question names gets no date boost (linear in between)."""
+
+    search_candidates: int = Field(default=100, ge=1, le=10_000)
+    """Facts taken from each channel (vector, full text, date) before the final ranking."""
+
+    search_exact_scan_below: int = Field(default=2000, ge=0)
+    """Users with fewer vectors than this are scanned exactly; above, through the HNSW index."""
+
+    search_text_scan_limit: int = Field(default=2000, ge=1)
+    """Most full-text matches ranked per search: bounds the cost of very common words in a long history."""
+
+    max_search_chars: int = Field(default=2000, ge=1)
+    """Longest question accepted by `search` (longer raises `InvalidMemoryInputError`)."""
+
     # --- extraction ------------------------------------------------------------------------------------
     extraction_model: str | None = None
     """pydantic-ai model name for fact extraction, e.g. `openai:gpt-4o-mini`. Unset: the offline rule-based

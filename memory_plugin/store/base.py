@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from uuid import UUID
 
 from ..ranking import RankingWeights
 from .records import MemoryItem, MemoryKind, MemoryRecord
+
+if TYPE_CHECKING:
+    from ..retrieval import BacklogItem, EmbeddingUpdate, ScoredMemory, SearchQuery
 
 __all__ = ["ContextQuery", "LongTermStore"]
 
@@ -68,6 +71,19 @@ class LongTermStore(Protocol):
 
     async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
         """Rows whose content contains `text`, ignoring case, most important first."""
+        ...
+
+    async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
+        """The user's best valid, unexpired facts for `query.text`, best first, with their score's parts
+        (hybrid ranking: `public.memory_search`; in Python for stores without SQL)."""
+        ...
+
+    async def set_embeddings(self, user_id: UUID, model: str, items: Sequence[EmbeddingUpdate]) -> int:
+        """Store vectors of `model` for the user's facts (by `content_hash`); returns how many were stored."""
+        ...
+
+    async def embedding_backlog(self, user_id: UUID, model: str, *, limit: int = 1000) -> list[BacklogItem]:
+        """Facts of the user without a vector of `model`, oldest first."""
         ...
 
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:

@@ -104,6 +104,10 @@ def _item_from_json(raw: dict[str, Any]) -> MemoryItem:
         session_id=raw.get("session_id"),
         attributes=dict(raw.get("attributes") or {}),
         occurred_at=datetime.fromisoformat(occurred) if occurred else None,
+        expires_at=datetime.fromisoformat(raw["expires_at"]) if raw.get("expires_at") else None,
+        metadata=dict(raw.get("metadata") or {}),
+        embedding=tuple(float(x) for x in raw["embedding"]) if raw.get("embedding") else None,
+        embedding_model=raw.get("embedding_model"),
     )
 
 

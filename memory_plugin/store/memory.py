@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from uuid import UUID, uuid4
 
 from ..ranking import fact_score
+from ..retrieval.scored import ScoredMemory
+from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
 from .base import ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord, is_single_valued
 
@@ -28,6 +30,8 @@ class InMemoryStore:
     def __init__(self) -> None:
         self._rows: dict[UUID, dict[str, MemoryRecord]] = {}
         self._applied_writes: set[UUID] = set()  # as public.memory_applied_writes
+        # As public.memory_search_docs: row id -> (model, vector), with the text it was computed from.
+        self._embeddings: dict[UUID, tuple[str, tuple[float, ...], str]] = {}
         self._lock = asyncio.Lock()
 
     @property
@@ -55,6 +59,8 @@ class InMemoryStore:
                     else self._merge(existing, item, now, reinforcement_step)
                 )
                 rows[item.content_hash] = record
+                if item.kind == "fact" and item.embedding is not None and item.embedding_model is not None:
+                    self._embeddings[record.id] = (item.embedding_model, item.embedding, record.content)
                 out.append(record)
             return out
 
@@ -155,6 +161,34 @@ class InMemoryStore:
         rows = [r for r in self._rows.get(user_id, {}).values() if needle in r.content.casefold()]
         return sorted(rows, key=lambda r: (-r.importance, -r.confidence, -r.last_reinforced_at.timestamp()))[:limit]
 
+    async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
+        """The ranking of `public.memory_search` with simpler text signals (see `retrieval/search.py`), over
+        every fact of the user: fine for tests and small users, linear in the history."""
+        rows = list(self._rows.get(user_id, {}).values())
+        vectors = {rid: (model, vector) for rid, (model, vector, _) in self._embeddings.items()}
+        return score_in_python(rows, query, vectors)
+
+    async def set_embeddings(self, user_id: UUID, model: str, items: Sequence[EmbeddingUpdate]) -> int:
+        """Vectors by content_hash, ignoring one computed from a text the fact no longer has."""
+        async with self._lock:
+            rows = self._rows.get(user_id, {})
+            stored = 0
+            for item in items:
+                record = rows.get(item.content_hash)
+                if record is not None and record.kind == "fact" and record.content == item.content:
+                    self._embeddings[record.id] = (model, item.embedding, record.content)
+                    stored += 1
+            return stored
+
+    async def embedding_backlog(self, user_id: UUID, model: str, *, limit: int = 1000) -> list[BacklogItem]:
+        """Facts without a vector of `model`, in insertion order."""
+        backlog = [
+            BacklogItem(r.id, r.content_hash, r.content)
+            for r in self._rows.get(user_id, {}).values()
+            if r.kind == "fact" and self._embeddings.get(r.id, ("",))[0] != model
+        ]
+        return backlog[:limit]
+
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
         """Delete one row of the user."""
         async with self._lock:
@@ -162,6 +196,7 @@ class InMemoryStore:
             for key, record in rows.items():
                 if record.id == record_id:
                     del rows[key]
+                    self._embeddings.pop(record_id, None)
                     return True
             return False
 

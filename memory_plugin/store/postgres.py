@@ -25,12 +25,30 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreError, StoreUnavailableError
+from ..retrieval.scored import ScoreComponents, ScoredMemory
+from ..retrieval.search import (
+    BacklogItem,
+    EmbeddingUpdate,
+    SearchQuery,
+    record_from_json,
+    search_params,
+)
 from .base import ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
 __all__ = ["PostgresStore"]
 
 UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::real, %s::uuid)"
+# Items carrying embeddings: the same upsert, then their vectors, in one statement.
+UPSERT_EMBEDDED_SQL = "select * from public.memory_upsert_embedded(%s, %s::jsonb, %s::real, %s::uuid, %s)"
+SEARCH_SQL = (
+    "select * from public.memory_search(%s, %s, %s::extensions.vector, %s, %s, %s,"
+    " %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real,"
+    " %s::real, %s::timestamptz[], %s::timestamptz[], %s::integer[], %s, %s::real, %s, %s,"
+    " coalesce(%s::timestamptz, now()))"
+)
+SET_EMBEDDINGS_SQL = "select public.memory_set_embeddings(%s, %s, %s::jsonb) as stored"
+EMBEDDING_BACKLOG_SQL = "select * from public.memory_embedding_backlog(%s, %s, %s)"
 CONTEXT_SQL = (
     "select * from public.memory_context(%s, %s, %s, %s, %s::real, %s::real, %s::real, %s::real,"
     " coalesce(%s::timestamptz, now()))"
@@ -150,7 +168,12 @@ class PostgresStore:
         if not items:
             return []
         payload = json.dumps([item.as_json() for item in items], ensure_ascii=False)
-        rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step, write_id))
+        model = next((i.embedding_model for i in items if i.embedding is not None), None)
+        if model is None:
+            rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step, write_id))
+        else:
+            params = (user_id, payload, reinforcement_step, write_id, model)
+            rows = await self._fetch(user_id, UPSERT_EMBEDDED_SQL, params)
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
@@ -184,6 +207,40 @@ class PostgresStore:
         """Rows whose content contains `text` (ilike)."""
         rows = await self._fetch(user_id, SEARCH_TEXT_SQL, (user_id, _like_pattern(text), limit))
         return [MemoryRecord.from_row(r) for r in rows]
+
+    async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
+        """One call to `public.memory_search` (hybrid ranking, see the migration)."""
+        p = search_params(user_id, query)
+        embedding = "[" + ",".join(map(repr, query.embedding)) + "]" if query.embedding is not None else None
+        params = (
+            user_id, p["p_query"], embedding, p["p_model"], p["p_limit"], p["p_candidates"],
+            p["p_weight_text"], p["p_weight_vector"], p["p_weight_neighbour"], p["p_weight_trigram"],
+            p["p_weight_speaker"], p["p_weight_date"], p["p_weight_time"], p["p_weight_importance"],
+            p["p_weight_confidence"], p["p_weight_recency"], p["p_recency_window_days"],
+            [w.start for w in query.analysis.windows], [w.end for w in query.analysis.windows],
+            list(query.analysis.months), p["p_asks_when"], p["p_date_slack_days"], p["p_exact_scan_below"],
+            p["p_text_scan_limit"], query.now,
+        )  # fmt: skip
+        rows = await self._fetch(user_id, SEARCH_SQL, params)
+        return [
+            ScoredMemory(record_from_json(r["memory"]), float(r["score"]), ScoreComponents.from_row(r)) for r in rows
+        ]
+
+    async def set_embeddings(self, user_id: UUID, model: str, items: Sequence[EmbeddingUpdate]) -> int:
+        """All vectors in one `public.memory_set_embeddings` call."""
+        if not items:
+            return 0
+        payload = json.dumps(
+            [{"content_hash": i.content_hash, "content": i.content, "embedding": list(i.embedding)} for i in items],
+            ensure_ascii=False,
+        )
+        rows = await self._fetch(user_id, SET_EMBEDDINGS_SQL, (user_id, model, payload))
+        return int(rows[0]["stored"]) if rows else 0
+
+    async def embedding_backlog(self, user_id: UUID, model: str, *, limit: int = 1000) -> list[BacklogItem]:
+        """`public.memory_embedding_backlog`."""
+        rows = await self._fetch(user_id, EMBEDDING_BACKLOG_SQL, (user_id, model, limit))
+        return [BacklogItem(r["memory_id"], r["content_hash"], r["content"]) for r in rows]
 
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
         """Delete one of the user's rows."""

@@ -60,6 +60,10 @@ class MemoryItem:
     """After this it is never shown (temporary memories); None: never expires."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Caller-supplied extras (a turn id, a speaker), stored as `jsonb`."""
+    embedding: tuple[float, ...] | None = None
+    """Facts: the content's embedding, computed at write time (stored in `memory_search_docs`)."""
+    embedding_model: str | None = None
+    """The model that computed `embedding`."""
 
     def as_json(self) -> dict[str, Any]:
         """The item as one element of `memory_upsert_items`'s `p_items` JSON array."""
@@ -77,6 +81,12 @@ class MemoryItem:
             "occurred_at": self.occurred_at.isoformat() if self.occurred_at else None,
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "metadata": self.metadata,
+            # Only when present: the journal and memory_upsert_embedded read them; memory_upsert_items ignores them.
+            **(
+                {"embedding": list(self.embedding), "embedding_model": self.embedding_model}
+                if self.embedding is not None
+                else {}
+            ),
         }
 
 
@@ -116,9 +126,7 @@ class MemoryRecord:
     def is_current(self, now: datetime) -> bool:
         """Whether it may be shown at `now`: valid, not archived, not expired."""
         return (
-            self.invalid_at is None
-            and self.archived_at is None
-            and (self.expires_at is None or self.expires_at > now)
+            self.invalid_at is None and self.archived_at is None and (self.expires_at is None or self.expires_at > now)
         )
 
     @classmethod

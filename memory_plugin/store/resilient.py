@@ -37,6 +37,8 @@ from typing import Any, Literal, TypeVar
 from uuid import UUID
 
 from ..errors import StoreError, StoreUnavailableError
+from ..retrieval.scored import ScoredMemory
+from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
 from .base import ContextQuery, LongTermStore
 from .journal import JournalEntry, WriteJournal
 from .records import MemoryItem, MemoryKind, MemoryRecord
@@ -375,6 +377,40 @@ class ResilientStore:
     async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
         """The primary's search (no fallback)."""
         return await self._call("searching memory", lambda p: p.search_text(user_id, text, limit=limit))
+
+    async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
+        """The primary's hybrid search; while it is unreachable, the same ranking in Python (text, vectors
+        absent) over the user's cached context (its facts only: a partial answer, never "nothing known"
+        unless nothing is cached). Raises with `require_primary`, or when nothing is cached."""
+        primary = self._primary
+        if primary is not None:
+            try:
+                hits = await primary.search(user_id, query)
+            except StoreUnavailableError as exc:
+                self._failed("searching memory", exc)
+                if self.require_primary:
+                    raise
+            else:
+                self._succeeded()
+                return hits
+        elif self.require_primary:
+            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+        cached = self._cache.get(user_id)
+        if cached is None:
+            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+        self.fallback_reads += 1
+        return score_in_python(cached[0], query)
+
+    async def set_embeddings(self, user_id: UUID, model: str, items: Sequence[EmbeddingUpdate]) -> int:
+        """Vectors on the primary (no journal: vectors are derived data; facts written during an outage carry
+        their vectors in the journaled write itself, and `reembed` fills any gap). Raises while unreachable."""
+        return await self._call("storing embeddings", lambda p: p.set_embeddings(user_id, model, items))
+
+    async def embedding_backlog(self, user_id: UUID, model: str, *, limit: int = 1000) -> list[BacklogItem]:
+        """The primary's backlog (no fallback)."""
+        return await self._call(
+            "listing the embedding backlog", lambda p: p.embedding_backlog(user_id, model, limit=limit)
+        )
 
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
         """Delete on the primary (no fallback). The row leaves the cache first, whatever happens: a row the

@@ -26,6 +26,14 @@ from uuid import UUID
 import httpx
 
 from ..errors import StoreError, StoreUnavailableError
+from ..retrieval.scored import ScoreComponents, ScoredMemory
+from ..retrieval.search import (
+    BacklogItem,
+    EmbeddingUpdate,
+    SearchQuery,
+    record_from_json,
+    search_params,
+)
 from ..settings import MemorySettings
 from .base import ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord
@@ -237,8 +245,14 @@ class SupabaseStore:
         }
         if write_id is not None:
             params["p_write_id"] = str(write_id)
+        # Items carrying embeddings go through memory_upsert_embedded: the same upsert plus their vectors.
+        model = next((i.embedding_model for i in items if i.embedding is not None), None)
+        function = "memory_upsert_items"
+        if model is not None:
+            params["p_model"] = model
+            function = "memory_upsert_embedded"
         api = await self._as_user(user_id)
-        return _records(await self._data("writing memory", api.rpc("memory_upsert_items", params).execute()))
+        return _records(await self._data("writing memory", api.rpc(function, params).execute()))
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         """One `memory_context` call."""
@@ -283,6 +297,44 @@ class SupabaseStore:
             .limit(limit)
         )
         return _records(await self._data("searching memory", request.execute()))
+
+    async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
+        """One `memory_search` call."""
+        api = await self._as_user(user_id)
+        data = await self._data("searching memory", api.rpc("memory_search", search_params(user_id, query)).execute())
+        if not isinstance(data, list):
+            raise StoreError(f"unexpected answer from the Supabase API: {type(data).__name__}, not a list of rows")
+        try:
+            return [
+                ScoredMemory(record_from_json(r["memory"]), float(r["score"]), ScoreComponents.from_row(r))
+                for r in data
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"unexpected row from the Supabase API: {exc!r}") from exc
+
+    async def set_embeddings(self, user_id: UUID, model: str, items: Sequence[EmbeddingUpdate]) -> int:
+        """One `memory_set_embeddings` call."""
+        if not items:
+            return 0
+        params: dict[str, Any] = {
+            "p_user_id": str(user_id),
+            "p_model": model,
+            "p_items": [
+                {"content_hash": i.content_hash, "content": i.content, "embedding": list(i.embedding)} for i in items
+            ],
+        }
+        api = await self._as_user(user_id)
+        data = await self._data("storing embeddings", api.rpc("memory_set_embeddings", params).execute())
+        # PostgREST answers a scalar function with the bare value; tolerate a one-element list too.
+        value = data[0] if isinstance(data, list) and data else data
+        return int(value) if isinstance(value, int | float | str) else 0
+
+    async def embedding_backlog(self, user_id: UUID, model: str, *, limit: int = 1000) -> list[BacklogItem]:
+        """One `memory_embedding_backlog` call."""
+        params: dict[str, Any] = {"p_user_id": str(user_id), "p_model": model, "p_limit": limit}
+        api = await self._as_user(user_id)
+        data = await self._data("listing the embedding backlog", api.rpc("memory_embedding_backlog", params).execute())
+        return [BacklogItem(UUID(r["memory_id"]), r["content_hash"], r["content"]) for r in data or []]
 
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
         """Delete one of the user's rows (the deleted row comes back, so its presence is the answer)."""

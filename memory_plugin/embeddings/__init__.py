@@ -1,0 +1,20 @@
+"""Embeddings of facts and questions, through pydantic-ai's `Embedder`.
+
+- `embedder.py`: `MemoryEmbedder` (fixed 384 dimensions, model name stored beside each vector, batching,
+  query cache);
+- `factory.py`: `default_embedder(settings)`: OpenAI when a key is set, else the offline MiniLM, else none;
+- `reembed.py`: rebuild the vectors after a model change (`memory-plugin reembed`).
+"""
+
+from .embedder import EMBEDDING_DIMENSIONS, MemoryEmbedder
+from .factory import LOCAL_MODEL_NAME, OPENAI_MODEL_NAME, default_embedder, local_available, local_embedder
+
+__all__ = [
+    "EMBEDDING_DIMENSIONS",
+    "LOCAL_MODEL_NAME",
+    "OPENAI_MODEL_NAME",
+    "MemoryEmbedder",
+    "default_embedder",
+    "local_available",
+    "local_embedder",
+]

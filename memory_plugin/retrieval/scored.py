@@ -1,0 +1,62 @@
+"""`ScoredMemory`: one search hit, with the parts of its score so that a ranking can be explained."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..store.records import MemoryRecord
+
+__all__ = ["ScoreComponents", "ScoredMemory"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreComponents:
+    """Each signal of the score, before weighting (see `SearchWeights` for the formula)."""
+
+    text: float = 0.0
+    """Full-text relevance, 0–1 (1: the best text match among the candidates)."""
+    vector: float = 0.0
+    """Cosine similarity of the embeddings (0 without a usable embedding)."""
+    neighbour: float = 0.0
+    """Best cosine similarity of the previous or next fact of the same session."""
+    trigram: float = 0.0
+    """Trigram word similarity (0 when its weight is 0)."""
+    speaker: float = 0.0
+    """1 when the fact's speaker is the one person the question names."""
+    date: float = 0.0
+    """1 inside a date the question names, less nearby, 0 otherwise."""
+    time: float = 0.0
+    """1 for a "when" question and a text holding a time expression."""
+    importance: float = 0.0
+    """importance / 5."""
+    confidence: float = 0.0
+    """The fact's confidence."""
+    recency: float = 0.0
+    """1 just reinforced, falling to 0 over the recency window."""
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ScoreComponents:
+        """From `memory_search`'s `<name>_score` columns."""
+        return cls(**{f.name: float(row.get(f"{f.name}_score") or 0.0) for f in fields(cls)})
+
+    def as_dict(self) -> dict[str, float]:
+        """The components by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredMemory:
+    """A memory found by `MemoryManager.search`, best first."""
+
+    memory: MemoryRecord
+    """The stored row (content, category, metadata, occurred_at…)."""
+    score: float
+    """The final score: the weighted sum of `components` (higher is better)."""
+    components: ScoreComponents
+    """What the score is made of."""
+
+    def explain(self) -> str:
+        """The non-zero components, e.g. "text 1.00, vector 0.62, speaker 1.00" (for logs and debugging)."""
+        parts = [f"{name} {value:.2f}" for name, value in self.components.as_dict().items() if value]
+        return f"{self.score:.3f} = " + ", ".join(parts)

@@ -1,0 +1,94 @@
+"""The weights of the hybrid search score, and why they have the values they have.
+
+    relevance = text * ts_rank/best + vector * cosine + neighbour * best neighbour cosine
+              + trigram * word_similarity + speaker * [the one person named] + date * [inside a named date]
+              + time * ["when" question and a time expression]
+    score     = relevance + importance * importance/5 + confidence * confidence + recency * recency
+
+Defaults chosen on LoCoMo's development split (5 conversations, 997 questions; `bench/locomo_lab.py` runs the
+experiments in memory, `bench/locomo.py` the real thing), recall@10 over categories 1–4, all-MiniLM-L6-v2:
+
+| method                                                        | R@10  |
+|---------------------------------------------------------------|------:|
+| BM25 over turns (English stems)                               | 0.613 |
+| vector only                                                   | 0.493 |
+| reciprocal-rank fusion of the two (k 60)                      | 0.592 |
+| weighted sum: ts_rank/best + cosine                           | 0.674 |
+| + 0.5 × best neighbour cosine                                 | 0.685 |
+| + 0.2 × named speaker                                         | 0.705 |
+| + 0.2 × named date (14-day slack)                             | 0.720 |
+| + 0.1 × time expression for "when" questions                  | 0.727 |
+| trigram word_similarity at 0.25 / 0.5 (on top of text+vector) | +0.002 / +0.002 |
+
+A weighted sum beats reciprocal-rank fusion here because it keeps *how much* better a match is: a turn with
+all the rare words of the question and a loose paraphrase are not one rank apart. The fact's own terms
+(importance, confidence, recency) are kept small so that a relevant fact beats an important irrelevant one;
+they order facts of similar relevance, which is what `get_memory_context(query=…)` needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..settings import MemorySettings
+
+__all__ = ["SearchWeights"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchWeights:
+    """The weights and limits of `MemoryManager.search` (settings `MEMORY_SEARCH_*`)."""
+
+    text: float = 1.0
+    """Full-text relevance (ts_rank, normalised by the best candidate's)."""
+    vector: float = 1.0
+    """Cosine similarity between the question's and the fact's embeddings."""
+    neighbour: float = 0.5
+    """Best cosine similarity of the fact just before or after it in the same session."""
+    trigram: float = 0.0
+    """Trigram word similarity of the question to the text (typos, partial names); 0 = not computed."""
+    speaker: float = 0.2
+    """Boost of facts whose `metadata.speaker` is the one person the question names."""
+    date: float = 0.2
+    """Boost of facts stated inside a date the question names (falling to 0 `date_slack_days` away)."""
+    time: float = 0.1
+    """Boost, for "when" questions, of facts whose text holds a time expression."""
+    importance: float = 0.05
+    """Weight of importance (1–5, scaled to 0–1)."""
+    confidence: float = 0.05
+    """Weight of confidence."""
+    recency: float = 0.05
+    """Weight of recency (1 just reinforced, 0 after `recency_window_days`)."""
+    recency_window_days: float = 30.0
+    """Age at which recency reaches 0."""
+    date_slack_days: float = 14.0
+    """How far outside a named date a fact still gets part of the date boost."""
+    candidates: int = 100
+    """Facts taken from each channel (vector, text, date) before the final ranking."""
+    exact_scan_below: int = 2000
+    """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan)."""
+    text_scan_limit: int = 2000
+    """Most full-text matches ranked per search (bounds the cost of a question made of very common words)."""
+
+    @classmethod
+    def from_settings(cls, settings: MemorySettings) -> SearchWeights:
+        """The weights configured in `settings`."""
+        return cls(
+            text=settings.search_weight_text,
+            vector=settings.search_weight_vector,
+            neighbour=settings.search_weight_neighbour,
+            trigram=settings.search_weight_trigram,
+            speaker=settings.search_weight_speaker,
+            date=settings.search_weight_date,
+            time=settings.search_weight_time,
+            importance=settings.search_weight_importance,
+            confidence=settings.search_weight_confidence,
+            recency=settings.search_weight_recency,
+            recency_window_days=settings.recency_window_days,
+            date_slack_days=settings.search_date_slack_days,
+            candidates=settings.search_candidates,
+            exact_scan_below=settings.search_exact_scan_below,
+            text_scan_limit=settings.search_text_scan_limit,
+        )
