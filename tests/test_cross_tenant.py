@@ -28,6 +28,8 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 NEW_ROW: dict[str, dict[str, Any]] = {
     "user_memory": {"kind": "fact", "category": "preference", "content": "injected", "content_hash": "x"},
     "memory_applied_writes": {"write_id": "00000000-0000-4000-8000-000000000001", "item_count": 1},
+    # memory_id must exist (foreign key): B's own fact, looked up by the test before the attack.
+    "memory_search_docs": {"memory_id": "{b_fact}", "content": "injected"},
 }
 
 
@@ -36,13 +38,38 @@ def _items_json() -> str:
     return json.dumps([i.as_json() for i in items_from_update([fact], None, None, [], None)])
 
 
+_VECTOR = "[" + ",".join(["0.05"] * 384) + "]"
+
+
+def _rpc_args(b: UUID, admin_conn: Conn) -> dict[str, Any]:
+    """Arguments of the RPC attacks: B's id, items, a vector, and vectors for B's own content hashes."""
+    hashes = admin_conn.execute(
+        "select content_hash, content from public.user_memory where user_id = %s and kind = 'fact'", (b,)
+    ).fetchall()
+    embeddings = [{"content_hash": h, "content": c, "embedding": [0.05] * 384} for h, c in hashes]
+    return {"b": b, "items": _items_json(), "vector": _VECTOR, "embeddings": json.dumps(embeddings)}
+
+
 # How to call each public function with B's id; `{b}` is B's id. Its result must hold nothing of B's.
 RPC_CALLS: dict[str, str] = {
     "memory_upsert_items": "select * from public.memory_upsert_items({b}, %(items)s::jsonb)",
     "memory_context": "select * from public.memory_context({b})",
     "memory_rank_facts": "select * from public.memory_rank_facts({b}, 100, 0.6, 0.3, 0.1, 30, now())",
+    # Hybrid search with B's id, a text every fact of B matches and a vector: nothing of B's comes back.
+    "memory_search": "select * from public.memory_search({b}, 'Bob prefiere titanio', %(vector)s::extensions.vector,"
+    " 'test', 50, 50, p_exact_scan_below => 0)",
+    # Writing vectors onto B's facts (by B's content hashes) stores nothing.
+    "memory_set_embeddings": "select * from public.memory_set_embeddings({b}, 'test', %(embeddings)s::jsonb)"
+    " where memory_set_embeddings > 0",
+    "memory_upsert_embedded": "select * from public.memory_upsert_embedded({b}, %(items)s::jsonb, 0.1, null, 'test')",
+    "memory_embedding_backlog": "select * from public.memory_embedding_backlog({b}, 'other-model')",
+    # Pure text functions: they read no table; called over B's rows they see none.
+    "memory_tsvector": "select public.memory_tsvector(m.content) from public.user_memory m where m.user_id = {b}",
+    "memory_tsquery": "select public.memory_tsquery(m.content) from public.user_memory m where m.user_id = {b}",
+    "memory_has_time_expression": "select public.memory_has_time_expression(m.content) from public.user_memory m"
+    " where m.user_id = {b}",
 }
-TRIGGER_FUNCTIONS = {"user_memory_touch_updated_at"}
+TRIGGER_FUNCTIONS = {"user_memory_touch_updated_at", "memory_search_docs_sync"}
 
 
 @pytest.fixture
@@ -93,6 +120,12 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
         )
         payload = json.dumps([i.as_json() for i in items])
         admin_conn.execute("select public.memory_upsert_items(%s, %s::jsonb)", (user, payload))
+        # Every fact has a vector, so the search attack has something to find.
+        admin_conn.execute(
+            "update public.memory_search_docs set embedding = %s::extensions.vector, embedding_model = 'test'"
+            " where user_id = %s",
+            (_VECTOR, user),
+        )
     return a, b
 
 
@@ -156,6 +189,9 @@ def test_user_a_cannot_touch_b_directly(
         with acting_as(conn, "authenticated", a):
             assert conn.execute(sql.SQL("delete from public.{} where user_id = %s").format(t), (b,)).rowcount == 0
         row = {**NEW_ROW[table], "user_id": b}
+        if row.get("memory_id") == "{b_fact}":
+            found = admin_conn.execute("select id from public.user_memory where user_id = %s and kind = 'fact'", (b,))
+            row["memory_id"] = found.fetchone()[0]  # type: ignore[index]
         insert = sql.SQL("insert into public.{} ({}) values ({})").format(
             t, sql.SQL(", ").join(map(sql.Identifier, row)), sql.SQL(", ").join(sql.Placeholder() * len(row))
         )
@@ -177,9 +213,10 @@ def test_user_a_cannot_reach_b_through_any_rpc(
     a, b = victims
     before = snapshot(admin_conn, tables, b)
     query = RPC_CALLS[function].format(b="%(b)s")
+    args = _rpc_args(b, admin_conn)
     with acting_as(conn, "authenticated", a):
         try:
-            rows = conn.execute(query, {"b": b, "items": _items_json()}).fetchall()
+            rows = conn.execute(query, args).fetchall()
         except psycopg.errors.InsufficientPrivilege:
             rows = []  # refused outright (e.g. a write as B): as good as nothing
         assert rows == []
@@ -187,10 +224,11 @@ def test_user_a_cannot_reach_b_through_any_rpc(
 
 
 @pytest.mark.parametrize("function", sorted(RPC_CALLS))
-def test_anon_can_call_no_rpc(conn: Conn, victims: tuple[UUID, UUID], function: str) -> None:
+def test_anon_can_call_no_rpc(conn: Conn, admin_conn: Conn, victims: tuple[UUID, UUID], function: str) -> None:
     _, b = victims
+    args = _rpc_args(b, admin_conn)
     with acting_as(conn, "anon", None), pytest.raises(psycopg.errors.InsufficientPrivilege):
-        conn.execute(RPC_CALLS[function].format(b="%(b)s"), {"b": b, "items": _items_json()})
+        conn.execute(RPC_CALLS[function].format(b="%(b)s"), args)
 
 
 def test_anon_can_read_no_table(conn: Conn, tables: set[str], victims: tuple[UUID, UUID]) -> None:

@@ -229,7 +229,7 @@ async def test_a_batch_of_100_facts_is_one_statement(
     # One message: the user's identity prelude, then the one statement doing the work.
     assert len(executed) == 1
     assert executed[0].startswith(IDENTITY_PRELUDE_SQL)
-    assert "memory_upsert_items" in executed[0]
+    assert "memory_upsert_items" in executed[0] or "memory_upsert_embedded" in executed[0]
     assert len(stored) == 100
     count = admin_conn.execute("select count(*) from public.user_memory where user_id = %s", (user_id,)).fetchone()
     assert count == (100 + 3 + 1 + 1,)

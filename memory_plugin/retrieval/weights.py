@@ -65,7 +65,7 @@ class SearchWeights:
     """Age at which recency reaches 0."""
     date_slack_days: float = 14.0
     """How far outside a named date a fact still gets part of the date boost."""
-    candidates: int = 100
+    candidates: int = 50
     """Facts taken from each channel (vector, text, date) before the final ranking."""
     exact_scan_below: int = 2000
     """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan)."""

@@ -76,6 +76,22 @@ as $$
 $$;
 
 
+-- Whether a text holds a time expression ("yesterday", "last week", "el sábado", a year): computed once per
+-- fact at write time (a generated column), so "when" questions pay nothing per candidate for it.
+create function public.memory_has_time_expression(p_text text) returns boolean
+    language sql
+    immutable
+    strict
+    parallel safe
+    set search_path = ''
+as $$
+    select lower(extensions.unaccent('extensions.unaccent'::regdictionary, p_text)) ~ (
+        '\m(yesterday|today|tonight|tomorrow|last|next|ago|weekend|recently|lately|soon|'
+        || '(mon|tues|wednes|thurs|fri|satur|sun)day|week|month|year|january|february|march|april|may|june|july|'
+        || 'august|september|october|november|december|ayer|hoy|manana|semana|mes|ano|pasado|proximo|hace|lunes|'
+        || 'martes|miercoles|jueves|viernes|sabado|domingo|[12][0-9]{3})s?\M');
+$$;
+
 create table public.memory_search_docs (
     memory_id       uuid primary key references public.user_memory (id) on delete cascade,
     user_id         uuid        not null,
@@ -86,11 +102,18 @@ create table public.memory_search_docs (
     -- The fact's text, as embedded and as searched (kept equal to user_memory.content by a trigger).
     content         text        not null,
     search_tsv      tsvector    generated always as (public.memory_tsvector(content)) stored,
+    has_time        boolean     generated always as (public.memory_has_time_expression(content)) stored,
+    -- user_memory.metadata->>'speaker', lower-cased and unaccented: a question naming them favours their facts.
+    speaker         text,
     embedding       extensions.vector(384),
     embedding_model text,
     embedded_at     timestamptz,
     constraint memory_search_docs_embedding_model_check check ((embedding is null) = (embedding_model is null))
 );
+
+-- Keep vectors inside the row (pgvector's default storage moves them out of line once a row passes ~2 kB,
+-- which a long text with its tsvector does): every distance computed then reads the page it is on.
+alter table public.memory_search_docs alter column embedding set storage main;
 
 comment on table public.memory_search_docs is
     'Search index of each fact (memory_plugin): its text, tsvector and embedding (with the model that made it). Maintained by triggers on user_memory; embeddings written at fact creation or by `memory-plugin reembed`. RLS: a user sees only their own rows.';
@@ -129,13 +152,16 @@ create function public.memory_search_docs_sync() returns trigger
 as $$
 begin
     if tg_op = 'UPDATE' and new.content is not distinct from old.content
-       and new.session_id is not distinct from old.session_id then
+       and new.session_id is not distinct from old.session_id
+       and new.metadata ->> 'speaker' is not distinct from old.metadata ->> 'speaker' then
         return null;
     end if;
-    insert into public.memory_search_docs as d (memory_id, user_id, session_id, content)
-    values (new.id, new.user_id, new.session_id, new.content)
+    insert into public.memory_search_docs as d (memory_id, user_id, session_id, content, speaker)
+    values (new.id, new.user_id, new.session_id, new.content,
+            nullif(lower(extensions.unaccent('extensions.unaccent'::regdictionary, new.metadata ->> 'speaker')), ''))
     on conflict (memory_id) do update set
         session_id      = excluded.session_id,
+        speaker         = excluded.speaker,
         content         = excluded.content,
         embedding       = case when d.content = excluded.content then d.embedding end,
         embedding_model = case when d.content = excluded.content then d.embedding_model end,
@@ -145,13 +171,15 @@ end;
 $$;
 
 create trigger user_memory_search_docs_sync
-    after insert or update of content, session_id on public.user_memory
+    after insert or update of content, session_id, metadata on public.user_memory
     for each row when (new.kind = 'fact')
     execute function public.memory_search_docs_sync();
 
-insert into public.memory_search_docs (memory_id, user_id, session_id, content)
-select id, user_id, session_id, content from public.user_memory where kind = 'fact'
-order by created_at, id;
+insert into public.memory_search_docs (memory_id, user_id, session_id, content, speaker)
+select id, user_id, session_id, content,
+       nullif(lower(extensions.unaccent('extensions.unaccent'::regdictionary, metadata ->> 'speaker')), '')
+  from public.user_memory where kind = 'fact'
+ order by created_at, id;
 
 
 -- memory_set_embeddings: store vectors for a user's facts, found by content_hash (so it works right after
@@ -236,7 +264,7 @@ create function public.memory_search(
     p_embedding extensions.vector(384) default null,
     p_model text default null,
     p_limit integer default 10,
-    p_candidates integer default 100,
+    p_candidates integer default 50,
     p_weight_text real default 1.0,
     p_weight_vector real default 1.0,
     p_weight_neighbour real default 0.5,
@@ -351,23 +379,17 @@ begin
                      order by n.seq limit 1)), 0) as neighbour_score,
                case when p_weight_trigram > 0
                     then extensions.word_similarity(q.qtext, lower(d.content))::float8 else 0 end as trigram_score,
-               nullif(lower(extensions.unaccent('extensions.unaccent'::regdictionary, m.metadata ->> 'speaker')), '')
-                   as speaker,
+               d.speaker,
                q.qtext,
-               coalesce((select max(case
+               case when cardinality(p_date_from) = 0 then 0::float8 else coalesce((select max(case
                                  when m.occurred_at >= w.date_from and m.occurred_at < w.date_to then 1
                                  else greatest(0, 1 - least(abs(date_part('epoch', m.occurred_at - w.date_from)),
                                                             abs(date_part('epoch', m.occurred_at - w.date_to)))
                                                       / 86400 / greatest(p_date_slack_days, 1e-6)) end)
-                           from unnest(p_date_from, p_date_to) as w(date_from, date_to)), 0)::float8 as date_window,
-               case when date_part('month', m.occurred_at)::integer = any(p_months) then 1 else 0 end as date_month,
-               case when p_asks_when
-                     and extensions.unaccent('extensions.unaccent'::regdictionary, d.content) ~* ('\m(yesterday|today|tonight|tomorrow|last|next|ago|'
-                        || 'weekend|recently|lately|soon|(mon|tues|wednes|thurs|fri|satur|sun)day|week|month|year|'
-                        || 'january|february|march|april|may|june|july|august|september|october|november|december|'
-                        || 'ayer|hoy|manana|semana|mes|ano|pasado|proximo|hace|lunes|martes|miercoles|jueves|'
-                        || 'viernes|sabado|domingo|[12][0-9]{3})s?\M')
-                    then 1 else 0 end as time_score
+                           from unnest(p_date_from, p_date_to) as w(date_from, date_to)), 0)::float8 end as date_window,
+               case when cardinality(p_months) > 0 and date_part('month', m.occurred_at)::integer = any(p_months)
+                    then 1 else 0 end as date_month,
+               case when p_asks_when and d.has_time then 1 else 0 end as time_score
           from cand c
           join public.memory_search_docs d on d.memory_id = c.memory_id and d.user_id = p_user_id
           join public.user_memory m on m.id = c.memory_id and m.user_id = p_user_id
@@ -378,10 +400,9 @@ begin
     named as materialized (
         -- The speakers the question names; the boost applies only when it names exactly one (a question
         -- naming both sides of a conversation says nothing about whose turn answers it).
-        select array_agg(distinct p.speaker) as speakers
-          from parts p
-         where p.speaker is not null
-           and p.qtext ~ ('\m' || regexp_replace(p.speaker, '([^[:alnum:][:space:]])', '\\\1', 'g') || '\M')
+        select array_agg(s.speaker) as speakers
+          from (select distinct p.speaker, p.qtext from parts p where p.speaker is not null) as s
+         where s.qtext ~ ('\m' || regexp_replace(s.speaker, '([^[:alnum:][:space:]])', '\\\1', 'g') || '\M')
     ),
     scored as (
         select p.m,
@@ -434,6 +455,7 @@ $$;
 
 revoke all on function public.memory_tsvector(text) from public, anon;
 revoke all on function public.memory_tsquery(text) from public, anon;
+revoke all on function public.memory_has_time_expression(text) from public, anon;
 revoke all on function public.memory_search_docs_sync() from public, anon;
 revoke all on function public.memory_set_embeddings(uuid, text, jsonb) from public, anon;
 revoke all on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, text) from public, anon;
@@ -443,6 +465,7 @@ revoke all on function public.memory_search(uuid, text, extensions.vector, text,
 revoke all on function public.memory_embedding_backlog(uuid, text, integer) from public, anon;
 grant execute on function public.memory_tsvector(text) to authenticated, service_role;
 grant execute on function public.memory_tsquery(text) to authenticated, service_role;
+grant execute on function public.memory_has_time_expression(text) to authenticated, service_role;
 grant execute on function public.memory_search_docs_sync() to authenticated, service_role;
 grant execute on function public.memory_set_embeddings(uuid, text, jsonb) to authenticated, service_role;
 grant execute on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, text) to authenticated, service_role;

@@ -1,0 +1,142 @@
+"""LoCoMo turn retrieval through `MemoryManager.remember` and `MemoryManager.search`.
+
+    python -m bench.locomo --turns ../shared/bench/locomo/turns_dev.jsonl \\
+        --questions ../shared/bench/locomo/questions_dev.jsonl --out /tmp/locomo_pred.jsonl
+
+For each conversation: one fresh user; every turn stored with `remember_many` (one batch per session:
+content "Speaker: text [image: caption]", `occurred_at` = the session's date, `session_id` = the session,
+metadata = dia_id and speaker); then every question answered with `search(limit=50)`, writing
+`{"qid": …, "retrieved": [dia_id, …]}` lines. Then the reference scorer (`score.py` beside the questions,
+or `--scorer`) prints recall/hit@1/5/10/20 per category, and this script prints the wall time and the
+search latency (p50/p95, including the question's embedding). The data is read where it is (LoCoMo is
+CC BY-NC 4.0: never copied into this repository). Uses the embedded PostgreSQL unless `MEMORY_DATABASE_URL`
+is set, and the offline MiniLM unless `--embedding-model` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memory_plugin import MemoryManager, MemorySettings
+from memory_plugin.remember import Note
+
+__all__ = ["main", "run"]
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def turn_note(turn: dict[str, Any]) -> Note:
+    """A LoCoMo turn as a note: the speaker and the image caption are part of what was said."""
+    text = f"{turn['speaker']}: {turn['text']}"
+    if turn.get("blip_caption"):
+        text += f" [image: {turn['blip_caption']}]"
+    occurred = datetime.fromisoformat(turn["session_datetime"])
+    return Note(
+        content=text,
+        occurred_at=occurred if occurred.tzinfo else occurred.replace(tzinfo=UTC),
+        session_id=f"{turn['conv_id']}/session-{turn['session']}",
+        metadata={"dia_id": turn["dia_id"], "speaker": turn["speaker"]},
+    )
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+async def run(
+    turns_path: Path, questions_path: Path, out_path: Path, settings: MemorySettings, *, limit: int = 50
+) -> dict[str, Any]:
+    """Store, search, write predictions; returns timings."""
+    turns = _read_jsonl(turns_path)
+    questions = _read_jsonl(questions_path)
+    by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for turn in turns:
+        by_conv[turn["conv_id"]].append(turn)
+    latencies: list[float] = []
+    store_seconds = 0.0
+    async with MemoryManager.open(settings) as memory:
+        users = {conv: uuid.uuid4() for conv in by_conv}
+        started = time.perf_counter()
+        for conv, conv_turns in by_conv.items():
+            sessions: dict[int, list[dict[str, Any]]] = defaultdict(list)
+            for turn in sorted(conv_turns, key=lambda t: (t["session"], t["turn_index"])):
+                sessions[turn["session"]].append(turn)
+            for session in sorted(sessions):
+                await memory.remember_many(users[conv], [turn_note(t) for t in sessions[session]])
+        store_seconds = time.perf_counter() - started
+        with out_path.open("w", encoding="utf-8") as out:
+            for q in questions:
+                user = users.get(q["conv_id"])
+                retrieved: list[str] = []
+                if user is not None:
+                    t0 = time.perf_counter()
+                    hits = await memory.search(user, q["question"], limit=limit)
+                    latencies.append(time.perf_counter() - t0)
+                    retrieved = [str(h.memory.metadata.get("dia_id")) for h in hits]
+                out.write(json.dumps({"qid": q["qid"], "retrieved": retrieved}) + "\n")
+        embedder = memory.embedder.name if memory.embedder is not None else "none"
+    return {
+        "turns": len(turns),
+        "questions": len(questions),
+        "store_seconds": store_seconds,
+        "search_p50_ms": 1000 * _percentile(latencies, 0.5),
+        "search_p95_ms": 1000 * _percentile(latencies, 0.95),
+        "embedder": embedder,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--turns", type=Path, required=True)
+    ap.add_argument("--questions", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True, help="predictions JSONL to write")
+    ap.add_argument("--scorer", type=Path, help="score.py (default: beside --questions)")
+    ap.add_argument("--limit", type=int, default=50)
+    ap.add_argument("--embedding-model", default="local", help="MEMORY_EMBEDDING_MODEL for this run")
+    ap.add_argument("--data-dir", type=Path, help="embedded PostgreSQL directory (default: a temporary one)")
+    args = ap.parse_args(argv)
+    wall = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
+        overrides: dict[str, Any] = {"embedding_model": args.embedding_model}
+        base = MemorySettings()
+        if base.database_url is None:
+            overrides["data_dir"] = args.data_dir or Path(tmp)
+        settings = base.model_copy(update=overrides)
+        timings = asyncio.run(run(args.turns, args.questions, args.out, settings, limit=args.limit))
+    scorer = args.scorer or args.questions.parent / "score.py"
+    print(f"\nLoCoMo turn retrieval — {timings['turns']} turns, {timings['questions']} questions, "
+          f"embedder {timings['embedder']}\n")  # fmt: skip
+    if scorer.exists():
+        subprocess.run(
+            [sys.executable, str(scorer), "--questions", str(args.questions), "--pred", str(args.out)], check=True
+        )
+    else:
+        print(f"(no scorer at {scorer}; predictions in {args.out})")
+    print()
+    print("| measure | value |\n|---|---:|")
+    print(f"| store all turns (remember_many, embeddings included) | {timings['store_seconds']:.1f} s |")
+    print(f"| search p50 / p95 (question embedding included) | {timings['search_p50_ms']:.1f} / "
+          f"{timings['search_p95_ms']:.1f} ms |")  # fmt: skip
+    print(f"| whole run, wall | {time.perf_counter() - wall:.1f} s |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
