@@ -116,9 +116,7 @@ class MemoryRecord:
     def is_current(self, now: datetime) -> bool:
         """Whether it may be shown at `now`: valid, not archived, not expired."""
         return (
-            self.invalid_at is None
-            and self.archived_at is None
-            and (self.expires_at is None or self.expires_at > now)
+            self.invalid_at is None and self.archived_at is None and (self.expires_at is None or self.expires_at > now)
         )
 
     @classmethod
