@@ -341,8 +341,14 @@ async def bench_context(sizes: Sizes, database_url: str | None = None) -> list[B
             ],
         )
         largest = max(sizes.fact_counts)
+        # embedding_model "none": these tables measure the database path; writes and searches with embeddings
+        # are measured by bench/locomo.py and bench/retrieval_latency.py.
         settings = MemorySettings(
-            database_url=SecretStr(database_url), auto_migrate=False, pool_min_size=1, pool_max_size=2
+            database_url=SecretStr(database_url),
+            auto_migrate=False,
+            pool_min_size=1,
+            pool_max_size=2,
+            embedding_model="none",
         )
         async with MemoryManager.open(settings) as memory:
             for n in sizes.fact_counts:

@@ -1,10 +1,11 @@
-"""`memory-plugin`: the command line (demo, chat, inspect, status, db-url).
+"""`memory-plugin`: the command line (demo, chat, inspect, status, db-url, reembed).
 
     memory-plugin demo                      # two sessions; session 1 shapes the answer in session 2
     memory-plugin chat --user UUID          # talk to the budget agent
     memory-plugin inspect --user UUID       # what is stored about a user
     memory-plugin status                    # backend in use, database reachable, outage journal
     psql "$(memory-plugin db-url)"          # open the database
+    memory-plugin reembed                   # vectors of the current embedding model for every fact
 
 Every command reads `MemorySettings` from `MEMORY_*` variables; `--data-dir DIR` means "the embedded
 database in DIR" instead. Errors print one line on stderr and exit non-zero, without a traceback.
@@ -412,6 +413,53 @@ def erase(
         raise typer.Exit(1)
     deleted = _run(_erase(_admin_url(_settings(data_dir)), uid))
     _out().print(f"erased {deleted} row(s) of user {uid}")
+
+
+# --- embeddings: reembed ------------------------------------------------------------------------------------
+
+
+async def _reembed(settings: MemorySettings, user: UUID | None, console: Console) -> tuple[int, int]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .embeddings.reembed import reembed_user, users_with_backlog
+
+    async with MemoryManager.open(settings) as memory:
+        embedder = memory.embedder
+        if embedder is None:
+            raise _fail("no embedding model configured (MEMORY_EMBEDDING_MODEL is `none`, or `auto` found none)")
+        if user is not None:
+            backlog = [(user, len(await memory.store.embedding_backlog(user, embedder.name, limit=1_000_000)))]
+        else:
+            url = _admin_url(settings) if settings.admin_database_url or settings.database_url else memory.database_url
+            assert url is not None
+            backlog = await users_with_backlog(url, embedder.name)
+        total = sum(n for _, n in backlog)
+        stored = 0
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=console, transient=False) as progress:
+            task = progress.add_task(f"embedding with {embedder.name}", total=total)
+            for uid, _ in backlog:
+                stored += await reembed_user(
+                    memory.store, embedder, uid, on_progress=lambda n: progress.advance(task, n)
+                )
+        return stored, len(backlog)
+
+
+@app.command("reembed")
+def reembed(
+    user: Annotated[str | None, typer.Option("--user", help="Only this user (default: every user).")] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Give every fact a vector of the current embedding model (MEMORY_EMBEDDING_MODEL), with a progress bar.
+
+    Run it after changing the model: until then facts embedded by the old one are found by text only (vectors
+    of two models are never compared). Listing every user goes through the service path
+    (MEMORY_ADMIN_DATABASE_URL); the vectors are written as each user, under RLS.
+    """
+    uid = _user(user) if user is not None else None
+    console = _out()
+    stored, users = _run(_reembed(_settings(data_dir), uid, console))
+    console.print(f"embedded {stored} fact(s) of {users} user(s)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -80,7 +80,17 @@ def _sql_text(value: Any) -> str | None:
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list) and not any(isinstance(v, dict | list) for v in value):
+        # A JSON array of scalars: PostgREST turns it into the parameter's array type (`timestamptz[]`...);
+        # as an untyped literal that is PostgreSQL's array syntax. (JSON parameters here always receive
+        # objects, or lists of objects, which stay JSON below.)
+        return "{" + ",".join("NULL" if v is None else '"' + _array_element(v) + '"' for v in value) + "}"
     return json.dumps(value) if isinstance(value, dict | list) else str(value)
+
+
+def _array_element(value: Any) -> str:
+    text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 class PostgrestTransport(httpx.AsyncBaseTransport):

@@ -19,7 +19,6 @@ import binascii
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -87,14 +86,10 @@ def _regex_literal(text: str) -> str:
 
 
 def _record(row: Any) -> MemoryRecord:
-    """A JSON row (uuids and timestamps as strings) as a `MemoryRecord`."""
+    """A JSON row (uuids and timestamps as strings) as a `MemoryRecord` (every timestamp and uuid column,
+    including the validity ones: `occurred_at`, `expires_at`, `invalid_at`, `archived_at`, `superseded_by`)."""
     try:
-        fields = dict(row)
-        fields["id"] = UUID(fields["id"])
-        fields["user_id"] = UUID(fields["user_id"])
-        for column in _TIMESTAMP_COLUMNS:
-            fields[column] = datetime.fromisoformat(fields[column])
-        return MemoryRecord.from_row(fields)
+        return record_from_json(row)
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"unexpected row from the Supabase API: {exc!r}") from exc
 

@@ -1,0 +1,274 @@
+"""Search latency at scale: `search` and `get_memory_context(query=…)` for one user with 1k, 10k and 100k
+facts, with 200k rows of other users in the same table; query embedding timed separately; end to end with the
+offline model on a LoCoMo-size user; and the query plans (HNSW, GIN) checked.
+
+    python -m bench.retrieval_latency [--other-rows 200000] [--sizes 1000,10000,100000] [--calls 200]
+
+Runs on its own embedded PostgreSQL in a temporary directory (or `MEMORY_DATABASE_URL`, which it fills with
+bench users). Facts have synthetic text (6–15 words drawn log-uniformly from ranks 100–5,000 of a vocabulary:
+the first 100 ranks are the stop words full-text search drops; the most common word left is in ~2 % of facts,
+like a common content word in a real history) and random unit vectors (the model is irrelevant to latency).
+They are loaded in bulk as the superuser (the trigger that maintains `memory_search_docs` is replaced by one
+INSERT … SELECT, and the HNSW index is built once after the load, as `CREATE INDEX` does it far faster than
+row by row); searches then run exactly as the application runs them (`MemoryManager`, RLS prelude, one round
+trip). Prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from pydantic import SecretStr
+from pydantic_ai import Embedder
+from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings.result import EmbedInputType
+
+from memory_plugin import MemoryManager, MemorySettings
+from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder, local_available, local_embedder
+from memory_plugin.remember import Note
+from memory_plugin.store import EmbeddedPostgres
+from memory_plugin.store.migrations import migrate
+
+__all__ = ["main"]
+
+MODEL = "bench-random"
+VOCABULARY = 5000
+
+# Facts of one user: synthetic sentences and random unit vectors, generated in SQL (no Python round trips).
+LOAD_FACTS_SQL = """
+insert into public.user_memory (id, user_id, kind, category, content, confidence, importance, content_hash,
+                                created_at, last_reinforced_at, occurred_at, metadata, session_id)
+select gen_random_uuid(), %(user)s, 'fact', 'note',
+       (select string_agg('w' || floor(100 * exp(random() * ln(%(vocab)s / 100.0)))::int, ' ')
+          from generate_series(1, 6 + (g %% 10)) where g > 0),
+       0.6 + random() * 0.4, 1 + (g %% 5), md5(%(user)s::text || g), now() - random() * interval '400 days',
+       now() - random() * interval '400 days', now() - random() * interval '400 days',
+       jsonb_build_object('speaker', case when g %% 2 = 0 then 'Ana' else 'Luis' end),
+       'session-' || (g / 20)
+  from generate_series(1, %(n)s) as g
+"""
+LOAD_DOCS_SQL = """
+insert into public.memory_search_docs (memory_id, user_id, session_id, content, speaker, embedding, embedding_model,
+                                       embedded_at)
+select m.id, m.user_id, m.session_id, m.content, lower(m.metadata ->> 'speaker'),
+       (select extensions.l2_normalize(array_agg(random() - 0.5)::extensions.vector)
+          from generate_series(1, 384) where m.id is not null),
+       %(model)s, now()
+  from public.user_memory m where m.user_id = any(%(users)s) and m.kind = 'fact'
+ order by m.created_at
+"""
+HNSW_SQL = (
+    "create index memory_search_docs_embedding_idx on public.memory_search_docs"
+    " using hnsw (embedding extensions.vector_cosine_ops)"
+)
+# The two candidate channels of memory_search, as it runs them (for EXPLAIN).
+VECTOR_PLAN_SQL = (
+    "select d.memory_id from public.memory_search_docs d where d.user_id = %s and d.embedding_model = %s"
+    " order by d.embedding operator(extensions.<=>) %s::extensions.vector limit 50"
+)
+TEXT_PLAN_SQL = (
+    "select d.memory_id from public.memory_search_docs d where d.user_id = %s"
+    " and d.search_tsv operator(pg_catalog.@@) public.memory_tsquery(%s) limit 2000"
+)
+
+
+def _unit(rng: random.Random) -> tuple[float, ...]:
+    v = [rng.gauss(0, 1) for _ in range(EMBEDDING_DIMENSIONS)]
+    norm = math.sqrt(sum(x * x for x in v))
+    return tuple(x / norm for x in v)
+
+
+class RandomEmbeddingModel(EmbeddingModel):
+    """Random unit vectors, instantly: latency of the database path alone."""
+
+    def __init__(self, seed: int = 7) -> None:
+        super().__init__()
+        self._rng = random.Random(seed)
+
+    @property
+    def model_name(self) -> str:
+        return MODEL
+
+    @property
+    def system(self) -> str:
+        return "bench"
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        return EmbeddingResult(
+            embeddings=[list(_unit(self._rng)) for _ in texts],
+            inputs=texts,
+            input_type=input_type,
+            model_name=MODEL,
+            provider_name="bench",
+        )
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def _question(rng: random.Random) -> str:
+    words = [f"w{math.floor(100 * math.exp(rng.random() * math.log(VOCABULARY / 100)))}" for _ in range(4)]
+    return "What did Ana say about " + " ".join(words) + "?"
+
+
+def _load(url: str, users: dict[uuid.UUID, int], echo: bool = True) -> float:
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("alter table public.user_memory disable trigger user_memory_search_docs_sync")
+        conn.execute("drop index if exists public.memory_search_docs_embedding_idx")
+        for user, n in users.items():
+            conn.execute(LOAD_FACTS_SQL, {"user": user, "n": n, "vocab": VOCABULARY})
+        conn.execute(LOAD_DOCS_SQL, {"users": list(users), "model": MODEL})
+        conn.execute("alter table public.user_memory enable trigger user_memory_search_docs_sync")
+        if echo:
+            print(f"  loaded {sum(users.values()):,} facts in {time.perf_counter() - started:.0f} s; building HNSW…")
+        conn.execute("set maintenance_work_mem = '512MB'")
+        conn.execute(HNSW_SQL)
+        conn.execute("vacuum analyze public.user_memory")
+        conn.execute("vacuum analyze public.memory_search_docs")
+    return time.perf_counter() - started
+
+
+def _plans(url: str, user: uuid.UUID, vector: tuple[float, ...], question: str) -> tuple[str, str]:
+    """The index each candidate channel uses for `user` (as memory_search runs them)."""
+    literal = "[" + ",".join(map(repr, vector)) + "]"
+    with psycopg.connect(url) as conn:
+        conn.execute("select set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        conn.execute("select set_config('hnsw.ef_search', '50', true)")
+        vec = "\n".join(r[0] for r in conn.execute("explain " + VECTOR_PLAN_SQL, (user, MODEL, literal)).fetchall())
+        txt = "\n".join(r[0] for r in conn.execute("explain " + TEXT_PLAN_SQL, (user, question)).fetchall())
+        conn.rollback()
+
+    def used(plan: str) -> str:
+        for name in ("memory_search_docs_embedding_idx", "memory_search_docs_user_tsv_idx"):
+            if name in plan:
+                return "HNSW" if "embedding" in name else "GIN (user_id, tsvector)"
+        return "other: " + plan.splitlines()[0][:60]
+
+    return used(vec), used(txt)
+
+
+async def _time(calls: int, op: Any) -> list[float]:
+    out = []
+    for i in range(calls + 10):
+        t0 = time.perf_counter()
+        await op(i)
+        if i >= 10:  # warm-up
+            out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+async def _bench(url: str, sizes: list[int], other_rows: int, calls: int) -> None:
+    rng = random.Random(11)
+    targets = {uuid.uuid4(): n for n in sizes}
+    others = {uuid.uuid4(): 100 for _ in range(other_rows // 100)}
+    print(f"loading {other_rows:,} rows of {len(others):,} other users and users of {', '.join(map(str, sizes))} …")
+    load_s = _load(url, {**others, **targets})
+    settings = MemorySettings(database_url=SecretStr(url), auto_migrate=False, embedding_model="none")
+    emb = MemoryEmbedder(Embedder(RandomEmbeddingModel()), name=MODEL, query_cache_size=0)
+    rows = []
+    plans = []
+    async with MemoryManager.open(settings, embedder=emb) as memory:
+        for user, n in targets.items():
+            search = await _time(calls, lambda i, u=user: memory.search(u, _question(rng), limit=10))
+            context = await _time(calls, lambda i, u=user: memory.get_memory_context(f"s{i}", u, query=_question(rng)))
+            rows.append((n, search, context))
+            vec_plan, txt_plan = _plans(url, user, _unit(rng), _question(rng))
+            plans.append((n, vec_plan, txt_plan))
+    base = rows[0][1]
+    print(f"\n(f) search latency, embedded PostgreSQL, {other_rows:,} rows of other users in the same table "
+          f"(load + index: {load_s:.0f} s); random query vectors, embedding time excluded\n")  # fmt: skip
+    print("| facts of the user | calls | search p50 ms | search p95 ms | get_memory_context(query) p50 ms "
+          "| p95 ms | search p95 vs smallest |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n, search, context in rows:
+        growth = _pct(search, 95) / _pct(base, 95)
+        print(f"| {n:,} | {len(search)} | {_pct(search, 50):.2f} | {_pct(search, 95):.2f} | "
+              f"{_pct(context, 50):.2f} | {_pct(context, 95):.2f} | {growth:.2f}× |")  # fmt: skip
+    print("\n| facts of the user | vector channel plan | text channel plan |\n|---:|---|---|")
+    for n, vec_plan, txt_plan in plans:
+        exact = " (exact scan below the threshold: by design)" if "HNSW" not in vec_plan else ""
+        print(f"| {n:,} | {vec_plan}{exact} | {txt_plan} |")
+
+
+async def _end_to_end(url: str, calls: int) -> None:
+    """The offline model end to end on a LoCoMo-size user (700 facts): embedding + search."""
+    if not local_available():
+        print("\n(the [local] extra is not installed: end-to-end timing with the offline model skipped)")
+        return
+    rng = random.Random(5)
+    settings = MemorySettings(database_url=SecretStr(url), auto_migrate=False, embedding_model="local")
+    local = local_embedder()
+    async with MemoryManager.open(settings, embedder=local) as memory:
+        user = uuid.uuid4()
+        topics = ["pottery", "camping", "painting", "adoption", "running", "guitar", "school", "beach", "dogs"]
+        notes = [
+            Note(
+                content=f"{rng.choice(['Ana', 'Luis'])}: I went {rng.choice(topics)} with my "
+                f"{rng.choice(['kids', 'friends', 'sister'])} {rng.choice(['yesterday', 'last week', ''])}",
+                session_id=f"s{i // 20}",
+                metadata={"dia_id": f"D{i // 20}:{i % 20}"},
+            )
+            for i in range(700)
+        ]
+        await memory.remember_many(user, notes)
+        questions = [f"When did Ana go {rng.choice(topics)} with her {rng.choice(['kids', 'friends'])} {i}?"
+                     for i in range(calls + 10)]  # fmt: skip
+        embed = await _time(calls, lambda i: local.embed_query(questions[i] + " e"))
+        total = await _time(calls, lambda i: memory.search(user, questions[i], limit=10))
+    print("\n(g) end to end on a LoCoMo-size user (700 facts), offline all-MiniLM-L6-v2, one thread\n")
+    print("| step | p50 ms | p95 ms |\n|---|---:|---:|")
+    print(f"| query embedding alone | {_pct(embed, 50):.1f} | {_pct(embed, 95):.1f} |")
+    print(f"| search, embedding included | {_pct(total, 50):.1f} | {_pct(total, 95):.1f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--other-rows", type=int, default=200_000)
+    ap.add_argument("--calls", type=int, default=200)
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="retrieval-latency-") as tmp:
+        env_url = MemorySettings().database_url
+        embedded = None
+        if env_url is None:
+            embedded = EmbeddedPostgres(Path(tmp))
+            url = embedded.start()
+        else:
+            url = env_url.get_secret_value()
+
+        async def run() -> None:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await migrate(conn)
+            await _bench(url, sizes, args.other_rows, args.calls)
+            await _end_to_end(url, args.calls)
+
+        try:
+            asyncio.run(run())
+        finally:
+            if embedded is not None:
+                embedded.stop()
+    print(f"\nwhole run: {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""`bench/locomo.py` on a tiny conversation written here (LoCoMo's own data is never in the repository)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import locomo
+from memory_plugin import MemorySettings
+
+TURNS = [
+    ("D1:1", 1, "2023-05-08T13:56", "Ana", "Hi Luis! I finally adopted a dog, her name is Luna.", None),
+    ("D1:2", 1, "2023-05-08T13:56", "Luis", "Congrats! I have been busy restoring my old bicycle.", None),
+    ("D1:3", 1, "2023-05-08T13:56", "Ana", "Nice. I also started pottery classes last week.", None),
+    ("D2:1", 2, "2023-06-20T18:00", "Luis", "I rode the bicycle to the coast yesterday!", "a photo of a beach"),
+    ("D2:2", 2, "2023-06-20T18:00", "Ana", "Luna loved the beach too when we went in May.", None),
+]
+QUESTIONS = [
+    ("tiny_q0", "What is the name of Ana's dog?", 4, ["D1:1"]),
+    ("tiny_q1", "When did Luis ride his bicycle to the coast?", 2, ["D2:1"]),
+    ("tiny_q2", "What hobby did Ana start?", 4, ["D1:3"]),
+]
+
+
+def _write(tmp_path: Path) -> tuple[Path, Path]:
+    turns = tmp_path / "turns.jsonl"
+    questions = tmp_path / "questions.jsonl"
+    with turns.open("w") as f:
+        for i, (dia, session, when, speaker, text, caption) in enumerate(TURNS):
+            row: dict[str, Any] = {"conv_id": "tiny", "dia_id": dia, "session": session, "session_date": when,
+                                   "session_datetime": when, "turn_index": i, "speaker": speaker, "text": text,
+                                   "blip_caption": caption}  # fmt: skip
+            f.write(json.dumps(row) + "\n")
+    with questions.open("w") as f:
+        for qid, question, category, evidence in QUESTIONS:
+            row = {"conv_id": "tiny", "qid": qid, "question": question, "answer": None, "adversarial_answer": None,
+                   "category": category, "category_name": "", "evidence": evidence}  # fmt: skip
+            f.write(json.dumps(row) + "\n")
+    return turns, questions
+
+
+def _scorer(tmp_path: Path) -> Path:
+    """A stand-in for LoCoMo's score.py (same command line): prints recall@1 per question."""
+    scorer = tmp_path / "score.py"
+    scorer.write_text(
+        "import argparse, json\n"
+        "ap = argparse.ArgumentParser(); ap.add_argument('--questions'); ap.add_argument('--pred')\n"
+        "a = ap.parse_args()\n"
+        "qs = {q['qid']: q for q in map(json.loads, open(a.questions))}\n"
+        "for p in map(json.loads, open(a.pred)):\n"
+        "    print(p['qid'], 'R@1', float(p['retrieved'][:1] == qs[p['qid']]['evidence'][:1]))\n"
+    )
+    return scorer
+
+
+def test_the_benchmark_stores_turns_answers_questions_and_scores(
+    pg_settings: MemorySettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    turns, questions = _write(tmp_path)
+    out = tmp_path / "pred.jsonl"
+    assert pg_settings.database_url is not None
+    monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
+
+    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
+                        "--scorer", str(_scorer(tmp_path))]) == 0  # fmt: skip
+
+    predictions = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [p["qid"] for p in predictions] == ["tiny_q0", "tiny_q1", "tiny_q2"]
+    assert all(sorted(p["retrieved"]) == sorted(t[0] for t in TURNS) for p in predictions)  # every turn, ranked
+    printed = capfd.readouterr().out
+    for qid, *_ in QUESTIONS:
+        assert f"{qid} R@1 1.0" in printed  # each answer's turn ranked first
+    assert "search p50 / p95" in printed
+    assert "sentence-transformers:all-MiniLM-L6-v2" in printed
+
+
+def test_a_turn_becomes_a_note_with_its_date_speaker_and_caption() -> None:
+    row = {"conv_id": "c", "dia_id": "D2:1", "session": 2, "session_datetime": "2023-06-20T18:00",
+           "turn_index": 0, "speaker": "Luis", "text": "I rode to the coast", "blip_caption": "a beach"}  # fmt: skip
+
+    note = locomo.turn_note(row)
+
+    assert note.content == "Luis: I rode to the coast [image: a beach]"
+    assert note.metadata == {"dia_id": "D2:1", "speaker": "Luis"}
+    assert note.session_id == "c/session-2"
+    assert note.occurred_at is not None
+    assert note.occurred_at.isoformat() == "2023-06-20T18:00:00+00:00"

@@ -1,0 +1,240 @@
+"""Query-aware retrieval, as a user sees it: `remember` stores as given, `search` finds what answers the
+question, on every backend (`any_memory`: Postgres, in-memory, Supabase API), with the real offline embedder
+(all-MiniLM-L6-v2, from the `[local]` extra that `scripts/bootstrap` installs)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+
+from memory_plugin import InvalidMemoryInputError, MemorizedFact, MemoryManager, MemoryUpdate
+from memory_plugin.remember import Note
+from memory_plugin.retrieval import ScoredMemory
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+def contents(hits: list[ScoredMemory]) -> list[str]:
+    return [h.memory.content for h in hits]
+
+
+async def test_the_offline_embedder_is_in_use(any_memory: MemoryManager) -> None:
+    # A skipped embedder would make every ranking test below a text-only test: fail loudly instead.
+    assert any_memory.embedder is not None
+    assert any_memory.embedder.name == "sentence-transformers:all-MiniLM-L6-v2"
+
+
+async def test_a_fact_phrased_differently_from_the_question_is_found(any_memory: MemoryManager, user_id: UUID) -> None:
+    await any_memory.remember(user_id, "Spends every weekend hiking up mountain trails with her dog")
+    await any_memory.remember(user_id, "Needs 50 brackets machined in 7075 aluminium")
+    await any_memory.remember(user_id, "The invoice address is in Valencia")
+
+    hits = await any_memory.search(user_id, "What outdoor activities does she enjoy?", limit=3)
+
+    assert contents(hits)[0] == "Spends every weekend hiking up mountain trails with her dog"
+    assert hits[0].components.text == 0  # no word in common: found by meaning alone
+    assert hits[0].components.vector > hits[1].components.vector
+
+
+async def test_an_exact_keyword_match_beats_a_vague_semantic_one(any_memory: MemoryManager, user_id: UUID) -> None:
+    await any_memory.remember(user_id, "Likes strong, lightweight metals for aircraft parts")
+    await any_memory.remember(user_id, "Order ZX-4471 uses titanium grade 5")
+
+    hits = await any_memory.search(user_id, "titanium", limit=2)
+
+    assert contents(hits) == [
+        "Order ZX-4471 uses titanium grade 5",
+        "Likes strong, lightweight metals for aircraft parts",
+    ]
+    assert hits[0].components.text == 1.0
+
+
+async def test_an_expired_fact_never_appears(any_memory: MemoryManager, user_id: UUID) -> None:
+    past = datetime.now(UTC) - timedelta(days=1)
+    await any_memory.remember(user_id, "Is travelling to Bilbao for a trade fair", expires_at=past)
+    await any_memory.remember(user_id, "Is travelling to Bilbao next month", expires_at=past + timedelta(days=60))
+
+    hits = await any_memory.search(user_id, "travelling to Bilbao trade fair", limit=10)
+
+    assert contents(hits) == ["Is travelling to Bilbao next month"]
+
+
+async def test_invalid_and_archived_facts_never_appear(
+    pg_memory: MemoryManager, user_id: UUID, admin_conn: Conn
+) -> None:
+    for text in ("Prefers brass fittings", "Prefers steel fittings", "Prefers copper fittings"):
+        await pg_memory.remember(user_id, text, category="preference")
+    admin_conn.execute(
+        "update public.user_memory set invalid_at = now() where user_id = %s and content = %s",
+        (user_id, "Prefers brass fittings"),
+    )
+    admin_conn.execute(
+        "update public.user_memory set archived_at = now() where user_id = %s and content = %s",
+        (user_id, "Prefers steel fittings"),
+    )
+
+    hits = await pg_memory.search(user_id, "which fittings does he prefer, brass or steel?", limit=10)
+
+    assert contents(hits) == ["Prefers copper fittings"]
+
+
+async def test_another_users_facts_never_appear(any_memory: MemoryManager) -> None:
+    alice, bob = uuid4(), uuid4()
+    await any_memory.remember(alice, "Alice orders titanium flanges every month")
+    await any_memory.remember(bob, "Bob orders titanium flanges every month")
+
+    hits = await any_memory.search(alice, "Who orders titanium flanges?", limit=10)
+
+    assert contents(hits) == ["Alice orders titanium flanges every month"]
+    assert await any_memory.search(uuid4(), "titanium flanges", limit=10) == []
+
+
+async def test_remember_stores_as_given_and_merges_only_an_exact_repeat(
+    any_memory: MemoryManager, user_id: UUID
+) -> None:
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    first = await any_memory.remember(
+        user_id, "Prefiere aluminio 7075", category="preference", occurred_at=when, metadata={"dia_id": "D1:3"}
+    )
+    again = await any_memory.remember(
+        user_id, "Prefiere aluminio 7075", category="preference", occurred_at=when, metadata={"dia_id": "D1:3"}
+    )
+    other_turn = await any_memory.remember(
+        user_id, "Prefiere aluminio 7075", category="preference", occurred_at=when, metadata={"dia_id": "D7:1"}
+    )
+
+    assert again.id == first.id
+    assert again.relevance_count == 1
+    assert other_turn.id != first.id  # the same words in another turn: another memory
+    assert first.content == "Prefiere aluminio 7075"
+    assert first.category == "preference"
+    assert first.metadata == {"dia_id": "D1:3"}
+    assert first.occurred_at == when
+    assert any_memory.stats.extraction_model_calls == 0
+    stored = [r for r in await any_memory.list_memory(user_id) if r.kind == "fact"]
+    assert len(stored) == 2
+
+
+async def test_remember_refuses_bad_input_and_stores_nothing(any_memory: MemoryManager, user_id: UUID) -> None:
+    with pytest.raises(InvalidMemoryInputError):
+        await any_memory.remember(user_id, "   ")
+    with pytest.raises(InvalidMemoryInputError):
+        await any_memory.remember(user_id, "fine", metadata={"when": datetime.now(UTC)})  # not JSON
+    with pytest.raises(InvalidMemoryInputError):
+        await any_memory.remember(user_id, "fine", category="gossip")  # type: ignore[arg-type]
+    with pytest.raises(InvalidMemoryInputError):
+        await any_memory.remember("not-a-uuid", "fine")
+    with pytest.raises(InvalidMemoryInputError):
+        await any_memory.remember_many(user_id, [Note(content="ok"), "not a note"])  # type: ignore[list-item]
+    assert await any_memory.list_memory(user_id) == []
+
+
+async def test_search_refuses_bad_input(any_memory: MemoryManager, user_id: UUID) -> None:
+    with pytest.raises(InvalidMemoryInputError):
+        await any_memory.search(user_id, "  ")
+    with pytest.raises(InvalidMemoryInputError):
+        await any_memory.search(user_id, "titanium", limit=0)
+    with pytest.raises(InvalidMemoryInputError):
+        await any_memory.search(user_id, "x" * 5000)
+
+
+async def test_the_named_speaker_and_date_decide_between_similar_turns(
+    any_memory: MemoryManager, user_id: UUID
+) -> None:
+    may, june = datetime(2023, 5, 8, tzinfo=UTC), datetime(2023, 6, 20, tzinfo=UTC)
+    await any_memory.remember_many(
+        user_id,
+        [
+            Note(content="I went to a pottery class", occurred_at=may, metadata={"speaker": "Melanie"}, session_id="1"),
+            Note(
+                content="I went to a pottery class", occurred_at=may, metadata={"speaker": "Caroline"}, session_id="1"
+            ),
+            Note(
+                content="I went to a pottery class", occurred_at=june, metadata={"speaker": "Caroline"}, session_id="2"
+            ),
+        ],
+    )
+
+    by_speaker = await any_memory.search(user_id, "What class did Melanie take?", limit=3)
+    assert by_speaker[0].memory.metadata["speaker"] == "Melanie"
+    assert by_speaker[0].components.speaker == 1.0
+
+    by_date = await any_memory.search(user_id, "What did Caroline do on 20 June 2023?", limit=3)
+    assert by_date[0].memory.occurred_at == june
+    assert by_date[0].components.date == 1.0
+
+
+async def test_a_when_question_favours_the_turn_that_says_when(any_memory: MemoryManager, user_id: UUID) -> None:
+    await any_memory.remember(user_id, "Caroline went to the support group and loved it")
+    await any_memory.remember(user_id, "Caroline went to the support group yesterday")
+
+    hits = await any_memory.search(user_id, "When did Caroline go to the support group?", limit=2)
+
+    assert contents(hits)[0] == "Caroline went to the support group yesterday"
+    assert hits[0].components.time == 1.0
+
+
+async def test_a_hit_is_explained_by_its_components(any_memory: MemoryManager, user_id: UUID) -> None:
+    await any_memory.remember(user_id, "Needs ISO 2768-m tolerances on every drawing", category="requirement")
+
+    (hit,) = await any_memory.search(user_id, "which tolerances on the drawings?", limit=5)
+
+    w = any_memory._search_weights
+    c = hit.components
+    expected = (
+        w.text * c.text
+        + w.vector * c.vector
+        + w.neighbour * c.neighbour
+        + w.trigram * c.trigram
+        + w.speaker * c.speaker
+        + w.date * c.date
+        + w.time * c.time
+        + w.importance * c.importance
+        + w.confidence * c.confidence
+        + w.recency * c.recency
+    )
+    assert hit.score == pytest.approx(expected, abs=1e-4)
+    assert c.importance == pytest.approx(3 / 5)
+    assert c.confidence == pytest.approx(1.0)
+    assert hit.explain().startswith(f"{hit.score:.3f} = text")
+
+
+async def test_neighbouring_turns_lend_their_relevance(any_memory: MemoryManager, user_id: UUID) -> None:
+    await any_memory.remember_many(
+        user_id,
+        [
+            Note(content="What are you painting these days?", session_id="s"),
+            Note(content="A sunset over the lake, with my kids", session_id="s"),
+            Note(content="The invoice is attached", session_id="other"),
+        ],
+    )
+
+    hits = await any_memory.search(user_id, "what is she painting", limit=3)
+
+    answer = next(h for h in hits if h.memory.content.startswith("A sunset"))
+    assert answer.components.neighbour > 0.3  # the question just before it is about painting
+    unrelated = next(h for h in hits if h.memory.content.startswith("The invoice"))
+    assert unrelated.components.neighbour == 0
+
+
+async def test_context_with_a_query_holds_the_facts_that_answer_it(any_memory: MemoryManager, user_id: UUID) -> None:
+    important = [
+        MemorizedFact(content=f"Important rule number {i} about invoices", category="constraint", confidence=1.0,
+                      source="explicit", importance=5)
+        for i in range(6)
+    ]  # fmt: skip
+    await any_memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=important))
+    await any_memory.remember(user_id, "Her dog is called Luna", importance=1)
+    settings = any_memory.settings.model_copy(update={"max_facts_in_context": 3})
+    memory = MemoryManager(settings, any_memory.store, embedder=any_memory.embedder)
+
+    plain = await memory.get_memory_context("s-query", user_id)
+    asked = await memory.get_memory_context("s-query", user_id, query="What is the name of her dog?")
+
+    assert "Her dog is called Luna" not in [f.content for f in plain.long_term.facts]
+    assert asked.long_term.facts[0].content == "Her dog is called Luna"
+    assert len(asked.long_term.facts) == 3
+    assert asked.long_term_available
