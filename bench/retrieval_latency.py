@@ -1,6 +1,6 @@
 """Search latency at scale: `search` and `get_memory_context(query=…)` for one user with 1k, 10k and 100k
 facts, with 200k rows of other users in the same table; query embedding timed separately; end to end with the
-offline model on a LoCoMo-size user; and the query plans (HNSW, GIN) checked.
+offline model on a LoCoMo-size user; and the query plans (HNSW, btree postings) checked, as the user (RLS).
 
     python -m bench.retrieval_latency [--other-rows 200000] [--sizes 1000,10000,100000] [--calls 200]
 
@@ -77,8 +77,8 @@ VECTOR_PLAN_SQL = (
     " order by d.embedding operator(extensions.<=>) %s::extensions.vector limit 50"
 )
 TEXT_PLAN_SQL = (
-    "select d.memory_id from public.memory_search_docs d where d.user_id = %s"
-    " and d.search_tsv operator(pg_catalog.@@) public.memory_tsquery(%s) limit 2000"
+    "select s.memory_id, s.tf from public.memory_search_terms s where s.user_id = %s"
+    " and s.lexeme = (tsvector_to_array(public.memory_tsvector(%s)))[1] limit 2000"
 )
 
 
@@ -155,9 +155,9 @@ def _plans(url: str, user: uuid.UUID, vector: tuple[float, ...], question: str) 
         conn.rollback()
 
     def used(plan: str) -> str:
-        for name in ("memory_search_docs_embedding_idx", "memory_search_docs_user_tsv_idx"):
+        for name in ("memory_search_docs_embedding_idx", "memory_search_terms_pkey"):
             if name in plan:
-                return "HNSW" if "embedding" in name else "GIN (user_id, tsvector)"
+                return "HNSW" if "embedding" in name else "btree postings (user_id, lexeme)"
         return "other: " + plan.splitlines()[0][:60]
 
     return used(vec), used(txt)

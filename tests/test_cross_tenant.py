@@ -30,6 +30,7 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "memory_applied_writes": {"write_id": "00000000-0000-4000-8000-000000000001", "item_count": 1},
     # memory_id must exist (foreign key): B's own fact, looked up by the test before the attack.
     "memory_search_docs": {"memory_id": "{b_fact}", "content": "injected"},
+    "memory_search_terms": {"memory_id": "{b_fact}", "lexeme": "injected", "tf": 1},
 }
 
 
@@ -65,11 +66,10 @@ RPC_CALLS: dict[str, str] = {
     "memory_embedding_backlog": "select * from public.memory_embedding_backlog({b}, 'other-model')",
     # Pure text functions: they read no table; called over B's rows they see none.
     "memory_tsvector": "select public.memory_tsvector(m.content) from public.user_memory m where m.user_id = {b}",
-    "memory_tsquery": "select public.memory_tsquery(m.content) from public.user_memory m where m.user_id = {b}",
     "memory_has_time_expression": "select public.memory_has_time_expression(m.content) from public.user_memory m"
     " where m.user_id = {b}",
 }
-TRIGGER_FUNCTIONS = {"user_memory_touch_updated_at", "memory_search_docs_sync"}
+TRIGGER_FUNCTIONS = {"user_memory_touch_updated_at", "memory_search_docs_sync", "memory_search_terms_sync"}
 
 
 @pytest.fixture
@@ -99,7 +99,32 @@ def _catalog(conn: Conn, query: str) -> set[str]:
 
 @pytest.fixture
 def tables(conn: Conn) -> set[str]:
-    return _catalog(conn, "select tablename from pg_tables where schemaname = 'public'")
+    """Tables users reach: partitions are left out (they are reached through their table; see below)."""
+    return _catalog(
+        conn,
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition",
+    )
+
+
+def test_partitions_are_reachable_only_through_their_table(conn: Conn, victims: tuple[UUID, UUID]) -> None:
+    partitions = _catalog(
+        conn,
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname = 'public' and c.relispartition and c.relkind = 'r'",
+    )
+    assert partitions, "memory_search_docs is partitioned"
+    a, _ = victims
+    for partition in sorted(partitions):
+        for role, user in (("authenticated", a), ("anon", None)):
+            with acting_as(conn, role, user), pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(sql.SQL("select * from public.{}").format(sql.Identifier(partition)))
+    no_rls = _catalog(
+        conn,
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname = 'public' and c.relispartition and c.relkind = 'r' and not c.relrowsecurity",
+    )
+    assert no_rls == set()
 
 
 @pytest.fixture
@@ -143,7 +168,7 @@ def test_every_table_has_rls_and_an_attack_written_here(conn: Conn, tables: set[
     no_rls = _catalog(
         conn,
         "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
-        " where n.nspname = 'public' and c.relkind = 'r' and not c.relrowsecurity",
+        " where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relrowsecurity",
     )
     assert no_rls == set()
 
