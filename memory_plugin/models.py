@@ -28,9 +28,8 @@ __all__ = [
 ]
 
 Role = Literal["user", "assistant", "system"]
-FactCategory = Literal["preference", "requirement", "constraint", "feedback", "note"]
-"""Seed 004's categories: what the user likes, needs, cannot exceed, and thinks of past work; plus `note`,
-anything stored as stated by `MemoryManager.remember` (a conversation turn, an event)."""
+FactCategory = Literal["preference", "requirement", "constraint", "feedback"]
+"""Seed 004's categories: what the user likes, needs, cannot exceed, and thinks of past work."""
 FactSource = Literal["explicit", "inferred"]
 """`explicit`: the user said it; `inferred`: the extractor concluded it."""
 CommunicationStyle = Literal["technical", "simple"]

@@ -25,16 +25,6 @@ create extension if not exists unaccent with schema extensions;
 grant usage on schema extensions to anon, authenticated, service_role;
 
 
--- A fifth fact category for what is remembered as stated (a conversation turn, an event, a note) by
--- `MemoryManager.remember`, which stores without a model call and so cannot classify.
-alter table public.user_memory drop constraint user_memory_category_check;
-alter table public.user_memory add constraint user_memory_category_check check (
-    (kind = 'fact' and category in ('preference', 'requirement', 'constraint', 'feedback', 'note'))
-    or (kind = 'preference' and category in
-        ('preferred_materials', 'typical_quantities', 'communication_style', 'industry', 'location'))
-    or (kind in ('project', 'pattern') and category = kind)
-);
-
 -- Dates in a question ("on 13 October 2023") are matched against occurred_at.
 create index user_memory_fact_occurred_idx on public.user_memory (user_id, occurred_at) where kind = 'fact';
 
