@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC
 
 from .models import MemoryContext
+from .taxonomy import category_label
 
 __all__ = ["MemoryFormat", "format_memory_for_agent"]
 
 _ANGLE = str.maketrans({"<": "‹", ">": "›"})
-_CATEGORY_LABEL = {"preference": "pref", "requirement": "req", "constraint": "limit", "feedback": "feedback"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ def format_memory_for_agent(context: MemoryContext, fmt: MemoryFormat | None = N
     if long.facts:
         lines.append("Known facts (confidence):")
         lines.extend(
-            f"- [{_CATEGORY_LABEL[f.category]} {f.confidence:.1f}] {_clean(f.content, fmt.item_chars)}"
+            f"- [{category_label(f.category)} {f.confidence:.1f}] {_clean(f.content, fmt.item_chars)}"
             for f in long.facts
         )
     if long.projects:

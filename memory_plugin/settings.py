@@ -118,7 +118,20 @@ class MemorySettings(BaseSettings):
     """pydantic-ai model for the demo agents (classifier, budget agent). Unset: deterministic offline models."""
 
     extract_every_n_messages: int = Field(default=4, ge=1)
-    """Run extraction after this many new messages in a session (the seed: every 4 messages)."""
+    """Cadence: extract once this many *user* messages with content are waiting in a session (the
+    assistant's answers go along as context; small talk does not count). One call covers every message not
+    extracted yet. See `memory_plugin.extraction.policy`."""
+
+    extract_on_explicit_triggers: bool = True
+    """Extract at once when the user gives a memory instruction ("recuerda…", "remember…", "no me
+    sugieras…", "don't suggest…", "ya no…", "from now on", "a partir de ahora"…)."""
+
+    extract_at_end_of_request: bool = True
+    """Extract when a request is complete (the budget-request workflow says so when the user confirms)."""
+
+    extraction_extra_triggers: list[str] = Field(default_factory=list)
+    """More phrases that trigger an immediate extraction (case- and accent-insensitive substrings); from the
+    environment as a JSON list: `MEMORY_EXTRACTION_EXTRA_TRIGGERS='["anota que"]'`."""
 
     # --- prompt formatting --------------------------------------------------------------------------------
     recent_messages_in_prompt: int = Field(default=6, ge=0)
