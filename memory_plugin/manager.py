@@ -45,6 +45,8 @@ logger = logging.getLogger("memory_plugin")
 LOG_PREFIX = "🧠 [Memory]"
 
 _MAX_SESSION_ID_CHARS = 256
+TEMPORARY_FACT_IMPORTANCE = 4
+"""Lowest importance of a fact stored with an expiry (see `_admit_fact`)."""
 _MAX_ENTITY_CHARS = 200
 
 
@@ -457,6 +459,9 @@ class MemoryManager:
         if expires_at is not None:
             self.stats.facts_expiring += 1
             changes["expires_at"] = expires_at
+            # While it holds, a temporary fact is what matters most ("away next week", "parts needed by
+            # Friday"); with its category's low default it would never make the prompt's top facts.
+            changes["importance"] = max(clean.importance, TEMPORARY_FACT_IMPORTANCE)
         return clean.model_copy(update=changes)
 
     def sanitize_fact(self, fact: MemorizedFact) -> MemorizedFact | None:

@@ -86,7 +86,7 @@ def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["--quick"]) == 0
     out = capsys.readouterr().out
     headings = [line for line in out.splitlines() if line.startswith("### ")]
-    assert [h.split(" ")[1] for h in headings] == ["(a)", "(b)", "EXPLAIN", "(c)", "(d)", "(e)"]
+    assert [h.split(" ")[1] for h in headings] == ["(a)", "(b)", "EXPLAIN", "(c)", "(d)", "(e)", "(f)"]
     for label in (
         "MemoryManager.add_message (awaited)",
         "SessionStore.add_message (raw)",
@@ -95,5 +95,6 @@ def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
         "total per live session",
         "as the user (set role + JWT claims, RLS)",
         "1,000 new facts, one update_memory call",
+        "model calls per user turn",
     ):
         assert re.search(rf"^\| {re.escape(label)} +\|", out, re.M), label
