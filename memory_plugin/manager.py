@@ -473,6 +473,13 @@ class MemoryManager:
             changes["importance"] = max(clean.importance, TEMPORARY_FACT_IMPORTANCE)
         return clean.model_copy(update=changes)
 
+    def prepare_fact(self, fact: MemorizedFact, user_id: str | UUID) -> MemorizedFact | None:
+        """Everything `update_memory` does to one fact before writing it, for code that writes facts another
+        way: length and ownership checks, the confidence threshold, the sensitive-data filter
+        (`sanitize_fact`), relative dates resolved against `fact.timestamp`, expiry of temporary facts.
+        Returns the fact to store, or None when it must not be stored. Raises `InvalidMemoryInputError`."""
+        return self._admit_fact(fact, _parse_user_id(user_id))
+
     def sanitize_fact(self, fact: MemorizedFact) -> MemorizedFact | None:
         """The sensitive-data hook every write path calls before a fact is stored.
 
@@ -609,8 +616,7 @@ class MemoryManager:
     ) -> ExtractionRun:
         uid = _parse_user_id(user_id)
         _check_session_id(session_id)
-        lock = self._cursors.lock(session_id)
-        async with lock:
+        async with self._cursors.flight(session_id):
             # Decided under the lock: a trigger that waited for the previous extraction sees the cursor it
             # moved, so messages are never extracted twice and a burst of triggers makes one call.
             short = self.sessions.snapshot(session_id)

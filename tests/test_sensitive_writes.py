@@ -6,6 +6,7 @@ with the near misses a machining conversation is full of.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -237,3 +238,22 @@ async def test_sanitize_fact_is_the_public_hook(ram_memory: MemoryManager) -> No
     assert ram_memory.sanitize_fact(fact("Toma ibuprofeno 600 mg")) is None
     assert ram_memory.sanitize_fact(fact("Prefiere aluminio 7075")) is not None
     assert (ram_memory.stats.facts_redacted, ram_memory.stats.facts_dropped_health) == (1, 1)
+
+
+async def test_prepare_fact_applies_the_whole_write_policy(ram_memory: MemoryManager, user_id: UUID) -> None:
+    said = datetime(2026, 11, 23, 9, tzinfo=UTC)  # a Monday
+    trip = MemorizedFact(
+        content="Estará fuera este fin de semana; tarjeta 4111 1111 1111 1111",
+        category="fact",
+        confidence=0.9,
+        source="explicit",
+        timestamp=said,
+    )
+    ready = ram_memory.prepare_fact(trip, user_id)
+    assert ready is not None
+    assert ready.content == "Estará fuera el fin de semana del 2026-11-28; tarjeta [redacted payment_card]"
+    assert ready.expires_at == datetime(2026, 11, 30, tzinfo=UTC)
+    assert ready.importance >= 4  # temporary facts rank high while they hold
+    assert ready.user_id == user_id
+    low = MemorizedFact(content="Quizá prefiera latón", category="preference", confidence=0.3, source="inferred")
+    assert ram_memory.prepare_fact(low, user_id) is None

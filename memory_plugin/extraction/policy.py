@@ -24,7 +24,8 @@ import asyncio
 import re
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -141,17 +142,25 @@ class ExtractionRun:
     """The failure (extraction or storage), if any; the pending messages stay pending for the next trigger."""
 
 
+@dataclass(slots=True)
+class _Flight:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+    """Callers holding or waiting for the lock; the entry is removed when it drops to zero."""
+
+
 class ExtractionCursors:
     """Per session: the last message already extracted, and a lock so one extraction at a time runs.
 
-    Bounded like the session store (least recently used sessions are forgotten first); a forgotten cursor
-    only means the session's window is extracted again, which reinforces instead of duplicating.
+    Cursors are bounded like the session store (least recently used sessions are forgotten first); a
+    forgotten cursor only means the session's window is extracted again, which reinforces instead of
+    duplicating. Locks exist only while someone holds or waits for them.
     """
 
     def __init__(self, max_sessions: int) -> None:
         self._max_sessions = max_sessions
         self._last: OrderedDict[str, str] = OrderedDict()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._flights: dict[str, _Flight] = {}
 
     def pending(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
         """The messages after the cursor (all of them when the cursor's message left the window)."""
@@ -168,20 +177,23 @@ class ExtractionCursors:
         self._last[session_id] = messages[-1].id
         self._last.move_to_end(session_id)
         while len(self._last) > self._max_sessions:
-            old, _ = self._last.popitem(last=False)
-            lock = self._locks.get(old)
-            if lock is not None and not lock.locked():
-                del self._locks[old]
+            self._last.popitem(last=False)
 
-    def lock(self, session_id: str) -> asyncio.Lock:
-        """The session's single-flight lock."""
-        lock = self._locks.get(session_id)
-        if lock is None:
-            lock = self._locks[session_id] = asyncio.Lock()
-        return lock
+    @asynccontextmanager
+    async def flight(self, session_id: str) -> AsyncIterator[None]:
+        """Hold the session's single-flight lock: `async with cursors.flight(session_id): ...`."""
+        flight = self._flights.get(session_id)
+        if flight is None:
+            flight = self._flights[session_id] = _Flight()
+        flight.users += 1
+        try:
+            async with flight.lock:
+                yield
+        finally:
+            flight.users -= 1
+            if flight.users == 0:
+                del self._flights[session_id]
 
-    def release_idle(self, session_id: str) -> None:
-        """Drop the session's lock when nobody holds or waits for it (keeps the map small)."""
-        lock = self._locks.get(session_id)
-        if lock is not None and not lock.locked() and session_id not in self._last:
-            del self._locks[session_id]
+    def __len__(self) -> int:
+        """Sessions with a cursor."""
+        return len(self._last)
