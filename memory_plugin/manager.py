@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg_pool import PoolTimeout
@@ -206,6 +207,7 @@ class MemoryManager:
             recent_messages=settings.recent_messages_in_prompt, message_chars=settings.message_chars_in_prompt
         )
         self.policy = ExtractionPolicy.from_settings(settings)
+        self._date_zone = ZoneInfo(settings.date_timezone) if settings.date_timezone else None
         self._cursors = ExtractionCursors(settings.max_sessions)
         self._sweeper: asyncio.Task[None] | None = None
         self._last_store_warning: float | None = None
@@ -459,12 +461,15 @@ class MemoryManager:
         clean = self.sanitize_fact(fact)
         if clean is None:
             return None
-        dates = resolve_relative_dates(clean.content, clean.timestamp)
+        said_at = clean.timestamp
+        if self._date_zone is not None and said_at.tzinfo is not None:
+            said_at = said_at.astimezone(self._date_zone)  # the users' calendar decides what "mañana" is
+        dates = resolve_relative_dates(clean.content, said_at)
         changes: dict[str, Any] = {"user_id": user_id}
         if dates.changed:
             self.stats.dates_resolved += 1
             changes["content"] = dates.text
-        expires_at = clean.expires_at or dates.expires_at(clean.timestamp)
+        expires_at = clean.expires_at or dates.expires_at(said_at)
         if expires_at is not None:
             self.stats.facts_expiring += 1
             changes["expires_at"] = expires_at

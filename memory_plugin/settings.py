@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["MemorySettings"]
@@ -129,6 +130,21 @@ class MemorySettings(BaseSettings):
 
     extract_at_end_of_request: bool = True
     """Extract when a request is complete (the budget-request workflow says so when the user confirms)."""
+
+    date_timezone: str | None = None
+    """IANA timezone (e.g. `Europe/Madrid`) in which relative dates in facts ("mañana", "next Friday") are
+    resolved: the users' local calendar. Unset: the message timestamp's own timezone (UTC for messages
+    created without one), so "mañana" said at 23:30 in Madrid would be counted from the UTC date."""
+
+    @field_validator("date_timezone")
+    @classmethod
+    def _known_timezone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError) as exc:
+                raise ValueError(f"unknown timezone {value!r}; use an IANA name such as 'Europe/Madrid'") from exc
+        return value
 
     extraction_extra_triggers: list[str] = Field(default_factory=list)
     """More phrases that trigger an immediate extraction (case- and accent-insensitive substrings); from the

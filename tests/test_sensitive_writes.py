@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_plugin import (
+    InMemoryStore,
     MemorizedFact,
     MemoryCapability,
     MemoryDeps,
@@ -257,3 +258,23 @@ async def test_prepare_fact_applies_the_whole_write_policy(ram_memory: MemoryMan
     assert ready.user_id == user_id
     low = MemorizedFact(content="Quizá prefiera latón", category="preference", confidence=0.3, source="inferred")
     assert ram_memory.prepare_fact(low, user_id) is None
+
+
+async def test_relative_dates_follow_the_configured_timezone(user_id: UUID) -> None:
+    said = MemorizedFact(
+        content="Recoge las piezas mañana",
+        category="fact",
+        confidence=0.9,
+        source="explicit",
+        timestamp=datetime(2026, 11, 23, 23, 30, tzinfo=UTC),  # already 00:30 on the 24th in Madrid
+    )
+    async with MemoryManager.open(MemorySettings(), store=InMemoryStore()) as utc_memory:
+        in_utc = utc_memory.prepare_fact(said, user_id)
+    async with MemoryManager.open(MemorySettings(date_timezone="Europe/Madrid"), store=InMemoryStore()) as memory:
+        in_madrid = memory.prepare_fact(said, user_id)
+    assert in_utc is not None
+    assert in_madrid is not None
+    assert in_utc.content == "Recoge las piezas el 2026-11-24"
+    assert in_madrid.content == "Recoge las piezas el 2026-11-25"
+    with pytest.raises(ValueError, match="unknown timezone"):
+        MemorySettings(date_timezone="Europe/Atlantis")
