@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
@@ -84,6 +84,9 @@ class MemoryStats:
     """Facts whose relative dates ("next Friday") were rewritten as absolute dates."""
     facts_expiring: int = 0
     """Facts stored with an expiry (temporary facts)."""
+    extraction_rejections: dict[str, int] = field(default_factory=dict)
+    """Extractor items rejected, by reason ("unknown_category", "bad_confidence", "empty", "too_long"...);
+    their total is part of `facts_rejected`."""
     extraction_fields_dropped: int = 0
     """Optional fields removed from extracted facts: a `replaces` id that was not a candidate, a bad
     `expires_at`."""
@@ -576,6 +579,8 @@ class MemoryManager:
         self.stats.extraction_model_calls += outcome.model_calls
         self.stats.facts_rejected += outcome.rejected
         self.stats.extraction_fields_dropped += sum(outcome.dropped_fields.values())
+        for reason, count in outcome.rejections.items():
+            self.stats.extraction_rejections[reason] = self.stats.extraction_rejections.get(reason, 0) + count
         if outcome.rejections or outcome.dropped_fields:
             logger.info(
                 "%s extraction output: rejected %s, fields dropped %s",
@@ -633,7 +638,6 @@ class MemoryManager:
                 return self._maybe_skip(session_id, pending, end_of_request)
             run = ExtractionRun(trigger=trigger, messages=len(pending))
             self._count_trigger(trigger)
-            calls_before = self.stats.extraction_model_calls
             try:
                 known = await self._candidate_facts(uid)
                 facts = await self.extract_facts_from_conversation(pending, uid, known_facts=known)
@@ -646,7 +650,6 @@ class MemoryManager:
                 logger.warning("%s extraction (%s) failed for session %s: %s", LOG_PREFIX, trigger, session_id, exc)
             else:
                 self._cursors.advance(session_id, pending)
-            run.model_calls = self.stats.extraction_model_calls - calls_before
             return run
 
     def _maybe_skip(self, session_id: str, pending: Sequence[Message], end_of_request: bool) -> ExtractionRun:

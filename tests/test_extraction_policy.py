@@ -357,3 +357,21 @@ async def test_a_current_temporary_fact_reaches_the_prompt_until_it_expires(
     assert fact.expires_at > datetime.now(UTC) + timedelta(days=1)
     context = await pg_memory.get_memory_context(session, user_id)
     assert [f.content for f in context.long_term.facts] == [fact.content]
+
+
+async def test_bad_items_are_counted_by_reason_and_the_good_ones_stored(
+    pg_settings: MemorySettings, user_id: UUID
+) -> None:
+    items = [
+        {"content": "Requiere ISO 9001", "category": "requirement", "confidence": 0.9},
+        {"content": "Le gusta el pádel", "category": "hobby", "confidence": 0.9},
+        {"content": "x" * 600, "category": "fact", "confidence": 0.9},
+        {"content": "Quizá prefiera latón", "category": "preference", "confidence": 0.3},  # below the threshold
+    ]
+    async with manager(pg_settings, CountingModel(facts=lambda prompt: items)) as memory:
+        session = f"s-{uuid4()}"
+        await say(memory, session, "Recuerda que necesitamos ISO 9001")
+        run = await memory.extract_if_due(session, user_id)
+        assert [f.content for f in run.stored] == ["Requiere ISO 9001"]
+        assert memory.stats.extraction_rejections == {"unknown_category": 1, "too_long": 1}
+        assert memory.stats.facts_rejected == 3

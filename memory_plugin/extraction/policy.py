@@ -132,8 +132,6 @@ class ExtractionRun:
     """Why it ran; None when nothing was due."""
     messages: int = 0
     """Messages given to the extractor (all pending ones, user and assistant)."""
-    model_calls: int = 0
-    """Model requests made."""
     stored: list[MemorizedFact] = field(default_factory=list)
     """Facts written or reinforced."""
     skipped: bool = False
