@@ -141,7 +141,8 @@ _SPECS: tuple[CategorySpec, ...] = (
         name="fact",
         seed="000 (FACT)",
         label="fact",
-        description="Any other lasting fact about the user or their company: sector, machines, location, size.",
+        description="Any other fact worth remembering beyond this conversation: sector, machines, location, size;"
+        " or a temporary situation with its dates (then give expires_at).",
         default_importance=2,
         store=("Trabaja en el sector aeroespacial", "Will be away the weekend of 2026-11-28 (temporary)"),
         do_not_store=("greetings, small talk, and anything true only during this conversation",),
