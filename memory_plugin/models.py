@@ -35,7 +35,7 @@ FactCategory = Literal[
     "goal", "routine", "contact", "health_note", "fact",  # seed 000's GOAL, ROUTINE, CONTACT, HEALTH_NOTE, FACT
 ]
 # fmt: on
-"""One taxonomy for seeds 004, 002 and 000 (seed 000's PREFERENCE is `preference`); see `memory_plugin.taxonomy`."""
+"""Seed 004's categories: what the user likes, needs, cannot exceed, and thinks of past work."""
 FactSource = Literal["explicit", "inferred"]
 """`explicit`: the user said it; `inferred`: the extractor concluded it."""
 CommunicationStyle = Literal["technical", "simple"]

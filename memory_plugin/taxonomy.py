@@ -8,8 +8,8 @@ weight.
 
 This module is the one place the categories are described: the LLM extractor's instructions are rendered
 from it (`render_taxonomy_for_prompt`), the rule-based extractor and the memory tools take default
-importances from it (`default_importance`), the prompt block takes its short labels from it, and the README
-table mirrors it. The SQL check constraint on `user_memory.category` allows exactly these names.
+importances from it (`default_importance`), and the README table mirrors it. The SQL check constraint on
+`user_memory.category` allows exactly these names.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ __all__ = [
     "FACT_CATEGORIES",
     "TAXONOMY",
     "CategorySpec",
-    "category_label",
     "default_importance",
     "render_taxonomy_for_prompt",
 ]
@@ -42,8 +41,6 @@ class CategorySpec:
     """The value stored in `user_memory.category`."""
     seed: str
     """Where it comes from: "004", "002" or "000" (with seed 000's own type name)."""
-    label: str
-    """Short tag shown before the fact in the agent's memory block."""
     description: str
     """What a fact of this category says about the user, in one sentence."""
     default_importance: int
@@ -58,7 +55,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="preference",
         seed="004 (= seed 000's PREFERENCE)",
-        label="pref",
         description="What the user likes or usually chooses: materials, processes, finishes, suppliers, how to be"
         " answered.",
         default_importance=3,
@@ -68,7 +64,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="requirement",
         seed="004",
-        label="req",
         description="What the user's parts or orders must meet: tolerances, certifications, standards, documents.",
         default_importance=4,
         store=("Requiere certificación ISO 9001 en todas las piezas", "Needs a tolerance of ±0.01 mm on shafts"),
@@ -77,7 +72,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="constraint",
         seed="004",
-        label="limit",
         description="A limit the user cannot exceed: budget per order or per part, deadlines, batch sizes.",
         default_importance=4,
         store=("No puede superar 1500 € por pedido", "Budget is capped at $2,000 per order"),
@@ -86,7 +80,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="feedback",
         seed="004",
-        label="feedback",
         description="The user's judgement of past work: late deliveries, quality problems, praise.",
         default_importance=3,
         store=("Opinión: la última entrega llegó tarde", "Feedback: the last batch had burrs"),
@@ -95,7 +88,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="rejection",
         seed="002 (history.rejections)",
-        label="never suggest",
         description="Something the user turned down and does not want suggested again.",
         default_importance=5,
         store=("No quiere que le sugieran acero 1045", "Do not suggest powder coating"),
@@ -104,7 +96,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="goal",
         seed="000 (GOAL)",
-        label="goal",
         description="What the user is working towards: a certification, moving to production, lowering unit cost.",
         default_importance=3,
         store=("Objetivo: pasar a producción en serie en 2027", "Goal: get AS9100 certified"),
@@ -113,7 +104,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="routine",
         seed="000 (ROUTINE)",
-        label="routine",
         description="A recurring habit: when they order, when they can receive deliveries, review cycles.",
         default_importance=3,
         store=("Hace pedidos a principios de cada mes", "Receives deliveries only on weekday mornings"),
@@ -122,7 +112,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="contact",
         seed="000 (CONTACT)",
-        label="contact",
         description="Who to deal with and how: a role and a name, the preferred channel.",
         default_importance=3,
         store=("Su responsable de compras es Marta", "Prefers to be contacted by email"),
@@ -131,7 +120,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="health_note",
         seed="000 (HEALTH_NOTE, non-clinical)",
-        label="health note",
         description="A non-clinical note about health that changes how to serve the user, e.g. what it affects.",
         default_importance=2,
         store=("Tiene una condición médica que afecta a los turnos", "Has a medical condition that affects travel"),
@@ -140,7 +128,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="fact",
         seed="000 (FACT)",
-        label="fact",
         description="Any other fact worth remembering beyond this conversation: sector, machines, location, size;"
         " or a temporary situation with its dates (then give expires_at).",
         default_importance=2,
@@ -156,12 +143,6 @@ TAXONOMY: Mapping[FactCategory, CategorySpec] = MappingProxyType({spec.name: spe
 def default_importance(category: FactCategory) -> int:
     """The category's default importance (1–5)."""
     return TAXONOMY[category].default_importance
-
-
-def category_label(category: str) -> str:
-    """The short tag for the memory block; an unknown name is shown as is."""
-    spec = TAXONOMY.get(category)  # type: ignore[call-overload]  # a stored name may predate the taxonomy
-    return spec.label if spec is not None else category
 
 
 def render_taxonomy_for_prompt() -> str:
