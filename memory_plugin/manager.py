@@ -672,13 +672,20 @@ class MemoryManager:
             self.stats.extractions_cadence += 1
 
     async def _candidate_facts(self, user_id: UUID) -> list[MemorizedFact]:
-        """The user's current facts the agent sees (same query as the context, so the outage cache keeps the
-        same shape), given to the extractor for `replaces`; [] when the store cannot be read now."""
+        """The user's best-ranked current facts (`extraction_candidate_facts` of them), given to the extractor
+        with their ids for `replaces`; [] when the store cannot be read now (extraction goes on without)."""
+        if self.settings.extraction_candidate_facts == 0:
+            return []
+        query = ContextQuery(
+            max_facts=self.settings.extraction_candidate_facts, max_projects=0, max_patterns=0, weights=self._weights
+        )
+        # Through the primary, not ResilientStore.read_context: that would replace the user's cached context
+        # (the outage copy of what the agent sees) with this wider, facts-only read.
+        store = self.store.primary if isinstance(self.store, ResilientStore) else self.store
+        if store is None:
+            return []
         try:
-            if isinstance(self.store, ResilientStore):
-                records = (await self.store.read_context(user_id, self._context_query())).records
-            else:
-                records = await self.store.context(user_id, self._context_query())
+            records = await store.context(user_id, query)
         except StoreError as exc:
             if self.settings.require_pg_memory and isinstance(exc, StoreUnavailableError):
                 raise

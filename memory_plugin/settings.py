@@ -131,6 +131,11 @@ class MemorySettings(BaseSettings):
     extract_at_end_of_request: bool = True
     """Extract when a request is complete (the budget-request workflow says so when the user confirms)."""
 
+    extraction_candidate_facts: int = Field(default=30, ge=0)
+    """How many of the user's current facts (best-ranked first) the extractor is shown, with their ids, so that
+    a new fact can name the one it replaces ("the budget is now 2000 €") and a restated fact can reuse the
+    stored wording. 0: none."""
+
     date_timezone: str | None = None
     """IANA timezone (e.g. `Europe/Madrid`) in which relative dates in facts ("mañana", "next Friday") are
     resolved: the users' local calendar. Unset: the message timestamp's own timezone (UTC for messages
