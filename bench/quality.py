@@ -23,6 +23,8 @@ computed with the same redaction and date rules the manager applies):
 - model calls per user turn (target ≤ 0.3);
 - facts stated (distinct scripted facts; statements including repeats) vs fact rows stored, and current rows;
 - duplicates stored: for each scripted fact, current rows beyond the first (target 0);
+- facts lost: scripted facts still true at the end (not superseded, not expired) without a current row
+  (target 0; a near-duplicate merge that swallows a changed value shows up here);
 - superseded facts reaching the prompt: scripted-superseded fact ids present in the context read before each
   user turn, summed over turns (target 0), and how many distinct ones;
 - rejections in the final prompt, the expired temporary fact absent, the current one present;
@@ -371,6 +373,8 @@ class QualityResult:
     health_dropped: int = 0
     secrets_in_table: int = 0
     unmapped_rows: int = 0
+    lost_ids: list[str] = field(default_factory=list)
+    """Scripted facts still true at the end (not superseded, not expired) with no current row."""
     triggers: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -455,11 +459,14 @@ async def run_conversation(database_url: str, *, reuse_known_wording: bool) -> Q
     result.rejections_in_final_prompt = len(rejections & final_fids)
     result.expired_in_prompt = "away1" in final_fids
     result.current_temporary_in_prompt = "away2" in final_fids
-    await asyncio.to_thread(_count_rows, database_url, user, stored_fid, result)
+    current_fids = await asyncio.to_thread(_count_rows, database_url, user, stored_fid, result)
+    still_true = set(stated) - superseded - {"away1"}  # the weekend trip of six weeks ago has expired
+    result.lost_ids = sorted(still_true - current_fids)
     return result
 
 
-def _count_rows(database_url: str, user: UUID, stored_fid: dict[str, str], result: QualityResult) -> None:
+def _count_rows(database_url: str, user: UUID, stored_fid: dict[str, str], result: QualityResult) -> set[str]:
+    """Fill the row counts of `result`; return the scripted fact ids that have a current row."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         rows = conn.execute(
             "select content, invalid_at is null and archived_at is null and (expires_at is null or expires_at > now())"
@@ -479,6 +486,7 @@ def _count_rows(database_url: str, user: UUID, stored_fid: dict[str, str], resul
         result.secrets_in_table += sum(secret in content for secret in _SECRETS)
     result.duplicate_ids = sorted(fid for fid, n in current.items() if n > 1)
     result.duplicates = sum(n - 1 for n in current.values() if n > 1)
+    return set(current)
 
 
 # --- report -----------------------------------------------------------------------------------------------------
@@ -513,6 +521,11 @@ def quality_table(results: Sequence[QualityResult]) -> BenchTable:
     row(
         "duplicates stored (current rows beyond one per scripted fact)",
         [f"{r.duplicates} {_mark(r.duplicates == 0)} {_ids(r.duplicate_ids)}" for r in results],
+        "0",
+    )
+    row(
+        "facts lost: still true at the end but no current row",
+        [f"{len(r.lost_ids)} {_mark(not r.lost_ids)} {_ids(r.lost_ids)}" for r in results],
         "0",
     )
     row(

@@ -25,6 +25,7 @@ async def test_quality_run_measures_calls_rows_and_the_prompt(database_url: str)
     assert result.calls_per_turn <= 0.3
     assert result.unmapped_rows == 0  # every row is recognised, so the duplicate count is trustworthy
     assert result.duplicates == 0  # restated in the known wording: exact-hash reinforcement suffices
+    assert result.lost_ids == []
     assert result.secrets_in_table == 0
     assert result.health_reduced == 1
     assert result.rejections_in_final_prompt == result.rejections_stated == 2
@@ -36,3 +37,4 @@ async def test_quality_run_measures_calls_rows_and_the_prompt(database_url: str)
     assert "model calls per user turn" in labels
     assert "superseded facts reaching the prompt (fact × turn; distinct)" in labels
     assert "duplicates stored (current rows beyond one per scripted fact)" in labels
+    assert "facts lost: still true at the end but no current row" in labels
