@@ -27,9 +27,9 @@ class Note(BaseModel):
 
     content: CleanText
     """The text to remember, as it should be found and shown."""
-    category: FactCategory = "note"
-    """What kind of fact it is; `note` (default) for anything that is not a preference, requirement,
-    constraint or feedback (a conversation turn, an event)."""
+    category: FactCategory = "fact"
+    """What kind of fact it is (`memory_plugin.taxonomy`); `fact` (default) for anything that is not a
+    preference, requirement, goal… (a conversation turn, an event)."""
     occurred_at: datetime | None = None
     """When it was said or happened (a question naming that date finds it); None: now."""
     expires_at: datetime | None = None

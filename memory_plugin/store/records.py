@@ -172,6 +172,9 @@ class MemoryRecord:
             source_message_ids=self.source_message_ids,
             importance=self.importance,
             last_reinforced_at=self.last_reinforced_at if self.relevance_count else None,
+            expires_at=self.expires_at,
+            invalid_at=self.invalid_at,
+            superseded_by=self.superseded_by,
         )
 
     def to_project(self) -> ProjectRecord:
@@ -211,6 +214,7 @@ def _fact_item(fact: MemorizedFact, session_id: str | None) -> MemoryItem:
         source_message_ids=fact.source_message_ids,
         session_id=session_id,
         occurred_at=fact.timestamp,
+        expires_at=fact.expires_at,
     )
 
 
