@@ -49,7 +49,7 @@ VOCABULARY = 5000
 LOAD_FACTS_SQL = """
 insert into public.user_memory (id, user_id, kind, category, content, confidence, importance, content_hash,
                                 created_at, last_reinforced_at, occurred_at, metadata, session_id)
-select gen_random_uuid(), %(user)s, 'fact', 'note',
+select gen_random_uuid(), %(user)s, 'fact', 'fact',
        (select string_agg('w' || floor(100 * exp(random() * ln(%(vocab)s / 100.0)))::int, ' ')
           from generate_series(1, 6 + (g %% 10)) where g > 0),
        0.6 + random() * 0.4, 1 + (g %% 5), md5(%(user)s::text || g), now() - random() * interval '400 days',

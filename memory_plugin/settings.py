@@ -123,7 +123,8 @@ class MemorySettings(BaseSettings):
     """Facts embedded per model call at write time and by `reembed`."""
 
     search_weight_text: float = Field(default=1.0, ge=0)
-    """Full-text relevance (ts_rank over English and Spanish stems, normalised by the best candidate's)."""
+    """Full-text relevance (BM25 over English stems, Spanish and English stop words dropped; normalised by the
+    best candidate's)."""
 
     search_weight_vector: float = Field(default=1.0, ge=0)
     """Cosine similarity of the question's and the fact's embeddings."""
@@ -163,7 +164,7 @@ class MemorySettings(BaseSettings):
     """Users with fewer vectors than this are scanned exactly; above, through the HNSW index."""
 
     search_text_scan_limit: int = Field(default=2000, ge=1)
-    """Most full-text matches ranked per search: bounds the cost of very common words in a long history."""
+    """Postings read per question word: bounds the cost of very common words in a long history."""
 
     max_search_chars: int = Field(default=2000, ge=1)
     """Longest question accepted by `search` (longer raises `InvalidMemoryInputError`)."""

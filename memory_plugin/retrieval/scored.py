@@ -15,7 +15,7 @@ class ScoreComponents:
     """Each signal of the score, before weighting (see `SearchWeights` for the formula)."""
 
     text: float = 0.0
-    """Full-text relevance, 0–1 (1: the best text match among the candidates)."""
+    """Full-text relevance (BM25), 0–1 (1: the best text match among the candidates)."""
     vector: float = 0.0
     """Cosine similarity of the embeddings (0 without a usable embedding)."""
     neighbour: float = 0.0
