@@ -238,3 +238,21 @@ async def test_context_with_a_query_holds_the_facts_that_answer_it(any_memory: M
     assert asked.long_term.facts[0].content == "Her dog is called Luna"
     assert len(asked.long_term.facts) == 3
     assert asked.long_term_available
+
+
+async def test_the_hnsw_path_finds_what_the_exact_scan_finds(pg_memory: MemoryManager, user_id: UUID) -> None:
+    texts = [f"Order {i}: {n} flanges in {m}" for i, (n, m) in enumerate([(10, "brass"), (20, "steel"), (5, "PVC")])]
+    texts.append("Spends every weekend hiking up mountain trails with her dog")
+    for text in texts:
+        await pg_memory.remember(user_id, text)
+    question = "What outdoor activities does she enjoy?"
+    exact = await pg_memory.search(user_id, question, limit=4)
+
+    # Above the threshold the vector channel walks the HNSW index of the user's partition instead.
+    settings = pg_memory.settings.model_copy(update={"search_exact_scan_below": 0})
+    via_index = await MemoryManager(settings, pg_memory.store, embedder=pg_memory.embedder).search(
+        user_id, question, limit=4
+    )
+
+    assert contents(via_index)[0] == contents(exact)[0] == texts[-1]
+    assert via_index[0].components.vector == pytest.approx(exact[0].components.vector, abs=1e-6)
