@@ -8,7 +8,7 @@ takes their lexemes from PostgreSQL's `public.memory_tsvector` (the configuratio
 server, migrated, in a temporary directory), then ranks each conversation's turns for each question with a
 ladder of methods, each adding one signal to the previous, and prints recall@1/5/10/20 over categories 1–4.
 No database round trip per question, so the whole ladder runs in about a minute. The signals mirror
-`public.memory_search` (BM25 with idf = ln(1 + 2000 / df), no length normalisation; max-normalised; the
+`public.memory_search` (BM25 with idf = ln(1 + text_scan_limit / df), no length normalisation; max-normalised; the
 speaker and date rules of `memory_plugin/retrieval`), computed over all of a conversation's turns rather
 than 50 candidates per channel (measured: the same recall@10 within 0.001). Nothing here looks at the
 answers or the evidence except the scoring.
@@ -32,7 +32,7 @@ import psycopg
 
 from bench.locomo import turn_note
 from memory_plugin.embeddings import local_embedder
-from memory_plugin.retrieval import analyze_query
+from memory_plugin.retrieval import SearchWeights, analyze_query
 from memory_plugin.retrieval.search import TIME_EXPRESSION
 from memory_plugin.store import EmbeddedPostgres
 from memory_plugin.store.migrations import migrate
@@ -41,6 +41,8 @@ from memory_plugin.text import normalize_key
 __all__ = ["main"]
 
 Scores = Callable[[int, list[int]], np.ndarray[Any, Any]]
+TEXT_SCAN_LIMIT = SearchWeights().text_scan_limit
+"""BM25's idf scale, as in `memory_search` (`MEMORY_SEARCH_TEXT_SCAN_LIMIT`)."""
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         out = np.zeros(len(ix))
         for term in q_lex[qi]:
             if df[term]:
-                idf = math.log(1 + 2000 / df[term])
+                idf = math.log(1 + TEXT_SCAN_LIMIT / df[term])
                 for j, i in enumerate(ix):
                     tf = doc_lex[i].get(term, 0)
                     if tf:

@@ -62,7 +62,7 @@ LOAD_DOCS_SQL = """
 insert into public.memory_search_docs (memory_id, user_id, session_id, content, speaker, embedding, embedding_model,
                                        embedded_at)
 select m.id, m.user_id, m.session_id, m.content, lower(m.metadata ->> 'speaker'),
-       (select extensions.l2_normalize(array_agg(random() - 0.5)::extensions.vector)
+       (select extensions.l2_normalize(array_agg(random() - 0.5)::extensions.vector)::extensions.halfvec
           from generate_series(1, 384) where m.id is not null),
        %(model)s, now()
   from public.user_memory m where m.user_id = any(%(users)s) and m.kind = 'fact'
@@ -70,16 +70,16 @@ select m.id, m.user_id, m.session_id, m.content, lower(m.metadata ->> 'speaker')
 """
 HNSW_SQL = (
     "create index memory_search_docs_embedding_idx on public.memory_search_docs"
-    " using hnsw (embedding extensions.vector_cosine_ops)"
+    " using hnsw (embedding extensions.halfvec_cosine_ops)"
 )
 # The two candidate channels of memory_search, as it runs them (for EXPLAIN).
 VECTOR_PLAN_SQL = (
     "select d.memory_id from public.memory_search_docs d where d.user_id = %s and d.embedding_model = %s"
-    " order by d.embedding operator(extensions.<=>) %s::extensions.vector limit 50"
+    " order by d.embedding operator(extensions.<=>) %s::extensions.halfvec limit 50"
 )
 EXACT_PLAN_SQL = (
     "select d.memory_id from public.memory_search_docs d where d.user_id = %s and d.embedding_model = %s"
-    " order by (d.embedding operator(extensions.<=>) %s::extensions.vector) + 0 limit 50"
+    " order by (d.embedding operator(extensions.<=>) %s::extensions.halfvec) + 0 limit 50"
 )
 TEXT_PLAN_SQL = (
     "select s.memory_id, s.tf from public.memory_search_terms s where s.user_id = %s"
@@ -160,10 +160,7 @@ def _plans(url: str, user: uuid.UUID, vector: tuple[float, ...], question: str, 
                      (claims,))  # fmt: skip
         conn.execute("select set_config('hnsw.iterative_scan', 'relaxed_order', true)")
         conn.execute("select set_config('hnsw.ef_search', '50', true)")
-        vector_sql = (
-            VECTOR_PLAN_SQL.replace("%s::extensions.vector", "%s::extensions.vector) + 0") if exact else VECTOR_PLAN_SQL
-        )
-        vector_sql = vector_sql.replace("order by d.embedding", "order by (d.embedding") if exact else vector_sql
+        vector_sql = EXACT_PLAN_SQL if exact else VECTOR_PLAN_SQL
         vec = "\n".join(r[0] for r in conn.execute("explain " + vector_sql, (user, MODEL, literal)).fetchall())
         txt = "\n".join(r[0] for r in conn.execute("explain " + TEXT_PLAN_SQL, (user, question)).fetchall())
         conn.rollback()
@@ -173,7 +170,7 @@ def _plans(url: str, user: uuid.UUID, vector: tuple[float, ...], question: str, 
             return "HNSW (the user's partition)"
         if "memory_search_terms_pkey" in plan:
             return "btree postings (user_id, lexeme), index only" if "Index Only" in plan else "btree postings"
-        if "user_model_idx" in plan:
+        if "user_id_embedding_model_idx" in plan or "user_model_idx" in plan:
             return "exact: the user's vectors via (user_id, embedding_model), sorted"
         return "other: " + plan.splitlines()[0][:60]
 

@@ -163,7 +163,7 @@ class MemorySettings(BaseSettings):
     search_exact_scan_below: int = Field(default=2000, ge=0)
     """Users with fewer vectors than this are scanned exactly; above, through the HNSW index."""
 
-    search_text_scan_limit: int = Field(default=2000, ge=1)
+    search_text_scan_limit: int = Field(default=500, ge=1)
     """Postings read per question word: bounds the cost of very common words in a long history."""
 
     max_search_chars: int = Field(default=2000, ge=1)

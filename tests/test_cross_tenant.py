@@ -147,7 +147,7 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
         admin_conn.execute("select public.memory_upsert_items(%s, %s::jsonb)", (user, payload))
         # Every fact has a vector, so the search attack has something to find.
         admin_conn.execute(
-            "update public.memory_search_docs set embedding = %s::extensions.vector, embedding_model = 'test'"
+            "update public.memory_search_docs set embedding = %s::extensions.halfvec, embedding_model = 'test'"
             " where user_id = %s",
             (_VECTOR, user),
         )
