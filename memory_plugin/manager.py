@@ -403,7 +403,8 @@ class MemoryManager:
         (throttled) and counted, not raised, unless `require_pg_memory`.
         With `query` (the current message) the facts are the ones `search` ranks best for it (relevance, then
         importance, confidence and recency), searched concurrently with the rest of the context; without, the
-        user's most important, confident and recent facts. If the search fails, the latter are used.
+        user's most important, confident and recent facts. Rejections ("don't suggest X") are kept either way.
+        If the search fails, the facts ranked without the query are used.
         """
         _check_session_id(session_id)
         uid = _parse_user_id(user_id) if user_id is not None else None
@@ -429,7 +430,12 @@ class MemoryManager:
             except (StoreError, InvalidMemoryInputError) as exc:
                 self._report_store_failure("searching the context's facts", exc)
             else:
-                context.long_term.facts = [h.memory.to_fact() for h in hits]
+                chosen = [h.memory.to_fact() for h in hits]
+                ids = {f.id for f in chosen}
+                # Rejections ("don't suggest X") reach the prompt whatever the message (seed 002): kept from
+                # the importance-ranked read, where their importance puts them first.
+                kept = [f for f in context.long_term.facts if f.category == "rejection" and f.id not in ids]
+                context.long_term.facts = chosen + kept
         return context
 
     async def _read_context(self, session_id: str, uid: UUID, short: ShortTermMemory) -> MemoryContext:

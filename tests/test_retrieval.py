@@ -256,3 +256,17 @@ async def test_the_hnsw_path_finds_what_the_exact_scan_finds(pg_memory: MemoryMa
 
     assert contents(via_index)[0] == contents(exact)[0] == texts[-1]
     assert via_index[0].components.vector == pytest.approx(exact[0].components.vector, abs=1e-6)
+
+
+async def test_context_with_a_query_keeps_the_rejections(any_memory: MemoryManager, user_id: UUID) -> None:
+    rejection = MemorizedFact(
+        content="No sugerir acero inoxidable 316", category="rejection", confidence=1.0, source="explicit", importance=5
+    )
+    await any_memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=[rejection]))
+    await any_memory.remember(user_id, "Her dog is called Luna")
+
+    ctx = await any_memory.get_memory_context("s-rej", user_id, query="What is the name of her dog?")
+
+    contents_ = [f.content for f in ctx.long_term.facts]
+    assert contents_[0] == "Her dog is called Luna"
+    assert "No sugerir acero inoxidable 316" in contents_
