@@ -1,6 +1,7 @@
--- Query-aware retrieval: embeddings in pgvector beside their text, full-text and trigram relevance, and one
+-- Query-aware retrieval: embeddings in pgvector beside their text, BM25 and trigram relevance, and one
 -- function, memory_search, that fuses them and the fact's own weight (importance, confidence, recency) in one
--- round trip. README "Search and remember" explains the ranking; bench/locomo.py measures it.
+-- round trip. README "Search and remember" explains the ranking; bench/locomo.py measures it,
+-- bench/retrieval_latency.py its cost at scale.
 --
 -- Where the vectors live. A separate table, memory_search_docs, one row per fact, rather than columns on
 -- user_memory:
@@ -8,8 +9,9 @@
 --    tsvector on every returned row would cost every context read ~1.6 kB per fact for nothing;
 --  - the text that was embedded sits beside its vector (`content`), so the dashboard shows what each embedding
 --    means (seed 003: anything with an embedding has its plain text beside it);
---  - the row also carries what search needs per fact (tsvector, session and insertion order for neighbours),
---    so candidate generation reads one narrow table and joins user_memory only for the few candidates.
+--  - the row also carries what search needs per fact (tsvector, speaker, time expressions, session and
+--    insertion order for neighbours), so search joins user_memory only for the few candidates;
+--  - it can be partitioned by user (below), which the HNSW index needs to stay fast as the table grows.
 -- One embedding per fact, with its model: a search filters `embedding_model = p_model`, so vectors of two
 -- models are never compared; after a model change `memory-plugin reembed` rewrites them (until then those
 -- facts are found by text only). pgvector's HNSW needs a fixed dimension: 384 (all-MiniLM-L6-v2;
@@ -315,7 +317,7 @@ $$;
 --    starve the result), best BM25 matches (memory_search_terms; at most p_text_scan_limit postings per word
 --    are read, bounding the cost of very common words), and facts stated inside a date the question names.
 -- 2. Relevance of each candidate, a weighted sum (weights calibrated on LoCoMo's development split, see
---    memory_plugin/retrieval/weights.py; reciprocal-rank fusion measured 0.09 lower recall@10):
+--    memory_plugin/retrieval/weights.py; reciprocal-rank fusion measured 0.05 lower recall@10):
 --      text      BM25 / the best BM25 among the candidates (0–1)
 --      vector    cosine similarity to the question
 --      neighbour best cosine similarity of the fact just before or after it in its session (a question
