@@ -60,11 +60,11 @@ select gen_random_uuid(), %(user)s, 'fact', 'fact',
 """
 LOAD_DOCS_SQL = """
 insert into public.memory_search_docs (memory_id, user_id, session_id, content, speaker, embedding, embedding_model,
-                                       embedded_at)
+                                       embedded_at, prev_memory_id)
 select m.id, m.user_id, m.session_id, m.content, lower(m.metadata ->> 'speaker'),
        (select extensions.l2_normalize(array_agg(random() - 0.5)::extensions.vector)::extensions.halfvec
           from generate_series(1, 384) where m.id is not null),
-       %(model)s, now()
+       %(model)s, now(), lag(m.id) over (partition by m.user_id, m.session_id order by m.created_at, m.id)
   from public.user_memory m where m.user_id = any(%(users)s) and m.kind = 'fact'
  order by m.created_at
 """
