@@ -20,7 +20,17 @@ from .models import MemoryContext
 __all__ = ["MemoryFormat", "format_memory_for_agent"]
 
 _ANGLE = str.maketrans({"<": "‹", ">": "›"})
-_CATEGORY_LABEL = {"preference": "pref", "requirement": "req", "constraint": "limit", "feedback": "feedback"}
+_CATEGORY_LABEL = {
+    "preference": "pref",
+    "requirement": "req",
+    "constraint": "limit",
+    "feedback": "feedback",
+    "goal": "goal",
+    "routine": "routine",
+    "contact": "contact",
+    "health_note": "health",
+    "fact": "fact",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +74,18 @@ def format_memory_for_agent(context: MemoryContext, fmt: MemoryFormat | None = N
     if pref_parts:
         lines.append("Preferences: " + "; ".join(pref_parts))
 
-    if long.facts:
+    # Rejections are listed apart, always, whatever their rank: the user said never to suggest these.
+    facts = [f for f in long.facts if f.category != "rejection"]
+    rejections = [f for f in long.facts if f.category == "rejection"]
+    if facts:
         lines.append("Known facts (confidence):")
         lines.extend(
-            f"- [{_CATEGORY_LABEL[f.category]} {f.confidence:.1f}] {_clean(f.content, fmt.item_chars)}"
-            for f in long.facts
+            f"- [{_CATEGORY_LABEL.get(f.category, f.category)} {f.confidence:.1f}] {_clean(f.content, fmt.item_chars)}"
+            for f in facts
         )
+    if rejections:
+        lines.append("Never suggest (the user rejected these):")
+        lines.extend(f"- {_clean(f.content, fmt.item_chars)}" for f in rejections)
     if long.projects:
         lines.append("Past projects:")
         for p in long.projects:

@@ -28,7 +28,13 @@ __all__ = [
 ]
 
 Role = Literal["user", "assistant", "system"]
-FactCategory = Literal["preference", "requirement", "constraint", "feedback"]
+# fmt: off
+FactCategory = Literal[
+    "preference", "requirement", "constraint", "feedback",  # seed 004
+    "rejection",  # seed 002: "don't suggest X" — always reaches the prompt
+    "goal", "routine", "contact", "health_note", "fact",  # seed 000's GOAL, ROUTINE, CONTACT, HEALTH_NOTE, FACT
+]
+# fmt: on
 """Seed 004's categories: what the user likes, needs, cannot exceed, and thinks of past work."""
 FactSource = Literal["explicit", "inferred"]
 """`explicit`: the user said it; `inferred`: the extractor concluded it."""
@@ -98,6 +104,14 @@ class MemorizedFact(BaseModel):
     """1 (trivia) to 5 (must never be forgotten); seed 000's ranking weight."""
     last_reinforced_at: datetime | None = None
     """When the fact was last stated again (None: never repeated)."""
+    expires_at: datetime | None = None
+    """After this the fact is never shown (temporary facts: "trip this weekend")."""
+    replaces: UUID | None = None
+    """Id of a current fact this one supersedes (the extractor sets it; it is shown the candidate facts)."""
+    invalid_at: datetime | None = None
+    """When it stopped being true; None for a current fact (history queries return the others)."""
+    superseded_by: UUID | None = None
+    """The fact that replaced it, if any."""
 
 
 class UserPreferences(BaseModel):

@@ -41,6 +41,7 @@ RPC_CALLS: dict[str, str] = {
     "memory_upsert_items": "select * from public.memory_upsert_items({b}, %(items)s::jsonb)",
     "memory_context": "select * from public.memory_context({b})",
     "memory_rank_facts": "select * from public.memory_rank_facts({b}, 100, 0.6, 0.3, 0.1, 30, now())",
+    "memory_fact_history": "select * from public.memory_fact_history({b})",
 }
 TRIGGER_FUNCTIONS = {"user_memory_touch_updated_at"}
 

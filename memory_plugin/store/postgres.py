@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -25,16 +26,17 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreError, StoreUnavailableError
-from .base import ContextQuery
+from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
 __all__ = ["PostgresStore"]
 
-UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::real, %s::uuid)"
+UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::real, %s::uuid, %s::real)"
 CONTEXT_SQL = (
     "select * from public.memory_context(%s, %s, %s, %s, %s::real, %s::real, %s::real, %s::real,"
-    " coalesce(%s::timestamptz, now()))"
+    " coalesce(%s::timestamptz, now()), %s::jsonb, %s::real, %s)"
 )
+FACT_HISTORY_SQL = "select * from public.memory_fact_history(%s, %s::timestamptz, %s, %s)"
 LIST_RECORDS_SQL = (
     "select * from public.user_memory where user_id = %s and (%s::text is null or kind = %s)"
     " order by created_at desc, id limit %s"
@@ -140,7 +142,13 @@ class PostgresStore:
         return rows
 
     async def upsert(
-        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
+        self,
+        user_id: UUID,
+        items: Sequence[MemoryItem],
+        *,
+        reinforcement_step: float,
+        write_id: UUID | None = None,
+        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
     ) -> list[MemoryRecord]:
         """All items in one statement (one round trip), whatever their number.
 
@@ -150,7 +158,9 @@ class PostgresStore:
         if not items:
             return []
         payload = json.dumps([item.as_json() for item in items], ensure_ascii=False)
-        rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step, write_id))
+        rows = await self._fetch(
+            user_id, UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step, write_id, near_duplicate_threshold)
+        )
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
@@ -169,8 +179,18 @@ class PostgresStore:
                 w.recency,
                 w.recency_window_days,
                 query.now,
+                json.dumps(query.decay.as_json()),
+                query.decay.floor,
+                query.max_rejections,
             ),
         )
+        return [MemoryRecord.from_row(r) for r in rows]
+
+    async def fact_history(
+        self, user_id: UUID, *, at: datetime | None = None, include_invalid: bool = True, limit: int = 1000
+    ) -> list[MemoryRecord]:
+        """One call to `public.memory_fact_history`."""
+        rows = await self._fetch(user_id, FACT_HISTORY_SQL, (user_id, at, include_invalid, limit))
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def list_records(
