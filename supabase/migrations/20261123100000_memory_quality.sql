@@ -53,6 +53,11 @@ update public.user_memory set match_key = lower(content) where kind = 'fact';
 -- A replayed write returns the rows its first application produced (a near-duplicate lands on another row's
 -- content_hash, so the items' own hashes no longer find them).
 alter table public.memory_applied_writes add column record_ids uuid[];
+-- memory_upsert_items fills record_ids in after the rows are written, as the user (security invoker), so a
+-- user may now update their own write records. Nothing else: the row stays theirs (with check), and changing
+-- record_ids only changes what a replay of their own write returns.
+create policy memory_applied_writes_update_own on public.memory_applied_writes
+    for update to authenticated using ((select auth.uid()) = user_id) with check ((select auth.uid()) = user_id);
 
 
 -- Indexes. Ranking reads facts other than rejections (rejections have their own branch of memory_context);
