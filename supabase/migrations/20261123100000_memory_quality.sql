@@ -109,6 +109,10 @@ create function public.memory_upsert_items(
     language plpgsql
     security invoker
     set search_path = ''
+    -- Generic plans, planned once per connection: the statements below are planned in about a millisecond
+    -- (which a one-fact write would pay on every call with custom plans), and a generic plan does not
+    -- over-trust the statistics of one user id (a new user looks like it has no rows).
+    set plan_cache_mode = force_generic_plan
 as $$
 declare
     v_now      timestamptz := now();
