@@ -3,7 +3,7 @@
 -- history queries. The rules are described in memory_plugin/quality/ (the same rules in Python, for the
 -- in-memory store) and in the README ("Keeping memory small, true and current").
 
--- pg_trgm (trigram similarity) and btree_gin (lets one GIN index hold user_id beside the trigrams) live in
+-- pg_trgm (trigram similarity) and btree_gist (lets one GiST index hold user_id beside the trigrams) live in
 -- the `extensions` schema, as on Supabase. If a project installed pg_trgm elsewhere, it is moved there, so
 -- the functions below (search_path = '') can name it.
 create schema if not exists extensions;
@@ -12,7 +12,7 @@ do $$
 declare
     ext text;
 begin
-    foreach ext in array array['pg_trgm', 'btree_gin'] loop
+    foreach ext in array array['pg_trgm', 'btree_gist'] loop
         if exists (select from pg_extension e join pg_namespace n on n.oid = e.extnamespace
                     where e.extname = ext and n.nspname <> 'extensions') then
             execute format('alter extension %I set schema extensions', ext);
@@ -73,10 +73,13 @@ create index user_memory_fact_recent_idx on public.user_memory
 create index user_memory_rejection_idx on public.user_memory (user_id, last_reinforced_at desc, id)
     where kind = 'fact' and invalid_at is null and archived_at is null and category = 'rejection';
 -- Near-duplicates: the user's current facts of a category and guard whose trigrams resemble the new fact's.
--- One GIN index over all four conditions (btree_gin for the equalities), so the planner has one obvious choice
--- even when it believes the user has few rows (a new user, stale statistics).
+-- GiST over all four conditions (btree_gist for the equalities): the tree is split by user first, so a probe
+-- costs what that user's facts cost. Measured on 113,000 rows (a user with 13,000 facts of a 20-word
+-- vocabulary, the worst case for trigrams), one probe: GiST 1.7 ms for that user and 0.04 ms for a new user;
+-- GIN over the same columns 2.8 to 70 ms and 1.1 ms, because it reads the posting lists of every user's rows
+-- sharing the category and the trigrams; GiST on (user_id, match_key) alone 5.3 ms.
 create index user_memory_fact_match_idx on public.user_memory
-    using gin (user_id, category, match_guard, match_key extensions.gin_trgm_ops)
+    using gist (user_id, category, match_guard, match_key extensions.gist_trgm_ops)
     where kind = 'fact' and invalid_at is null and archived_at is null;
 create index user_memory_fact_slot_idx on public.user_memory (user_id, slot)
     where kind = 'fact' and slot is not null and invalid_at is null and archived_at is null;
@@ -156,18 +159,14 @@ begin
                    occurred_at timestamptz, expires_at timestamptz, metadata jsonb,
                    slot text, match_key text, match_guard text, replaces uuid)
     ),
-    -- Items repeating a stored row exactly, found in one set-based lookup: a per-item subquery may be planned
-    -- as a scan of the user's rows per item when the planner believes the user has few rows.
-    existing as (
-        select m.content_hash from public.user_memory m
-         where m.user_id = p_user_id and m.content_hash in (select r.content_hash from raw r)
-    ),
     -- materialized: target_hash is used three times below (partition, order, distinct); inlined, its index
     -- probe would run once per use.
     targets as materialized (
         select r.*,
                coalesce(
-                   e.content_hash,
+                   -- a stored row with the same hash (current or not: a repeat revives it)
+                   (select m.content_hash from public.user_memory m
+                     where m.user_id = p_user_id and m.content_hash = r.content_hash),
                    case when r.kind = 'fact' and r.match_key is not null and r.match_guard is not null
                              and p_near_duplicate_threshold <= 1 then
                        (select m.content_hash from public.user_memory m
@@ -181,7 +180,7 @@ begin
                          limit 1)
                    end,
                    r.content_hash) as target_hash
-          from raw r left join existing e on e.content_hash = r.content_hash
+          from raw r
     ),
     folded as (
         -- One row per target: the item that matches it exactly (or the first), with what the others add.
