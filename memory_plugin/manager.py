@@ -35,6 +35,7 @@ from .ranking import RankingWeights
 from .session import Clock, SessionStore
 from .settings import MemorySettings
 from .store import ContextQuery, EmbeddedPostgres, LongTermStore, MemoryRecord, PostgresStore
+from .store.admin import MemoryAdmin
 from .store.journal import WriteJournal, database_identity
 from .store.migrations import migrate
 from .store.records import MemoryItem, items_from_update, long_term_from_records
@@ -139,8 +140,16 @@ class _DatabaseConnector:
         )
         if s.auto_migrate:
             try:
-                async with store.pool.connection() as conn:
-                    await migrate(conn)
+                if s.admin_database_url is not None:
+                    # The service path: the application's own role may (and in production should) be unable
+                    # to change the schema.
+                    async with await MemoryAdmin.connect(
+                        s.admin_database_url.get_secret_value(), connect_timeout=s.connect_timeout_seconds
+                    ) as admin:
+                        await admin.migrate()
+                else:
+                    async with store.pool.connection() as conn:
+                        await migrate(conn)
             except (PoolTimeout, psycopg.OperationalError) as exc:
                 await store.close()
                 raise StoreUnavailableError(f"cannot migrate the database: {exc}") from exc

@@ -42,7 +42,8 @@ class MemorySettings(BaseSettings):
     admin_database_url: SecretStr | None = None
     """An administrative role's connection string, for the service path (`MemoryAdmin`: migrations,
     erasing a user). Set it when `database_url` uses the least-privileged application role of
-    `supabase/roles/memory_plugin_app.sql`; when unset, migrations run over `database_url`."""
+    `supabase/roles/memory_plugin_app.sql`; when unset, migrations run over `database_url`. With
+    `auto_migrate`, the manager applies migrations through this URL when it is set."""
 
     pool_min_size: int = Field(default=1, ge=0)
     """Connections the pool keeps open."""

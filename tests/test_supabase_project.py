@@ -154,3 +154,25 @@ async def test_erasing_a_user_is_an_admin_operation_that_removes_only_them(
         assert await admin.erase_user(alice) == 0
     assert await pg_memory.list_memory(alice) == []
     assert [r.content for r in await pg_memory.list_memory(bob)] == ["Bob prefiere acero"]
+
+
+async def test_the_manager_migrates_through_the_admin_url_and_runs_as_the_app_role(
+    app_role: str, fresh_db: str, database_url: str
+) -> None:
+    """The least-privileged role cannot create tables; with `admin_database_url` set, auto-migration uses it."""
+    dbname = conninfo_to_dict(fresh_db)["dbname"]
+    app_url = make_conninfo(app_role, dbname=dbname)
+    with psycopg.connect(fresh_db, autocommit=True) as conn:  # the role may connect to the new database
+        conn.execute(sql.SQL("grant connect on database {} to memory_plugin_app").format(sql.Identifier(dbname)))
+    settings = MemorySettings(
+        database_url=SecretStr(app_url), admin_database_url=SecretStr(fresh_db), resilient_store=False
+    )
+    user = uuid4()
+    async with MemoryManager.open(settings) as memory:
+        await memory.update_memory(MemoryUpdate(user_id=user, new_facts=[_fact("Prefiere latón CW614N")]))
+        ctx = await memory.get_memory_context("s", user)
+    assert [f.content for f in ctx.long_term.facts] == ["Prefiere latón CW614N"]
+    with psycopg.connect(fresh_db) as conn:
+        owner = conn.execute("select tableowner from pg_tables where tablename = 'user_memory'").fetchone()
+    assert owner is not None
+    assert owner[0] != "memory_plugin_app"

@@ -11,6 +11,7 @@ import json
 import random
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -33,7 +34,7 @@ from memory_plugin import (
 )
 from memory_plugin.quality import DecayPolicy
 from memory_plugin.ranking import RankingWeights
-from memory_plugin.store import ContextQuery, MemoryItem
+from memory_plugin.store import ContextQuery, MemoryItem, ResilientStore
 from memory_plugin.text import content_hash
 
 ROW_TIME = "2026-11-22T10:00:00.123456+00:00"
@@ -531,3 +532,51 @@ async def test_concurrent_users_through_the_api_see_only_their_own_memory(databa
 
         results = await asyncio.gather(*(remember_then_read(n, u) for n, u in enumerate(users)))
     assert results == [[f"Prefiere la aleación {n}"] for n in range(len(users))]
+
+
+# --- outages: ResilientStore around SupabaseStore -----------------------------------------------------------------
+
+
+def _fact(content: str) -> MemorizedFact:
+    return MemorizedFact(content=content, category="requirement", confidence=0.9, source="explicit")
+
+
+class FlakyNetwork(httpx.AsyncBaseTransport):
+    """The emulator behind a network that can be cut: while `down`, every request fails to connect."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.down = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError("network unreachable", request=request)
+        return await self.inner.handle_async_request(request)
+
+
+async def test_an_api_outage_loses_nothing_behind_resilient_store(
+    database_url: str, tmp_path: Path, user_id: UUID, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> None:
+    network = FlakyNetwork(PostgrestTransport(database_url))
+    settings = MemorySettings(data_dir=tmp_path)
+    api = SupabaseStore(API_URL, ANON_KEY, access_token=mint_token, transport=network)
+    store = ResilientStore.around(api, settings, identity=API_URL)
+    async with MemoryManager.open(settings, store=store) as memory:
+        await memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=[_fact("Prefiere aluminio 7075")]))
+        await memory.get_memory_context("s", user_id)  # read while up: cached
+
+        network.down = True
+        await memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=[_fact("Necesita certificado 3.1")]))
+        ctx = await memory.get_memory_context("s", user_id)
+        assert not ctx.long_term_available
+        assert [f.content for f in ctx.long_term.facts] == ["Prefiere aluminio 7075"]  # the cached copy
+        assert (await memory.backend_status()).journal_length == 1
+
+        network.down = False
+        assert await store.replay() == 1
+        assert await store.replay() == 0  # applied once
+
+    stored = admin_conn.execute(
+        "select content, relevance_count from public.user_memory where user_id = %s order by content", (user_id,)
+    ).fetchall()
+    assert stored == [("Necesita certificado 3.1", 0), ("Prefiere aluminio 7075", 0)]

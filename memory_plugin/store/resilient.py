@@ -37,6 +37,7 @@ from typing import Any, Literal, TypeVar
 from uuid import UUID
 
 from ..errors import StoreError, StoreUnavailableError
+from ..settings import MemorySettings
 from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery, LongTermStore
 from .journal import JournalEntry, WriteJournal
 from .records import MemoryItem, MemoryKind, MemoryRecord
@@ -220,6 +221,24 @@ class ResilientStore:
         self._worker: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
+
+    @classmethod
+    def around(cls, store: LongTermStore, settings: MemorySettings, *, identity: str) -> ResilientStore:
+        """Wrap a store you built yourself (e.g. a `SupabaseStore`) with the settings' fallback behaviour.
+
+        `identity` names the database behind `store` (e.g. the Supabase project URL): it selects the journal
+        file under `settings.data_dir`, so writes journaled for one project are never replayed into another.
+        Pass the result to `MemoryManager.open(settings, store=...)`, which starts it.
+        """
+        return cls(
+            store,
+            WriteJournal.for_database(settings.data_dir, identity),
+            require_primary=settings.require_pg_memory,
+            cache_size=settings.fallback_cache_users,
+            retry_base_seconds=settings.retry_base_seconds,
+            retry_max_seconds=settings.retry_max_seconds,
+            log_interval_seconds=settings.outage_log_interval_seconds,
+        )
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
     async def start(self) -> None:
