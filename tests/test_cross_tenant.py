@@ -204,3 +204,27 @@ def test_authenticated_without_a_user_sees_nothing(conn: Conn, tables: set[str],
     for table in sorted(tables):
         with acting_as(conn, "authenticated", None):
             assert conn.execute(sql.SQL("select * from public.{}").format(sql.Identifier(table))).fetchall() == []
+
+
+def test_user_a_cannot_supersede_b_facts_by_naming_them(
+    conn: Conn, admin_conn: Conn, tables: set[str], victims: tuple[UUID, UUID]
+) -> None:
+    """`replaces` names a row by id: A writing as A, naming B's fact, must leave B's fact current and unchanged."""
+    a, b = victims
+    [b_fact] = admin_conn.execute(
+        "select id from public.user_memory where user_id = %s and kind = 'fact'", (b,)
+    ).fetchall()
+    before = snapshot(admin_conn, tables, b)
+    fact = MemorizedFact(
+        content="Bob cambió de proveedor",  # no slot: only `replaces` could touch B's fact
+        category="contact",
+        confidence=0.9,
+        source="explicit",
+        replaces=b_fact[0],
+    )
+    items = json.dumps([i.as_json() for i in items_from_update([fact], None, None, [], None)])
+    with acting_as(conn, "authenticated", a):
+        rows = conn.execute("select id, user_id, invalid_at from public.memory_upsert_items(%s, %s::jsonb)", (a, items))
+        assert [(r[1], r[2]) for r in rows.fetchall()] == [(a, None)]  # only A's new fact, nothing superseded
+        conn.commit()  # committed, so that a change to B's row would show in the check below
+    assert snapshot(admin_conn, tables, b) == before

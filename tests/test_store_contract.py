@@ -598,3 +598,21 @@ async def test_a_replayed_write_returns_the_same_rows_and_reinforces_once(
     assert [r.id for r in first] == [r.id for r in again]
     assert [r.relevance_count for r in again] == [1]
     assert [r.content for r in again] == ["Prefiere aluminio 7075"]
+
+
+async def test_in_one_write_the_last_value_of_a_slot_wins(any_memory: MemoryManager, user_id: UUID) -> None:
+    outcome = await detailed(
+        any_memory,
+        user_id,
+        fact("Presupuesto máximo 1000 EUR", category="constraint"),
+        fact("Prefiere aluminio 7075"),
+        fact("Mejor dicho, presupuesto máximo 1500 EUR", category="constraint"),
+    )
+    assert sorted(f.content for f in outcome.stored) == [
+        "Mejor dicho, presupuesto máximo 1500 EUR",
+        "Prefiere aluminio 7075",
+    ]
+    assert sorted(await current_facts(any_memory, user_id)) == [
+        "Mejor dicho, presupuesto máximo 1500 EUR",
+        "Prefiere aluminio 7075",
+    ]
