@@ -265,19 +265,21 @@ begin
       from joined j;
 
     -- 2. `replaces`: the named current facts of this user, other than the rows just written.
-    with superseded as (
-        update public.user_memory m
-           set invalid_at    = greatest(m.created_at, n.last_reinforced_at),
-               superseded_by = n.id,
-               content_hash  = m.content_hash || ':superseded:' || m.id::text
-          from unnest(v_replaced, v_replacer) as x(old_id, new_id)
-          join public.user_memory n on n.id = x.new_id
-         where m.id = x.old_id and m.user_id = p_user_id and m.kind = 'fact'
-           and m.invalid_at is null and m.archived_at is null and not (m.id = any(v_written))
-        returning m.id
-    )
-    select coalesce(array_agg(s.id), '{}') into v_more from superseded s;
-    v_gone := v_gone || v_more;
+    if cardinality(v_replaced) > 0 then
+        with superseded as (
+            update public.user_memory m
+               set invalid_at    = greatest(m.created_at, n.last_reinforced_at),
+                   superseded_by = n.id,
+                   content_hash  = m.content_hash || ':superseded:' || m.id::text
+              from unnest(v_replaced, v_replacer) as x(old_id, new_id)
+              join public.user_memory n on n.id = x.new_id
+             where m.id = x.old_id and m.user_id = p_user_id and m.kind = 'fact'
+               and m.invalid_at is null and m.archived_at is null and not (m.id = any(v_written))
+            returning m.id
+        )
+        select coalesce(array_agg(s.id), '{}') into v_more from superseded s;
+        v_gone := v_gone || v_more;
+    end if;
 
     -- 3. slots: the latest stated current fact of each slot written wins (one written now, on a tie).
     if cardinality(v_slots) > 0 then
