@@ -25,7 +25,10 @@ laser cutting) that answers budget requests. Worth remembering for this shop:
   certificado de material EN 10204 3.1");
 - budget limits per order or per part ("No puede superar 1500 € por pedido");
 - usual batch sizes (prototypes or production) and the sector they work in;
-- feedback on deliveries and quality ("La última entrega llegó tarde", "Quedó muy contento con el acabado").
+- feedback on deliveries and quality ("La última entrega llegó tarde", "Quedó muy contento con el acabado");
+- what they turned down and do not want suggested again, as a "rejection" ("No quiere que le sugieran acero
+  1045", "Do not suggest powder coating");
+- who handles their orders ("Su responsable de compras es Marta Ruiz") and when they can receive deliveries.
 Not worth remembering: the quantity, drawing or deadline of the request being discussed now, unless the user
 says it always applies.
 """

@@ -1,4 +1,5 @@
-"""memory_plugin benchmarks: short-term writes, context latency on PostgreSQL, RAM per session, RLS cost, batch writes.
+"""memory_plugin benchmarks: short-term writes, context latency on PostgreSQL, RAM per session, RLS cost, batch writes,
+memory quality over a 200-turn conversation (bench/quality.py).
 
     python -m bench.run            # full sizes (about a minute)
     python -m bench.run --quick    # shrunk sizes, a smoke run of a few seconds
@@ -557,11 +558,14 @@ def bench_session_memory(sizes: Sizes) -> BenchTable:
 
 
 async def run_all(sizes: Sizes, *, database_url: str | None = None) -> list[BenchTable]:
-    """Every benchmark, in order: (a), (b) with its EXPLAIN, (c), (d), (e)."""
+    """Every benchmark, in order: (a), (b) with its EXPLAIN, (c), (d), (e), (f) memory quality."""
+    from bench.quality import bench_quality  # imports this module's BenchTable
+
     add_message = await bench_add_message(sizes)
     latency, explain, rls, writes = await bench_context(sizes, database_url)
     ram = await asyncio.to_thread(bench_session_memory, sizes)
-    return [add_message, latency, explain, ram, rls, writes]
+    quality: BenchTable = await bench_quality(database_url)  # 200 turns in both sizes: it takes about a second
+    return [add_message, latency, explain, ram, rls, writes, quality]
 
 
 def to_markdown(table: BenchTable) -> str:

@@ -63,7 +63,8 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
 
     For each run it reads `session_id`/`user_id` from the run's deps, puts the fenced memory block in the
     agent's instructions, and after the run records the user prompt and the final answer in short-term
-    memory; on the seed's cadence (every N messages) it then extracts and stores long-term facts.
+    memory; when the extraction policy says so (a memory instruction such as "recuerda…", or every N user
+    messages) it then extracts and stores long-term facts, in one batched call.
 
         Agent(model, deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
     """
@@ -74,7 +75,8 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     record_messages: bool = True
     """Record the user prompt and the final text answer in the session after each run."""
     extract_facts: bool = True
-    """After recording, extract and store long-term facts when the session reaches the extraction cadence."""
+    """After recording, extract and store long-term facts when the extraction policy says so
+    (`MemoryManager.extract_if_due`)."""
     tools: bool = False
     """Also give the model tools to search, add and delete the user's memories (`memory_toolset`)."""
     id: str | None = "memory"
@@ -111,14 +113,15 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             return result
         identity = _identity(ctx.deps)
         prompt = _prompt_text(ctx.prompt).strip()
-        seen = 0
         if prompt:
-            seen = await self.memory.add_message(identity.session_id, Message(role="user", content=prompt))
+            await self.memory.add_message(identity.session_id, Message(role="user", content=prompt))
         if isinstance(result.output, str) and result.output.strip():
-            seen = await self.memory.add_message(identity.session_id, Message(role="assistant", content=result.output))
-        if self.extract_facts and identity.user_id is not None and self.memory.should_extract(seen):
+            await self.memory.add_message(identity.session_id, Message(role="assistant", content=result.output))
+        if self.extract_facts and identity.user_id is not None:
             try:
-                await self.memory.remember_from_session(identity.session_id, identity.user_id)
+                # The extraction policy decides: an explicit memory instruction, or the cadence of user
+                # messages; one batched call covers everything not extracted yet.
+                await self.memory.extract_if_due(identity.session_id, identity.user_id)
             except MemoryPluginError as exc:
                 # The answer is already produced; failing the run now would lose it. Report instead.
                 logger.warning("%s could not store facts after the run: %s", LOG_PREFIX, exc)

@@ -259,28 +259,36 @@ async def _chat(settings: MemorySettings, user: UUID, session: str, console: Con
             f"[dim]user {user} · session {escape(session)} · model {escape(model or 'offline')} · "
             "exit with Ctrl-D, 'exit' or 'quit'[/]"
         )
-        while True:
-            try:
-                message = console.input("[bold cyan]tú › [/]")
-            except EOFError:
-                console.print()
-                return
-            if message.strip().lower() in _EXIT_WORDS:
-                return
-            if not message.strip():
-                continue
-            try:
-                turn = await workflow.handle(session_id=session, user_id=user, message=message)
-            except AgentRunError as exc:
-                # One failed answer should not end the conversation.
-                console.print(f"[red]the model failed: {escape(str(exc))}[/]")
-                continue
-            except MemoryPluginError as exc:
-                console.print(f"[red]{escape(str(exc))}[/]")
-                continue
-            console.print(f"[bold green]arkcutt ›[/] {escape(turn.reply)}")
-            for warning in turn.warnings:
-                console.print(f"[yellow]⚠ {escape(warning)}[/]")
+        try:
+            await _chat_loop(workflow, user, session, console)
+        finally:
+            # The conversation is over: what the extraction policy had not reached yet is extracted now.
+            await memory.remember_from_session(session, user)
+
+
+async def _chat_loop(workflow: BudgetRequestWorkflow, user: UUID, session: str, console: Console) -> None:
+    while True:
+        try:
+            message = console.input("[bold cyan]tú › [/]")
+        except EOFError:
+            console.print()
+            return
+        if message.strip().lower() in _EXIT_WORDS:
+            return
+        if not message.strip():
+            continue
+        try:
+            turn = await workflow.handle(session_id=session, user_id=user, message=message)
+        except AgentRunError as exc:
+            # One failed answer should not end the conversation.
+            console.print(f"[red]the model failed: {escape(str(exc))}[/]")
+            continue
+        except MemoryPluginError as exc:
+            console.print(f"[red]{escape(str(exc))}[/]")
+            continue
+        console.print(f"[bold green]arkcutt ›[/] {escape(turn.reply)}")
+        for warning in turn.warnings:
+            console.print(f"[yellow]⚠ {escape(warning)}[/]")
 
 
 @app.command()

@@ -16,22 +16,25 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from .errors import ExtractionError, InvalidMemoryInputError, StoreError, StoreUnavailableError
+from .dates import resolve_relative_dates
+from .errors import ExtractionError, InvalidMemoryInputError, MemoryPluginError, StoreError, StoreUnavailableError
 from .extraction import FactExtractor, default_extractor
+from .extraction.policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
 from .formatting import MemoryFormat, format_memory_for_agent
-from .models import MemorizedFact, MemoryContext, MemoryUpdate, Message, ShortTermMemory
-from .privacy import redact_sensitive
+from .models import MemorizedFact, MemoryContext, MemoryUpdate, Message, ProjectRecord, ShortTermMemory, UserPreferences
 from .quality import DecayPolicy, WriteOutcome, fold_near_duplicates
 from .quality.slots import keep_latest_per_slot
 from .ranking import RankingWeights
+from .sensitive import sanitize_fact_text, sanitize_item_text
 from .session import Clock, SessionStore
 from .settings import MemorySettings
 from .store import ContextQuery, EmbeddedPostgres, LongTermStore, MemoryRecord, PostgresStore
@@ -47,6 +50,8 @@ logger = logging.getLogger("memory_plugin")
 LOG_PREFIX = "🧠 [Memory]"
 
 _MAX_SESSION_ID_CHARS = 256
+TEMPORARY_FACT_IMPORTANCE = 4
+"""Lowest importance of a fact stored with an expiry (see `_admit_fact`)."""
 _MAX_ENTITY_CHARS = 200
 
 
@@ -72,6 +77,30 @@ class MemoryStats:
     """Extractions that failed (model error, unusable output)."""
     store_failures: int = 0
     """Long-term reads that failed: answered with the cached copy (`ResilientStore`) or short-term memory only."""
+    facts_health_reduced: int = 0
+    """Facts whose clinical details were replaced by a non-clinical `health_note`."""
+    facts_dropped_health: int = 0
+    """Facts not stored because they held clinical details and nothing else useful."""
+    items_redacted: int = 0
+    """Preferences, projects and patterns stored with sensitive data removed."""
+    dates_resolved: int = 0
+    """Facts whose relative dates ("next Friday") were rewritten as absolute dates."""
+    facts_expiring: int = 0
+    """Facts stored with an expiry (temporary facts)."""
+    extraction_rejections: dict[str, int] = field(default_factory=dict)
+    """Extractor items rejected, by reason ("unknown_category", "bad_confidence", "empty", "too_long"...);
+    their total is part of `facts_rejected`."""
+    extraction_fields_dropped: int = 0
+    """Optional fields removed from extracted facts: a `replaces` id that was not a candidate, a bad
+    `expires_at`."""
+    extractions_explicit: int = 0
+    """Extractions triggered by a memory instruction ("recuerda…", "don't suggest…")."""
+    extractions_end_of_request: int = 0
+    """Extractions triggered by the end of a request."""
+    extractions_cadence: int = 0
+    """Extractions triggered by the every-N-user-messages cadence."""
+    extractions_skipped: int = 0
+    """Triggers whose pending messages were only small talk: no model call."""
     facts_inserted: int = 0
     """Fact rows inserted (new facts)."""
     facts_reinforced: int = 0
@@ -192,6 +221,9 @@ class MemoryManager:
         self._format = MemoryFormat(
             recent_messages=settings.recent_messages_in_prompt, message_chars=settings.message_chars_in_prompt
         )
+        self.policy = ExtractionPolicy.from_settings(settings)
+        self._date_zone = ZoneInfo(settings.date_timezone) if settings.date_timezone else None
+        self._cursors = ExtractionCursors(settings.max_sessions)
         self._sweeper: asyncio.Task[None] | None = None
         self._last_store_warning: float | None = None
         self._connector: _DatabaseConnector | None = None
@@ -329,7 +361,10 @@ class MemoryManager:
         return self.sessions.snapshot(_check_session_id(session_id))
 
     def should_extract(self, messages_seen: int) -> bool:
-        """The seed's cadence: extract after every `extract_every_n_messages` messages of a session."""
+        """The seed's plain count: True after every `extract_every_n_messages` messages of a session.
+
+        Kept for callers that count messages themselves; the capability and the workflow use the extraction
+        policy instead (`extract_if_due`), which batches, follows explicit triggers and skips small talk."""
         return messages_seen > 0 and messages_seen % self.settings.extract_every_n_messages == 0
 
     # --- context -----------------------------------------------------------------------------------------------
@@ -422,7 +457,8 @@ class MemoryManager:
             _check_session_id(update.session_id)
         facts = [self._admit_fact(f, update.user_id) for f in update.new_facts]
         kept = [f for f in facts if f is not None]
-        items = items_from_update(kept, update.preferences, update.project, update.patterns, update.session_id)
+        preferences, project, patterns = self._sanitize_parts(update)
+        items = items_from_update(kept, preferences, project, patterns, update.session_id)
         # Within this write: the last value of a slot wins, and near-duplicates fold into the first wording.
         items, _ = keep_latest_per_slot(items)
         items, folded = fold_near_duplicates(items, self.settings.near_duplicate_threshold)
@@ -468,8 +504,11 @@ class MemoryManager:
         return [r.to_fact() for r in records]
 
     def _admit_fact(self, fact: MemorizedFact, user_id: UUID) -> MemorizedFact | None:
-        """Validate and clean one fact for storage; None when it must not be stored (below threshold or
-        nothing left once sensitive data is removed). Raises on invalid input."""
+        """Validate and clean one fact for storage; None when it must not be stored (below threshold, or
+        nothing storable left once sensitive data is removed). Raises on invalid input.
+
+        Relative dates are resolved against `fact.timestamp` (the message's time for extracted facts), and a
+        fact pinned only to dates still to come gets an expiry (see `memory_plugin.dates`)."""
         if not isinstance(fact, MemorizedFact):
             raise InvalidMemoryInputError(f"new_facts must hold MemorizedFact objects, got {type(fact).__name__}")
         _check_text(fact.content, "fact content", self.settings.max_fact_chars)
@@ -479,42 +518,133 @@ class MemoryManager:
             self.stats.facts_rejected += 1
             logger.debug("%s not storing low-confidence fact (%.2f): %s", LOG_PREFIX, fact.confidence, fact.content)
             return None
-        redaction = redact_sensitive(fact.content)
-        content = redaction.text
-        if redaction.kinds:
-            remaining = content
-            for kind in redaction.kinds:
-                remaining = remaining.replace(f"[redacted {kind}]", "")
-            if len(remaining.strip(" .,;:-")) < 3:
+        clean = self.sanitize_fact(fact)
+        if clean is None:
+            return None
+        said_at = clean.timestamp
+        if self._date_zone is not None and said_at.tzinfo is not None:
+            said_at = said_at.astimezone(self._date_zone)  # the users' calendar decides what "mañana" is
+        dates = resolve_relative_dates(clean.content, said_at)
+        changes: dict[str, Any] = {"user_id": user_id}
+        if dates.changed:
+            self.stats.dates_resolved += 1
+            changes["content"] = dates.text
+        expires_at = clean.expires_at or dates.expires_at(said_at)
+        if expires_at is not None:
+            self.stats.facts_expiring += 1
+            changes["expires_at"] = expires_at
+            # While it holds, a temporary fact is what matters most ("away next week", "parts needed by
+            # Friday"); with its category's low default it would never make the prompt's top facts.
+            changes["importance"] = max(clean.importance, TEMPORARY_FACT_IMPORTANCE)
+        return clean.model_copy(update=changes)
+
+    def prepare_fact(self, fact: MemorizedFact, user_id: str | UUID) -> MemorizedFact | None:
+        """Everything `update_memory` does to one fact before writing it, for code that writes facts another
+        way: length and ownership checks, the confidence threshold, the sensitive-data filter
+        (`sanitize_fact`), relative dates resolved against `fact.timestamp`, expiry of temporary facts.
+        Returns the fact to store, or None when it must not be stored. Raises `InvalidMemoryInputError`."""
+        return self._admit_fact(fact, _parse_user_id(user_id))
+
+    def sanitize_fact(self, fact: MemorizedFact) -> MemorizedFact | None:
+        """The sensitive-data hook every write path calls before a fact is stored.
+
+        Returns the fact with payment cards, IBANs, national ids, passwords and API keys replaced by
+        ``[redacted <kind>]`` and clinical details reduced to a non-clinical `health_note`, or None when
+        nothing storable is left (only sensitive data, or clinical detail with no practical consequence).
+        Counted in `stats` and logged without the sensitive text. Pure otherwise: nothing is written.
+        The rules: `memory_plugin.sensitive.sanitize_fact_text`.
+        """
+        result = sanitize_fact_text(fact.content, fact.category)
+        if result.text is None:
+            if result.dropped == "clinical":
+                self.stats.facts_dropped_health += 1
+                logger.info("%s dropped a fact made of clinical details (%s)", LOG_PREFIX, ", ".join(result.clinical))
+            else:
                 self.stats.facts_dropped_sensitive += 1
                 logger.info(
-                    "%s dropped a fact made only of sensitive data (%s)", LOG_PREFIX, ", ".join(redaction.kinds)
+                    "%s dropped a fact made only of sensitive data (%s)", LOG_PREFIX, ", ".join(result.redacted)
                 )
-                return None
+            return None
+        if result.redacted:
             self.stats.facts_redacted += 1
-            logger.info("%s redacted %s from a fact before storing it", LOG_PREFIX, ", ".join(redaction.kinds))
-        return fact.model_copy(update={"content": content, "user_id": user_id})
+            logger.info("%s redacted %s from a fact before storing it", LOG_PREFIX, ", ".join(result.redacted))
+        if result.health_reduced:
+            self.stats.facts_health_reduced += 1
+            logger.info("%s reduced clinical details (%s) to a health note", LOG_PREFIX, ", ".join(result.clinical))
+        if result.text == fact.content and result.category == fact.category:
+            return fact
+        return fact.model_copy(update={"content": result.text, "category": result.category})
+
+    def _sanitize_parts(self, update: MemoryUpdate) -> tuple[UserPreferences | None, ProjectRecord | None, list[str]]:
+        """The update's preferences, project and patterns with sensitive data redacted."""
+        found = False
+
+        def clean(text: str) -> str:
+            nonlocal found
+            cleaned, kinds = sanitize_item_text(text)
+            found = found or bool(kinds)
+            return cleaned
+
+        prefs = update.preferences
+        if prefs is not None:
+            prefs = prefs.model_copy(
+                update={
+                    "preferred_materials": [clean(m) for m in prefs.preferred_materials],
+                    **{
+                        slot: clean(value)
+                        for slot in ("typical_quantities", "industry", "location")
+                        if (value := getattr(prefs, slot)) is not None
+                    },
+                }
+            )
+        project = update.project
+        if project is not None:
+            project = project.model_copy(
+                update={
+                    "description": clean(project.description),
+                    "materials": tuple(clean(m) for m in project.materials),
+                    "quantity": clean(project.quantity) if project.quantity is not None else None,
+                    "status": clean(project.status),
+                }
+            )
+        patterns = [clean(p) for p in update.patterns]
+        if found:
+            self.stats.items_redacted += 1
+            logger.info("%s redacted sensitive data from preferences, a project or patterns", LOG_PREFIX)
+        return prefs, project, patterns
 
     async def extract_facts_from_conversation(
-        self, messages: Sequence[Message], user_id: str | UUID
+        self, messages: Sequence[Message], user_id: str | UUID, *, known_facts: Sequence[MemorizedFact] = ()
     ) -> list[MemorizedFact]:
         """Extract candidate long-term facts from `messages` with the configured extractor.
 
         Returns facts that pass the storage policy (confidence threshold, length), owned by `user_id`;
         it does not store them (pass them to `update_memory`). Invalid items from the model are dropped
         one by one and counted in `stats.facts_rejected`. Raises `ExtractionError` when the model fails.
+        `known_facts`: the user's current facts, shown to the extractor with their ids so that a new fact
+        can name the one it replaces.
         """
         uid = _parse_user_id(user_id)
         if not messages:
             return []
         self.stats.extraction_calls += 1
         try:
-            outcome = await self.extractor.extract(list(messages))
+            outcome = await self.extractor.extract(list(messages), known_facts=list(known_facts))
         except ExtractionError:
             self.stats.extraction_failures += 1
             raise
         self.stats.extraction_model_calls += outcome.model_calls
         self.stats.facts_rejected += outcome.rejected
+        self.stats.extraction_fields_dropped += sum(outcome.dropped_fields.values())
+        for reason, count in outcome.rejections.items():
+            self.stats.extraction_rejections[reason] = self.stats.extraction_rejections.get(reason, 0) + count
+        if outcome.rejections or outcome.dropped_fields:
+            logger.info(
+                "%s extraction output: rejected %s, fields dropped %s",
+                LOG_PREFIX,
+                outcome.rejections or "{}",
+                outcome.dropped_fields or "{}",
+            )
         accepted: list[MemorizedFact] = []
         for fact in outcome.facts:
             too_long = len(fact.content) > self.settings.max_fact_chars
@@ -532,20 +662,93 @@ class MemoryManager:
         return accepted
 
     async def remember_from_session(self, session_id: str, user_id: str | UUID) -> list[MemorizedFact]:
-        """Extract facts from the session's recent messages and store them: the seed's step 7.
+        """Extract facts from the session's messages not extracted yet and store them, now (the seed's
+        step 7 on demand). Failures are reported (logged, counted) and return []; they never lose the
+        session, and the messages stay pending for the next extraction."""
+        run = await self._extract(session_id, user_id, force=True)
+        return run.stored
 
-        Extraction failures are reported (logged, counted) and return []; they never lose the session.
-        """
+    async def extract_if_due(
+        self, session_id: str, user_id: str | UUID, *, end_of_request: bool = False
+    ) -> ExtractionRun:
+        """Run one batched extraction if the extraction policy says so (`memory_plugin.extraction.policy`):
+        an explicit memory instruction, the end of a request (`end_of_request=True`), or the cadence of
+        `extract_every_n_messages` user messages. All messages not extracted yet go in one call; at most one
+        extraction per session runs at a time. Failures are logged and counted, returned in
+        `ExtractionRun.error`, and the messages stay pending."""
+        return await self._extract(session_id, user_id, end_of_request=end_of_request)
+
+    async def _extract(
+        self, session_id: str, user_id: str | UUID, *, end_of_request: bool = False, force: bool = False
+    ) -> ExtractionRun:
         uid = _parse_user_id(user_id)
-        short = self.sessions.snapshot(_check_session_id(session_id))
+        _check_session_id(session_id)
+        async with self._cursors.flight(session_id):
+            # Decided under the lock: a trigger that waited for the previous extraction sees the cursor it
+            # moved, so messages are never extracted twice and a burst of triggers makes one call.
+            short = self.sessions.snapshot(session_id)
+            pending = self._cursors.pending(session_id, short.messages)
+            trigger: ExtractionTrigger | None = (
+                "manual" if force and pending else self.policy.decide(pending, end_of_request=end_of_request)
+            )
+            if trigger is None:
+                return self._maybe_skip(session_id, pending, end_of_request)
+            run = ExtractionRun(trigger=trigger, messages=len(pending))
+            self._count_trigger(trigger)
+            try:
+                known = await self._candidate_facts(uid)
+                facts = await self.extract_facts_from_conversation(pending, uid, known_facts=known)
+                if facts:
+                    run.stored = await self.update_memory(
+                        MemoryUpdate(user_id=uid, session_id=session_id, new_facts=facts)
+                    )
+            except MemoryPluginError as exc:
+                run.error = str(exc)
+                logger.warning("%s extraction (%s) failed for session %s: %s", LOG_PREFIX, trigger, session_id, exc)
+            else:
+                self._cursors.advance(session_id, pending)
+            return run
+
+    def _maybe_skip(self, session_id: str, pending: Sequence[Message], end_of_request: bool) -> ExtractionRun:
+        """Nothing due. If a trigger would have fired but the pending user messages are only small talk,
+        move the cursor past them so they are not carried along forever."""
+        users = [m for m in pending if m.role == "user"]
+        small_talk_only = bool(users) and all(is_small_talk(m.content) for m in users)
+        if small_talk_only and (end_of_request or len(users) >= self.policy.every_n_user_messages):
+            self._cursors.advance(session_id, pending)
+            self.stats.extractions_skipped += 1
+            return ExtractionRun(skipped=True, messages=len(pending))
+        return ExtractionRun()
+
+    def _count_trigger(self, trigger: ExtractionTrigger) -> None:
+        if trigger == "explicit":
+            self.stats.extractions_explicit += 1
+        elif trigger == "end_of_request":
+            self.stats.extractions_end_of_request += 1
+        elif trigger == "cadence":
+            self.stats.extractions_cadence += 1
+
+    async def _candidate_facts(self, user_id: UUID) -> list[MemorizedFact]:
+        """The user's best-ranked current facts (`extraction_candidate_facts` of them), given to the extractor
+        with their ids for `replaces`; [] when the store cannot be read now (extraction goes on without)."""
+        if self.settings.extraction_candidate_facts == 0:
+            return []
+        query = ContextQuery(
+            max_facts=self.settings.extraction_candidate_facts, max_projects=0, max_patterns=0, weights=self._weights
+        )
+        # Through the primary, not ResilientStore.read_context: that would replace the user's cached context
+        # (the outage copy of what the agent sees) with this wider, facts-only read.
+        store = self.store.primary if isinstance(self.store, ResilientStore) else self.store
+        if store is None:
+            return []
         try:
-            facts = await self.extract_facts_from_conversation(short.messages, uid)
-        except ExtractionError as exc:
-            logger.warning("%s extraction failed for session %s: %s", LOG_PREFIX, session_id, exc)
+            records = await store.context(user_id, query)
+        except StoreError as exc:
+            if self.settings.require_pg_memory and isinstance(exc, StoreUnavailableError):
+                raise
+            self._report_store_failure("reading candidate facts for extraction", exc)
             return []
-        if not facts:
-            return []
-        return await self.update_memory(MemoryUpdate(user_id=uid, session_id=session_id, new_facts=facts))
+        return [r.to_fact() for r in records if r.kind == "fact"]
 
     # --- inspection and user control ----------------------------------------------------------------------------
     async def list_memory(self, user_id: str | UUID, *, limit: int = 1000) -> list[MemoryRecord]:

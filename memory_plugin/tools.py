@@ -5,7 +5,6 @@ Each tool acts only on the memory of the user in the run's deps, never on a user
 
 from __future__ import annotations
 
-from typing import Literal
 from uuid import UUID
 
 from pydantic_ai import RunContext
@@ -14,7 +13,8 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from .errors import InvalidMemoryInputError
 from .manager import MemoryManager
-from .models import MemorizedFact, MemoryUpdate
+from .models import FactCategory, MemorizedFact, MemoryUpdate
+from .taxonomy import default_importance
 
 __all__ = ["memory_toolset"]
 
@@ -46,15 +46,23 @@ def memory_toolset(memory: MemoryManager) -> FunctionToolset[object]:
         return [{"id": str(r.id), "kind": r.kind, "category": r.category, "content": r.content} for r in records]
 
     @toolset.tool
-    async def remember(
-        ctx: RunContext[object],
-        fact: str,
-        category: Literal["preference", "requirement", "constraint", "feedback"],
-    ) -> str:
-        """Store a lasting fact the user explicitly asked you to remember, as one short sentence."""
+    async def remember(ctx: RunContext[object], fact: str, category: FactCategory) -> str:
+        """Store a lasting fact the user explicitly asked you to remember, as one short sentence.
+
+        Categories: preference, requirement, constraint, feedback, rejection (something not to suggest again),
+        goal, routine, contact, health_note (non-clinical only), fact. Never store payment data, passwords or
+        clinical details: they are redacted or reduced before storage.
+        """
         user_id = user_of(ctx)
         try:
-            item = MemorizedFact(content=fact, category=category, confidence=0.95, source="explicit", importance=4)
+            # update_memory runs the sensitive-data filter (MemoryManager.sanitize_fact) and resolves dates.
+            item = MemorizedFact(
+                content=fact,
+                category=category,
+                confidence=0.95,
+                source="explicit",
+                importance=max(4, default_importance(category)),
+            )
             stored = await memory.update_memory(
                 MemoryUpdate(user_id=UUID(user_id), session_id=getattr(ctx.deps, "session_id", None), new_facts=[item])
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -43,7 +44,11 @@ def _bench_dirs() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("memory-plugin-bench-*"))
 
 
-async def test_context_bench_on_its_own_embedded_postgres() -> None:
+async def test_context_bench_on_its_own_embedded_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A private temp root: other test runs on the machine (other worktrees) create and remove their own
+    # bench directories under the shared /tmp at any time. Short, so the server's socket path stays valid.
+    private = Path(tempfile.mkdtemp(prefix="mpb-"))
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     before = _bench_dirs()
     latency, explain, rls, writes = await bench_context(QUICK)
     assert latency.row_labels() == [f"{n:,} facts" for n in QUICK.fact_counts]
@@ -68,6 +73,8 @@ async def test_context_bench_on_its_own_embedded_postgres() -> None:
     assert [row[1] for row in writes.rows] == ["1", "1", "1,000"]
     # The temporary cluster is removed afterwards.
     assert _bench_dirs() == before
+    monkeypatch.undo()
+    os.rmdir(private)  # empty: the bench removed what it created
 
 
 async def test_tables_render_as_markdown() -> None:
@@ -86,7 +93,7 @@ def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["--quick"]) == 0
     out = capsys.readouterr().out
     headings = [line for line in out.splitlines() if line.startswith("### ")]
-    assert [h.split(" ")[1] for h in headings] == ["(a)", "(b)", "EXPLAIN", "(c)", "(d)", "(e)"]
+    assert [h.split(" ")[1] for h in headings] == ["(a)", "(b)", "EXPLAIN", "(c)", "(d)", "(e)", "(f)"]
     for label in (
         "MemoryManager.add_message (awaited)",
         "SessionStore.add_message (raw)",
@@ -95,5 +102,6 @@ def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
         "total per live session",
         "as the user (set role + JWT claims, RLS)",
         "1,000 new facts, one update_memory call",
+        "model calls per user turn",
     ):
         assert re.search(rf"^\| {re.escape(label)} +\|", out, re.M), label

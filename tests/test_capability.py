@@ -195,19 +195,35 @@ async def test_tools_are_off_by_default(pg_memory: MemoryManager, user_id: UUID)
     assert respond.tools == []
 
 
-async def test_facts_are_extracted_every_four_messages(pg_memory: MemoryManager, user_id: UUID) -> None:
+async def test_facts_are_extracted_every_four_user_messages(pg_memory: MemoryManager, user_id: UUID) -> None:
     assert pg_memory.extractor.name == "rules"
     session = f"s-{uuid4()}"
     agent = memory_agent(pg_memory, RecordingModel(answer="Anotado."))
     deps = MemoryDeps(session_id=session, user_id=user_id)
 
     await agent.run("Prefiero acero inoxidable 316L para las bridas.", deps=deps)
-    assert await pg_memory.list_memory(user_id) == []  # 2 messages: not yet
+    await agent.run("¡Gracias!", deps=deps)  # small talk: does not count towards the cadence
+    await agent.run("Serán unas 40 bridas.", deps=deps)
+    await agent.run("Las bridas llevan rosca M8.", deps=deps)
+    assert await pg_memory.list_memory(user_id) == []  # 3 user messages with content: not yet
 
-    await agent.run("Necesitamos certificación ISO 13485 en todas las piezas.", deps=deps)  # 4 messages
+    await agent.run("Necesitamos certificación ISO 13485 en todas las piezas.", deps=deps)  # the 4th
     stored = {(r.category, r.content) for r in await pg_memory.list_memory(user_id)}
     assert ("preference", "Prefiere acero inoxidable 316L para las bridas") in stored
     assert ("requirement", "Requiere certificación ISO 13485 en todas las piezas") in stored
+    assert (pg_memory.stats.extraction_calls, pg_memory.stats.extractions_cadence) == (1, 1)
+
+
+async def test_a_memory_instruction_is_extracted_at_once(pg_memory: MemoryManager, user_id: UUID) -> None:
+    session = f"s-{uuid4()}"
+    agent = memory_agent(pg_memory, RecordingModel(answer="Anotado."))
+    deps = MemoryDeps(session_id=session, user_id=user_id)
+
+    await agent.run("Por favor, no me sugieras acero 1045, nos dio problemas.", deps=deps)
+
+    stored = {(r.category, r.content, r.importance) for r in await pg_memory.list_memory(user_id)}
+    assert stored == {("rejection", "No quiere que le sugieran acero 1045", 5)}
+    assert pg_memory.stats.extractions_explicit == 1
 
 
 async def test_anonymous_session_gets_short_term_memory_but_stores_nothing(pg_memory: MemoryManager) -> None:

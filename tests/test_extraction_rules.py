@@ -123,10 +123,11 @@ async def test_assistant_and_system_messages_are_ignored() -> None:
     assert outcome.facts == []
 
 
-async def test_known_facts_are_not_extracted_again() -> None:
+async def test_restated_known_facts_come_back_in_the_stored_wording() -> None:
+    # Same wording, so the same content hash: the store reinforces the known row instead of adding one.
     known = (MemorizedFact(content="prefiere aluminio 7075", category="preference", confidence=0.9, source="explicit"),)
     facts = await extract("Prefiero Aluminio 7075. Necesito tolerancia ±0.05mm", known=known)
-    assert contents(facts) == ["Necesita tolerancia ±0.05mm"]
+    assert contents(facts) == ["prefiere aluminio 7075", "Necesita tolerancia ±0.05mm"]
 
 
 async def test_several_statements_in_one_message() -> None:

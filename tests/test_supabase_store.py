@@ -573,8 +573,8 @@ async def test_an_api_outage_loses_nothing_behind_resilient_store(
         assert (await memory.backend_status()).journal_length == 1
 
         network.down = False
-        assert await store.replay() == 1
-        assert await store.replay() == 0  # applied once
+        await store.replay()  # the background replayer may have been first: either way, once
+        assert (await memory.backend_status()).journal_length == 0
 
     stored = admin_conn.execute(
         "select content, relevance_count from public.user_memory where user_id = %s order by content", (user_id,)

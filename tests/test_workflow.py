@@ -100,7 +100,7 @@ async def test_the_seven_steps_run_in_order(
 ) -> None:
     log: list[str] = []
     session = f"s-{uuid4()}"
-    message = "Prefiero aluminio 7075 para los prototipos."
+    message = "Recuerda: prefiero aluminio 7075 para los prototipos."
     budget = BudgetModel(log=log)
     workflow = workflow_for(pg_memory, {message: cls(explicit=True, materials=["aluminio 7075"])}, budget, log)
     spy_on(pg_memory, monkeypatch, log)
@@ -118,8 +118,9 @@ async def test_the_seven_steps_run_in_order(
     assert log[log.index("budget_model") :] == [
         "budget_model",  # 5
         "add_message",  # 6
-        "extract_facts_from_conversation",  # 7
-        "update_memory",
+        "extract_facts_from_conversation",  # 7: a memory instruction ("Recuerda") triggers extraction
+        "update_memory",  # the facts
+        "update_memory",  # the stated materials (no model needed)
     ]
     # When the budget model ran, the session already held the message and its entities, not yet the answer.
     [seen] = budget.instructions
@@ -147,20 +148,22 @@ async def test_each_message_is_recorded_once(pg_memory: MemoryManager, user_id: 
     assert turn.messages_seen == 2
 
 
-async def test_facts_are_persisted_after_the_fourth_message(pg_memory: MemoryManager, user_id: UUID) -> None:
+async def test_facts_are_persisted_after_the_fourth_user_message(pg_memory: MemoryManager, user_id: UUID) -> None:
     session = f"s-{uuid4()}"
-    first, second = "Necesitamos tolerancia ±0.01 mm en los ejes.", "Serán 40 unidades."
+    first = "Necesitamos tolerancia ±0.01 mm en los ejes."
+    others = ["Serán 40 unidades.", "En acero 1.4301.", "Con planos."]
     workflow = workflow_for(
-        pg_memory, {first: cls(tolerances=["±0.01 mm"]), second: cls(quantity=["40 piezas"])}, BudgetModel()
+        pg_memory, {first: cls(tolerances=["±0.01 mm"]), **{m: cls() for m in others}}, BudgetModel()
     )
 
-    turn1 = await workflow.handle(session_id=session, user_id=user_id, message=first)
-    assert (turn1.extracted, turn1.facts_stored) == (False, [])
+    for message in [first, *others[:2]]:
+        turn = await workflow.handle(session_id=session, user_id=user_id, message=message)
+        assert (turn.extracted, turn.facts_stored) == (False, [])
     assert await pg_memory.list_memory(user_id) == []
 
-    turn2 = await workflow.handle(session_id=session, user_id=user_id, message=second)
+    turn2 = await workflow.handle(session_id=session, user_id=user_id, message=others[2])
     assert turn2.extracted
-    assert turn2.messages_seen == 4
+    assert turn2.messages_seen == 8
     [fact] = turn2.facts_stored
     assert (fact.category, fact.content) == ("requirement", "Necesita tolerancia ±0.01 mm en los ejes")
     first_message = (await pg_memory.get_short_term(session)).messages[0]
@@ -168,19 +171,25 @@ async def test_facts_are_persisted_after_the_fourth_message(pg_memory: MemoryMan
     assert [r.content for r in await pg_memory.list_memory(user_id)] == [fact.content]
 
 
-async def test_explicit_preference_is_extracted_at_once_and_stored_as_preference(
+async def test_explicit_preference_is_stored_at_once_and_its_fact_at_the_end_of_the_request(
     pg_memory: MemoryManager, user_id: UUID
 ) -> None:
-    message = "Prefiero latón para los casquillos."
-    workflow = workflow_for(pg_memory, {message: cls(explicit=True, materials=["latón"])}, BudgetModel())
+    message, confirm = "Prefiero latón para los casquillos.", "Lo confirmo, adelante."
+    workflow = workflow_for(
+        pg_memory, {message: cls(explicit=True, materials=["latón"]), confirm: cls(complete=True)}, BudgetModel()
+    )
+    session = f"s-{uuid4()}"
 
-    turn = await workflow.handle(session_id=f"s-{uuid4()}", user_id=user_id, message=message)
+    turn = await workflow.handle(session_id=session, user_id=user_id, message=message)
 
-    assert turn.extracted
-    assert turn.messages_seen == 2
-    assert [f.content for f in turn.facts_stored] == ["Prefiere latón para los casquillos"]
+    # The stated material needs no model: stored now. The fact waits for a trigger (no model call yet).
+    assert (turn.extracted, turn.facts_stored) == (False, [])
     stored = {(r.kind, r.category, r.content) for r in await pg_memory.list_memory(user_id)}
-    assert ("preference", "preferred_materials", "latón") in stored
+    assert stored == {("preference", "preferred_materials", "latón")}
+
+    turn = await workflow.handle(session_id=session, user_id=user_id, message=confirm)
+    assert turn.extracted  # the end of the request
+    assert [f.content for f in turn.facts_stored] == ["Prefiere latón para los casquillos"]
 
 
 async def test_extraction_does_not_reinforce_the_same_message_twice(pg_memory: MemoryManager, user_id: UUID) -> None:
@@ -188,11 +197,17 @@ async def test_extraction_does_not_reinforce_the_same_message_twice(pg_memory: M
     first, second = "Prefiero aluminio 6061.", "Necesitamos certificación ISO 9001 en todas las piezas."
     workflow = workflow_for(
         pg_memory,
-        {first: cls(explicit=True, materials=["aluminio 6061"]), second: cls(explicit=True)},
+        {
+            first: cls(explicit=True, materials=["aluminio 6061"]),
+            second: cls(complete=True),
+            "Lo confirmo, adelante.": cls(complete=True),
+        },
         BudgetModel(),
     )
     await workflow.handle(session_id=session, user_id=user_id, message=first)
-    await workflow.handle(session_id=session, user_id=user_id, message=second)
+    await workflow.handle(session_id=session, user_id=user_id, message=second)  # extracts both messages
+    # Extracts again, but only the messages after the cursor: the first two are not re-read.
+    await workflow.handle(session_id=session, user_id=user_id, message="Lo confirmo, adelante.")
 
     facts = {r.content: r.relevance_count for r in await pg_memory.list_memory(user_id) if r.kind == "fact"}
     assert facts == {"Prefiere aluminio 6061": 0, "Requiere certificación ISO 9001 en todas las piezas": 0}
@@ -223,7 +238,7 @@ async def test_completed_request_stores_project_and_pattern(pg_memory: MemoryMan
 
 
 async def test_second_session_receives_first_session_memory(pg_memory: MemoryManager, user_id: UUID) -> None:
-    preference = "Prefiero aluminio 7075 para los prototipos."
+    preference = "Recuerda que prefiero aluminio 7075 para los prototipos."
     again = "Hola, necesito otras 30 piezas como las anteriores"
     budget = BudgetModel()
     workflow = workflow_for(
@@ -246,7 +261,7 @@ async def test_failing_extraction_model_keeps_the_reply_and_warns(pg_settings: M
     def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         raise ModelAPIError("extraction-model", "503 Service Unavailable")
 
-    message = "Prefiero titanio grado 5."
+    message = "A partir de ahora, prefiero titanio grado 5."
     async with MemoryManager.open(pg_settings, extractor=build_fact_extractor(FunctionModel(broken))) as memory:
         session = f"s-{uuid4()}"
         budget = BudgetModel(answer="Anotado: titanio grado 5.")

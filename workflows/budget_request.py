@@ -10,8 +10,9 @@
 4. `format_memory_for_agent`: the block the budget agent will see (returned for display);
 5. run the budget agent; `MemoryCapability` puts the memory block in its instructions;
 6. `add_message`: record the answer;
-7. extract and persist facts on the seed's triggers: every N messages, when the request is complete, or
-   when the user states a lasting preference.
+7. extract and persist facts when the manager's extraction policy says so (a memory instruction such as
+   "recuerda…", the end of the request, or every N user messages: one batched call), and store the stated
+   materials, and the project and pattern of a completed request, which need no model.
 
 Who records messages: the workflow does (steps 2 and 6), because it needs the user message in the session
 before classifying, and the budget agent's capability is built with `record_messages=False` so nothing is
@@ -22,8 +23,6 @@ recorded twice. Extraction and storage failures never lose the reply: they are l
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -71,7 +70,7 @@ class BudgetTurn:
     warnings: list[str] = field(default_factory=list)
     """Problems that did not stop the turn (classifier fallback, extraction or store failures)."""
     extracted: bool = False
-    """Whether step 7 ran in this turn."""
+    """Whether a fact extraction ran in this turn (step 7's policy fired)."""
     messages_seen: int = 0
     """Messages the session has seen after this turn (drives the extraction cadence)."""
 
@@ -86,8 +85,6 @@ class BudgetRequestWorkflow:
     """Step 3's intent and entity classifier."""
     budget_agent: Agent[MemoryDeps, str]
     """Step 5's agent; its `MemoryCapability` must not record messages (the workflow does)."""
-    _extracted_upto: OrderedDict[str, str] = field(default_factory=OrderedDict, init=False, repr=False)
-    """Session id -> id of the last message already given to extraction, least recently used first."""
 
     @classmethod
     def build(
@@ -142,9 +139,7 @@ class BudgetRequestWorkflow:
             warnings=warnings,
             messages_seen=seen,
         )
-        if self.memory.should_extract(seen) or classification.request_complete or classification.explicit_preference:
-            turn.extracted = True
-            turn.facts_stored = await self._persist(session_id, user_id, classification, warnings)
+        turn.facts_stored, turn.extracted = await self._persist(session_id, user_id, classification, warnings)
         return turn
 
     async def _classify(self, message: str, warnings: list[str]) -> Classification:
@@ -159,20 +154,16 @@ class BudgetRequestWorkflow:
 
     async def _persist(
         self, session_id: str, user_id: str | UUID, classification: Classification, warnings: list[str]
-    ) -> list[MemorizedFact]:
+    ) -> tuple[list[MemorizedFact], bool]:
+        """Step 7: facts through the manager's extraction policy (explicit instruction, end of request, every
+        N user messages; batched, never the same message twice), then what needs no model: the stated
+        materials, and the project and pattern of a completed request. Returns (facts stored, whether an
+        extraction ran)."""
+        run = await self.memory.extract_if_due(session_id, user_id, end_of_request=classification.request_complete)
+        if run.error is not None:
+            warnings.append(f"fact extraction failed: {run.error}")
+        facts = list(run.stored)
         short = await self.memory.get_short_term(session_id)
-        # Only messages not yet extracted: a stored fact that is extracted again counts as a repeat and is
-        # reinforced, so re-reading the whole window on every trigger would inflate confidence.
-        pending = self._pending(session_id, short.messages)
-        facts: list[MemorizedFact] = []
-        extracted_ok = True
-        if pending:
-            try:
-                facts = await self.memory.extract_facts_from_conversation(pending, user_id)
-            except MemoryPluginError as exc:
-                extracted_ok = False
-                logger.warning("%s fact extraction failed for session %s: %s", LOG_PREFIX, session_id, exc)
-                warnings.append(f"fact extraction failed: {exc}")
         materials = classification.entities.get("materials", [])
         preferences = (
             UserPreferences(preferred_materials=materials) if classification.explicit_preference and materials else None
@@ -183,44 +174,20 @@ class BudgetRequestWorkflow:
             if classification.request_complete
             else []
         )
-        if not (facts or preferences or project or patterns):
-            if extracted_ok:
-                self._mark_extracted(session_id, pending)
-            return []
-        update = MemoryUpdate(
-            user_id=UUID(str(user_id)),
-            session_id=session_id,
-            new_facts=facts,
-            preferences=preferences,
-            project=project,
-            patterns=patterns,
-        )
-        try:
-            stored = await self.memory.update_memory(update)
-        except MemoryPluginError as exc:
-            logger.warning("%s could not store memory for session %s: %s", LOG_PREFIX, session_id, exc)
-            warnings.append(f"could not store memory: {exc}")
-            return []
-        if extracted_ok:
-            self._mark_extracted(session_id, pending)
-        return stored
-
-    def _pending(self, session_id: str, messages: Sequence[Message]) -> list[Message]:
-        last = self._extracted_upto.get(session_id)
-        ids = [m.id for m in messages]
-        if last is None or last not in ids:
-            # Never extracted, or the last extracted message fell out of the window: all of it is new.
-            return list(messages)
-        return list(messages[ids.index(last) + 1 :])
-
-    def _mark_extracted(self, session_id: str, messages: Sequence[Message]) -> None:
-        if not messages:
-            return
-        self._extracted_upto[session_id] = messages[-1].id
-        self._extracted_upto.move_to_end(session_id)
-        # Bounded like the session store itself, so a long-running process does not grow without limit.
-        while len(self._extracted_upto) > self.memory.settings.max_sessions:
-            self._extracted_upto.popitem(last=False)
+        if preferences or project or patterns:
+            update = MemoryUpdate(
+                user_id=UUID(str(user_id)),
+                session_id=session_id,
+                preferences=preferences,
+                project=project,
+                patterns=patterns,
+            )
+            try:
+                await self.memory.update_memory(update)
+            except MemoryPluginError as exc:
+                logger.warning("%s could not store memory for session %s: %s", LOG_PREFIX, session_id, exc)
+                warnings.append(f"could not store memory: {exc}")
+        return facts, run.trigger is not None
 
 
 def _project(session_id: str, short: ShortTermMemory) -> ProjectRecord | None:

@@ -26,6 +26,12 @@ class ExtractionOutcome:
     dropped one by one without discarding the rest of the batch."""
     model_calls: int = 0
     """Model requests made (0 for rule-based extraction)."""
+    rejections: dict[str, int] = field(default_factory=dict)
+    """`rejected` by reason: "empty", "too_long", "unknown_category", "unknown_source", "bad_confidence",
+    "invalid"."""
+    dropped_fields: dict[str, int] = field(default_factory=dict)
+    """Optional fields removed from otherwise valid items: "replaces" (not one of the candidate facts' ids),
+    "expires_at" (unreadable, or not after the message it comes from)."""
 
 
 @runtime_checkable
@@ -40,7 +46,9 @@ class FactExtractor(Protocol):
     async def extract(
         self, messages: Sequence[Message], *, known_facts: Sequence[MemorizedFact] = ()
     ) -> ExtractionOutcome:
-        """Propose facts stated in `messages`. `known_facts` lets an extractor avoid repeating them.
+        """Propose facts stated in `messages`. `known_facts` are the user's current candidate facts (with
+        their ids): an extractor may mark a new fact as replacing one of them (`MemorizedFact.replaces`) and
+        should restate a repeated fact in the known wording, so that it reinforces instead of duplicating.
 
         Raises `ExtractionError` when the model fails or its output is unusable as a whole.
         """

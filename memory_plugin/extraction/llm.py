@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import get_args
+from uuid import UUID
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_ai import Agent
@@ -21,6 +22,7 @@ from pydantic_ai.models import Model
 from ..errors import ExtractionError
 from ..models import FactCategory, FactSource, MemorizedFact, Message
 from ..privacy import redact_sensitive
+from ..taxonomy import default_importance, render_taxonomy_for_prompt
 from .base import ExtractionOutcome
 
 __all__ = ["DEFAULT_EXTRACTION_INSTRUCTIONS", "CandidateFact", "ExtractionReport", "LLMExtractor"]
@@ -28,32 +30,40 @@ __all__ = ["DEFAULT_EXTRACTION_INSTRUCTIONS", "CandidateFact", "ExtractionReport
 MAX_FACT_CHARS = 500
 """Longest fact content accepted from the model (the default `MemorySettings.max_fact_chars`)."""
 
-DEFAULT_EXTRACTION_INSTRUCTIONS = """\
+DEFAULT_EXTRACTION_INSTRUCTIONS = f"""\
 You extract long-term memory about a user from a conversation between the user and an assistant.
 
-Extract only facts that will still be true and useful in future conversations:
-- lasting preferences (materials, processes, finishes, suppliers, how they like to be answered);
-- technical requirements (tolerances, certifications, standards);
-- constraints (budget limits, deadlines, quantities they cannot exceed);
-- feedback on past work (late deliveries, quality problems, praise).
+Extract only facts that will still be true and useful in future conversations, in these categories:
+{render_taxonomy_for_prompt()}
 
 Do NOT extract:
-- one-off details of this single conversation (the quantity or date of today's request, greetings);
+- one-off details of this single conversation (the quantity or drawing of today's request, greetings);
 - low-confidence guesses: if the user did not say it and it does not clearly follow, leave it out;
 - contradictions the conversation has not resolved;
 - payment data (card numbers, bank accounts), passwords, API keys or other credentials;
-- sensitive personal data (ids, health, religion, politics, sexual orientation, home address).
+- sensitive personal data (ids, religion, politics, sexual orientation, home address);
+- clinical details: never a diagnosis, a medication or dose, a test result. If a health matter changes how to
+  serve the user, store only a non-clinical "health_note" saying what it affects ("Tiene una condición
+  médica que afecta a los turnos").
+
+Each message is shown as [id] role (timestamp): text. Dates: write absolute dates (YYYY-MM-DD) in the content,
+resolving "next Friday", "mañana", "la semana pasada"... against the timestamp of the message that says them.
 
 For each fact give:
 - content: one short third-person sentence in the user's language, e.g. "Prefiere aluminio 7075 para
   prototipos" or "Requires ISO 9001 certification";
-- category: one of "preference", "requirement", "constraint", "feedback";
+- category: one of the categories above;
 - confidence: 0 to 1, how sure you are the fact is true and lasting;
 - source: "explicit" if the user said it, "inferred" if you concluded it;
-- importance: 1 (trivia) to 5 (must never be forgotten);
-- message_ids: the ids, shown in brackets before each message, of the messages the fact comes from.
+- importance: 1 (trivia) to 5 (must never be forgotten); use the category's default unless the user insists;
+- message_ids: the ids of the messages the fact comes from;
+- expires_at (optional): an ISO 8601 date-time after which a temporary fact is no longer true, e.g. the end
+  of the weekend for "estaré fuera este fin de semana"; leave it out for lasting facts;
+- replaces (optional): the id of a known fact (listed with its id in brackets) that this fact supersedes
+  because the user changed it ("el presupuesto ahora es 2000 €" replaces "No puede superar 1000 €").
 
-Do not repeat facts listed as already known. Return an empty list when there is nothing worth remembering.
+If the user restates a known fact, return it again with the known fact's exact wording (it is reinforced, not
+duplicated). Return an empty list when there is nothing worth remembering.
 """
 
 _CATEGORIES: frozenset[str] = frozenset(get_args(FactCategory))
@@ -71,10 +81,15 @@ class CandidateFact(BaseModel):
     """Expected: 0 to 1."""
     source: str = "explicit"
     """Expected: explicit or inferred."""
-    importance: int = 3
-    """1 (trivia) to 5 (must never be forgotten); out-of-range values are clamped."""
+    importance: int | None = None
+    """1 (trivia) to 5 (must never be forgotten); out-of-range values are clamped; None: the category's
+    default (`memory_plugin.taxonomy`)."""
     message_ids: list[str] = Field(default_factory=list)
     """Ids of the messages the fact comes from."""
+    expires_at: str | None = None
+    """ISO 8601 time after which a temporary fact stops being true; checked per item."""
+    replaces: str | None = None
+    """Id of a known fact this one supersedes; must be one of the ids shown."""
 
 
 class ExtractionReport(BaseModel):
@@ -92,8 +107,8 @@ def _one_line(text: str) -> str:
 def _render_prompt(messages: Sequence[Message], known_facts: Sequence[MemorizedFact]) -> str:
     lines: list[str] = []
     if known_facts:
-        lines.append("Already known facts (do not repeat them):")
-        lines.extend(f"- ({fact.category}) {_one_line(fact.content)}" for fact in known_facts)
+        lines.append("Known facts (id in brackets; restate them in these words, or name the id in `replaces`):")
+        lines.extend(f"- [{fact.id}] ({fact.category}) {_one_line(fact.content)}" for fact in known_facts)
         lines.append("")
     lines.append("Conversation:")
     for message in messages:
@@ -103,23 +118,76 @@ def _render_prompt(messages: Sequence[Message], known_facts: Sequence[MemorizedF
     return "\n".join(lines)
 
 
-def _to_fact(
-    candidate: CandidateFact, by_id: dict[str, Message], fallback_ids: tuple[str, ...]
-) -> MemorizedFact | None:
-    """Validate one candidate; None when it cannot become a fact."""
-    content = candidate.content.strip()
-    if not content or len(content) > MAX_FACT_CHARS:
+@dataclass(slots=True)
+class _Tally:
+    """Per-reason counts of one extraction's validation."""
+
+    rejections: dict[str, int] = field(default_factory=dict)
+    dropped_fields: dict[str, int] = field(default_factory=dict)
+
+    def reject(self, reason: str) -> None:
+        self.rejections[reason] = self.rejections.get(reason, 0) + 1
+
+    def drop_field(self, name: str) -> None:
+        self.dropped_fields[name] = self.dropped_fields.get(name, 0) + 1
+
+
+def _parse_expiry(raw: str | None, after: datetime, tally: _Tally) -> datetime | None:
+    """The model's `expires_at`, if it is a time after `after` (the fact's message); else None, counted."""
+    if raw is None or not raw.strip():
         return None
+    try:
+        value = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+    except ValueError:
+        tally.drop_field("expires_at")
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=after.tzinfo)  # a bare date-time is in the conversation's timezone
+    if value <= after:
+        tally.drop_field("expires_at")
+        return None
+    return value
+
+
+def _to_fact(
+    candidate: CandidateFact,
+    by_id: dict[str, Message],
+    fallback_ids: tuple[str, ...],
+    known_ids: dict[str, UUID],
+    tally: _Tally,
+) -> MemorizedFact | None:
+    """Validate one candidate; None (and a counted reason) when it cannot become a fact."""
+    content = candidate.content.strip()
     category = candidate.category.strip().lower()
     source = candidate.source.strip().lower()
-    if category not in _CATEGORIES or source not in _SOURCES:
+    if not content:
+        tally.reject("empty")
+        return None
+    if len(content) > MAX_FACT_CHARS:
+        tally.reject("too_long")
+        return None
+    if category not in _CATEGORIES:
+        tally.reject("unknown_category")
+        return None
+    if source not in _SOURCES:
+        tally.reject("unknown_source")
         return None
     if not math.isfinite(candidate.confidence) or not 0.0 <= candidate.confidence <= 1.0:
+        tally.reject("bad_confidence")
         return None
     # Provenance must point at messages we sent; invented ids are dropped, and a fact with none left is
     # attributed to the whole excerpt rather than lost.
     ids = tuple(dict.fromkeys(i for i in candidate.message_ids if i in by_id)) or fallback_ids
     timestamps: list[datetime] = [by_id[i].timestamp for i in ids if i in by_id]
+    learned_at = max(timestamps) if timestamps else None
+    replaces: UUID | None = None
+    if candidate.replaces is not None and candidate.replaces.strip():
+        # Only a fact we showed can be replaced: an invented or foreign id must never invalidate a row.
+        replaces = known_ids.get(candidate.replaces.strip().strip("[]").lower())
+        if replaces is None:
+            tally.drop_field("replaces")
+    expires_at = _parse_expiry(candidate.expires_at, learned_at, tally) if learned_at is not None else None
+    importance = candidate.importance if candidate.importance is not None else default_importance(category)  # type: ignore[arg-type]
     try:
         return MemorizedFact.model_validate(
             {
@@ -128,14 +196,17 @@ def _to_fact(
                 "confidence": candidate.confidence,
                 "source": source,
                 # Importance is a ranking hint: clamp rather than lose an otherwise good fact.
-                "importance": min(max(candidate.importance, 1), 5),
+                "importance": min(max(importance, 1), 5),
                 "source_message_ids": ids,
                 # Learned when the last message it rests on was written.
-                **({"timestamp": max(timestamps)} if timestamps else {}),
+                **({"timestamp": learned_at} if learned_at is not None else {}),
+                "expires_at": expires_at,
+                "replaces": replaces,
             }
         )
     except ValidationError:
-        return None  # e.g. NUL bytes in the content
+        tally.reject("invalid")  # e.g. NUL bytes in the content
+        return None
 
 
 @dataclass
@@ -205,12 +276,17 @@ class LLMExtractor:
         by_id = {message.id: message for message in messages}
         user_ids = tuple(message.id for message in messages if message.role == "user")
         fallback_ids = user_ids or tuple(by_id)
-        facts: list[MemorizedFact] = []
-        rejected = 0
-        for candidate in result.output.facts:
-            fact = _to_fact(candidate, by_id, fallback_ids)
-            if fact is None:
-                rejected += 1
-            else:
-                facts.append(fact)
-        return ExtractionOutcome(facts=facts, rejected=rejected, model_calls=result.usage.requests)
+        known_ids = {str(fact.id).lower(): fact.id for fact in known_facts}
+        tally = _Tally()
+        facts = [
+            fact
+            for candidate in result.output.facts
+            if (fact := _to_fact(candidate, by_id, fallback_ids, known_ids, tally)) is not None
+        ]
+        return ExtractionOutcome(
+            facts=facts,
+            rejected=sum(tally.rejections.values()),
+            model_calls=result.usage.requests,
+            rejections=tally.rejections,
+            dropped_fields=tally.dropped_fields,
+        )

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..models import FactCategory, MemorizedFact, Message
+from ..taxonomy import default_importance
 from ..text import normalize_key
 from .base import ExtractionOutcome
 
@@ -69,7 +70,7 @@ _ONE_OFF_NEED = re.compile(
     re.IGNORECASE,
 )
 # Politeness at the end of a clause is not part of the object: "necesito ISO 9001 por favor".
-_TRAILING_FILLER = re.compile(r"(?:\s+(?:por\s+favor|please|gracias|thanks|thank\s+you))+\s*$", re.IGNORECASE)
+_TRAILING_FILLER = re.compile(r"(?:\s+(?:por\s+favor|please|gracias|thanks|thank\s+you|again))+\s*$", re.IGNORECASE)
 # A copula left between a trigger and its object: "lo que prefiero es 7075", "my maximum budget is: 1500 EUR".
 _LEADING_COPULA = re.compile(r"^(?:es|son|is|are)\b\s*", re.IGNORECASE)
 _TRIM = " \t.,;:!¡…\"'“”«»"
@@ -103,6 +104,9 @@ class _Rule:
     """Reject objects that are requests of this conversation (quotes, quantities), not lasting needs."""
     feedback: bool = False
     """Feedback keeps the whole clause ("Opinión: la última entrega llegó tarde") instead of object only."""
+    time_object: bool = False
+    """The object is a time ("este fin de semana", "next week"), so demonstratives are not pointers into the
+    conversation."""
 
 
 def _t(pattern: str) -> re.Pattern[str]:
@@ -164,7 +168,55 @@ _RULES: tuple[_Rule, ...] = (
         "Opinión: {}",
         feedback=True,
     ),
+    _Rule(
+        _t(
+            r"no\s+(?:me|nos)\s+(?:vuelvas\s+a\s+|volváis\s+a\s+)?(?:sugieras|sugiráis|sugieran|recomiendes"
+            r"|recomendéis|recomienden|ofrezcas|ofrezcáis|ofrezcan|propongas|propongáis|propongan)(?:\s+m[aá]s)?"
+        ),
+        "rejection",
+        "No quiere que le sugieran {}",
+    ),
+    _Rule(
+        _t(r"ya\s+no\s+(?:uso|usamos|utilizo|utilizamos|trabajo\s+con|trabajamos\s+con|compro|compramos)"),
+        "preference",
+        "Ya no usa {}",
+    ),
+    _Rule(_t(r"(?:mi|nuestro)\s+objetivo\s+(?:es|ser[aá])"), "goal", "Objetivo: {}"),
+    _Rule(
+        _t(r"(?:mi|nuestr[oa])\s+(?:responsable|jef[ea])\s+de\s+compras\s+(?:es|será)"),
+        "contact",
+        "Su responsable de compras es {}",
+    ),
+    _Rule(_t(r"(?:mi|nuestr[oa])\s+(?:persona\s+de\s+)?contacto\s+(?:es|será)"), "contact", "Su contacto es {}"),
+    # Temporary absences: the object carries the time ("este fin de semana"), which the manager resolves to
+    # absolute dates and turns into an expiry.
+    _Rule(
+        _t(r"(?:estar[ée]|estaremos|estoy|estamos)\s+(?:fuera|de\s+viaje|de\s+vacaciones|ausentes?)"),
+        "fact",
+        "Estará fuera {}",
+        time_object=True,
+    ),
     # --- English ---
+    _Rule(
+        _t(r"(?:don't|don’t|do\s+not|never)\s+(?:suggest|recommend|offer|propose)(?:\s+(?:me|us))?(?:\s+again)?"),
+        "rejection",
+        "Do not suggest {}",
+    ),
+    _Rule(_t(r"(?:I|we)\s+no\s+longer\s+(?:use|work\s+with|buy|order)"), "preference", "No longer uses {}"),
+    _Rule(_t(r"(?:my|our)\s+(?:main\s+)?goal\s+is(?:\s+to)?"), "goal", "Goal: {}"),
+    _Rule(
+        _t(r"(?:my|our)\s+(?:buyer|purchasing\s+manager|procurement\s+contact)\s+is"), "contact", "Their buyer is {}"
+    ),
+    _Rule(_t(r"(?:my|our)\s+(?:main\s+)?contact(?:\s+person)?\s+is"), "contact", "Their contact is {}"),
+    _Rule(
+        _t(
+            r"(?:I'll|I’ll|I\s+will|we'll|we’ll|we\s+will|I'm|I’m|I\s+am|we're|we’re|we\s+are)\s+(?:be\s+)?"
+            r"(?:away|out\s+of\s+(?:the\s+)?office|on\s+(?:vacation|holiday)|travel(?:l)?ing)"
+        ),
+        "fact",
+        "Will be away {}",
+        time_object=True,
+    ),
     _Rule(_t(r"(?:I|we)\s+always\s+work\s+with"), "preference", "Always works with {}"),
     _Rule(_t(r"(?:I|we)\s+always\s+(?:use|go\s+with|order)"), "preference", "Always uses {}"),
     _Rule(_t(_EN_SUBJECT + r"prefer"), "preference", "Prefers {}"),
@@ -253,7 +305,7 @@ def _parse_statement(statement: str) -> tuple[str, FactCategory, float] | None:
         clause = match.group(0) + obj
         content = rule.template.format(clause[0].lower() + clause[1:])
     else:
-        if _NOT_AN_OBJECT.match(obj) or (rule.one_off_check and _ONE_OFF_NEED.match(obj)):
+        if (_NOT_AN_OBJECT.match(obj) and not rule.time_object) or (rule.one_off_check and _ONE_OFF_NEED.match(obj)):
             return None
         template = rule.template
         if rule.certification_template and _CERTIFICATION.search(obj):
@@ -268,8 +320,8 @@ class RuleBasedExtractor:
     """Offline `FactExtractor` for explicit first-person statements in Spanish and English.
 
     Only the user's messages are read. Each recognised statement becomes a `MemorizedFact` with source
-    "explicit", confidence 0.9 (0.95 with "siempre"/"always"), importance 4 for requirements and constraints
-    (3 otherwise), and the message's id and timestamp as provenance. Questions, negated and conditional
+    "explicit", confidence 0.9 (0.95 with "siempre"/"always"), the category's default importance
+    (`memory_plugin.taxonomy`), and the message's id and timestamp as provenance. Questions, negated and conditional
     statements, and one-off requests ("necesito un presupuesto") are not facts.
     """
 
@@ -281,11 +333,12 @@ class RuleBasedExtractor:
     async def extract(
         self, messages: Sequence[Message], *, known_facts: Sequence[MemorizedFact] = ()
     ) -> ExtractionOutcome:
-        """Facts stated in the user's `messages`, skipping those already in `known_facts`.
+        """Facts stated in the user's `messages`; one already in `known_facts` comes back in its known wording.
 
         The same fact stated in several messages is returned once, with every message id as provenance.
         """
-        known = {normalize_key(fact.content) for fact in known_facts}
+        # A restated known fact comes back in the stored wording, so that it reinforces the stored row.
+        known = {normalize_key(fact.content): fact.content for fact in known_facts}
         found: dict[str, MemorizedFact] = {}
         for message in messages:
             if message.role != "user":
@@ -296,8 +349,7 @@ class RuleBasedExtractor:
                     continue
                 content, category, confidence = parsed
                 key = normalize_key(content)
-                if key in known:
-                    continue
+                content = known.get(key, content)
                 previous = found.get(key)
                 if previous is not None:
                     if message.id not in previous.source_message_ids:
@@ -313,7 +365,7 @@ class RuleBasedExtractor:
                     category=category,
                     confidence=confidence,
                     source="explicit",
-                    importance=4 if category in ("requirement", "constraint") else 3,
+                    importance=default_importance(category),
                     source_message_ids=(message.id,),
                     timestamp=message.timestamp,
                 )

@@ -1,0 +1,142 @@
+"""Health data is kept only as a non-clinical note (seed 000's HEALTH_NOTE), never as clinical detail.
+
+The rule, applied to every fact before it is stored (`memory_plugin.sensitive.sanitize_fact_text`):
+
+1. A fact is *clinical* when it names a diagnosis ("diabetes", "epilepsia", "diagnosed with…"), a medication
+   (a drug name, or a dose such as "850 mg"), or a test result ("glucosa 180", "HbA1c 7,2 %", "tested
+   positive").
+2. A clinical fact that also says what the condition changes for the service (shifts, schedule, travel,
+   meetings, deliveries, physical work, availability) is replaced by a fixed note in the fact's language:
+   "Tiene una condición médica que afecta a los turnos" / "Has a medical condition that affects shifts",
+   category `health_note`. Nothing of the diagnosis, drug, dose or result survives.
+3. A clinical fact that says nothing useful for the service is dropped (and counted).
+4. A non-clinical health note ("Prefiere no viajar por motivos de salud") is kept as it is.
+
+Machining vocabulary that looks medical is not clinical: "tratamiento térmico", "presión de trabajo",
+"prueba de dureza 58 HRC", "inspección por rayos X", "stroke length", "análisis dimensional".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+__all__ = ["HealthScreen", "looks_spanish", "screen_health"]
+
+
+@dataclass(frozen=True, slots=True)
+class HealthScreen:
+    """What `screen_health` found in a text."""
+
+    clinical: tuple[str, ...]
+    """Kinds of clinical detail found, each once: "diagnosis", "medication", "test_result". Empty: none."""
+    note: str | None
+    """For clinical text: the non-clinical note to store instead, or None when it must be dropped. For
+    non-clinical text: None (keep the text as it is)."""
+
+
+def _fold(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+# Matched on the folded text (lower case, no accents). Whole words, with stems where Spanish and English
+# inflect ("diabet" covers diabetes, diabético, diabetic).
+_DIAGNOSIS = re.compile(
+    r"\b(?:diabet\w*|epilep\w*|cancer|tumou?r\w*|leucemia|leuka?emia|depresion|depression|depresiv\w*|depressive"
+    r"|trastorno|disorder|bipolar|esquizofreni\w*|schizophreni\w*|vih|hiv|sida|asma|asthma\w*|hipertens\w*"
+    r"|hypertens\w*|esclerosis|sclerosis|parkinson\w*|alzheimer\w*|artritis|arthritis|migran\w*|migraine\w*"
+    r"|tdah|adhd|autis\w*|hepatitis|epoc|copd|insuficiencia\s+renal|kidney\s+failure|renal\s+failure|apnea"
+    r"|apnoea|crohn\w*|celiac\w*|celiaqu\w*|infarto|heart\s+attack|ictus|(?:had|suffered)\s+a\s+stroke|covid\w*"
+    r"|embarazad\w*|embarazo|pregnan\w*|quimioterapia|chemotherapy|chemo|dialisis|dialysis|cirugia|surgery"
+    r"|hernia\w*|diagnosticad\w*|diagnosed|diagnostico\s+de|diagnosis\s+of)\b"
+)
+_MEDICATION = re.compile(
+    r"\b(?:metformin\w*|insulin\w*|ibuprofen\w*|paracetamol|acetaminophen|omeprazol\w*|sertralin\w*"
+    r"|fluoxetin\w*|prozac|lorazepam|diazepam|alprazolam|xanax|levotiroxin\w*|levothyroxin\w*|eutirox"
+    r"|atorvastatin\w*|simvastatin\w*|enalapril|losartan|warfarin\w*|sintrom|adalimumab|metotrexato"
+    r"|methotrexate|predniso\w*|cortisona|cortisone|antidepresiv\w*|antidepressant\w*|ansiolitic\w*"
+    r"|anxiolytic\w*|morfina|morphine|tramadol|opioid\w*|opiace\w*|adderall|ritalin|metilfenidato"
+    r"|methylphenidate)\b"
+)
+# A dose: digits and a mass unit in lower case ("850 mg", "0,5 mcg"); "Mg" (magnesium in an alloy) is not one.
+_DOSE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug)(?:/d[ií]a|/day|/dl)?\b")
+_LAB_TERM = (
+    r"(?:glucosa|glucose|glucemia|azucar\s+en\s+sangre|blood\s+sugar|hba1c|hemoglobina\s+glicosilada|colesterol"
+    r"|cholesterol|trigliceridos|triglycerides|tension\s+arterial|presion\s+arterial|blood\s+pressure|creatinina"
+    r"|creatinine|psa|tsh|analitica|analisis\s+de\s+sangre|blood\s+test|biopsia|biopsy|electrocardiograma|ecg|ekg"
+    r"|pcr|test\s+de\s+covid|covid\s+test|prueba\s+de\s+covid)"
+)
+# A lab term with a value or a verdict close after it ("glucosa 180", "colesterol alto", "biopsia positiva"),
+# or a result stated of the person ("dio positivo", "tested positive").
+_TEST_RESULT = re.compile(
+    r"\b" + _LAB_TERM + r"\b[^.;\n]{0,25}?(?:\d|\b(?:positiv\w*|negativ\w*|alt[oa]s?|baj[oa]s?|high|low|elevad\w*"
+    r"|elevated|normal)\b)"
+    r"|\b(?:di[oó]|dado|dio|tested|came\s+back)\s+(?:positivo|negativo|positive|negative)\b"
+    r"|\bmg/dl\b|\bmmol/l\b"
+)
+
+# What a condition changes for a machining shop's service: the only part of a clinical fact worth a note.
+_CONSEQUENCES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (re.compile(r"\b(?:turnos?|shifts?)\b"), "los turnos", "shifts"),
+    (re.compile(r"\b(?:horarios?|jornada|schedule|working\s+hours)\b"), "el horario", "their schedule"),
+    (re.compile(r"\b(?:viaj\w*|desplaz\w*|travel\w*|trips?)\b"), "los viajes", "travel"),
+    (re.compile(r"\b(?:reuniones|reunion|llamadas|meetings?|calls?)\b"), "las reuniones", "meetings"),
+    (
+        re.compile(r"\b(?:entregas?|recogidas?|recoger|deliver\w*|pick\s*-?\s*ups?|collect\w*)\b"),
+        "las entregas",
+        "deliveries",
+    ),
+    (
+        re.compile(r"\b(?:levantar|cargar\s+peso|esfuerzo\s+fisico|trabajo\s+fisico|lift\w*|heavy|physical\s+work)\b"),
+        "el trabajo físico",
+        "physical work",
+    ),
+    (
+        re.compile(r"\b(?:disponibilidad|ausencias?|de\s+baja|availability|absences?|sick\s+leave|time\s+off)\b"),
+        "la disponibilidad",
+        "availability",
+    ),
+)
+
+_SPANISH_HINT = re.compile(
+    r"[ñáéíóú¿¡]|\b(?:el|la|los|las|de|del|que|y|en|por|para|con|tiene|tengo|es|est[aá]|una?|su|sus|mi|no)\b",
+    re.IGNORECASE,
+)
+_ENGLISH_HINT = re.compile(
+    r"\b(?:the|and|of|to|in|has|have|is|are|with|for|on|my|our|their|a|an|not|it)\b", re.IGNORECASE
+)
+
+
+def looks_spanish(text: str) -> bool:
+    """Whether `text` reads as Spanish rather than English (counts common function words and accents)."""
+    return len(_SPANISH_HINT.findall(text)) > len(_ENGLISH_HINT.findall(text))
+
+
+def _join(parts: list[str], conjunction: str) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + f" {conjunction} " + parts[-1]
+
+
+def screen_health(text: str) -> HealthScreen:
+    """Find clinical details in `text` and, if there are any, the non-clinical note that may replace it."""
+    folded = _fold(text)
+    kinds: list[str] = []
+    if _DIAGNOSIS.search(folded):
+        kinds.append("diagnosis")
+    if _MEDICATION.search(folded) or _DOSE.search(text):
+        kinds.append("medication")
+    if _TEST_RESULT.search(folded):
+        kinds.append("test_result")
+    if not kinds:
+        return HealthScreen(clinical=(), note=None)
+    spanish = looks_spanish(text)
+    affected = [es if spanish else en for pattern, es, en in _CONSEQUENCES if pattern.search(folded)]
+    if not affected:
+        return HealthScreen(clinical=tuple(kinds), note=None)
+    if spanish:
+        targets = _join([f"a {a}".replace("a el ", "al ") for a in affected], "y")
+        note = f"Tiene una condición médica que afecta {targets}"
+    else:
+        note = f"Has a medical condition that affects {_join(affected, 'and')}"
+    return HealthScreen(clinical=tuple(kinds), note=note)
