@@ -151,6 +151,7 @@ def test_table_has_the_documented_columns(admin_conn: AdminConn) -> None:
         "slot": "text",
         "match_key": "text",
         "match_guard": "text",
+        "match_words": "text[]",
     }
     unique = admin_conn.execute(
         "select pg_get_constraintdef(oid) from pg_constraint where conrelid = 'public.user_memory'::regclass"

@@ -570,20 +570,20 @@ async def test_expired_facts_never_reach_the_prompt(any_memory: MemoryManager, u
     [trip, _past] = await remember(
         any_memory,
         user_id,
-        fact("Viaja a Bilbao este fin de semana", category="routine", expires_at=now + timedelta(days=2)),
+        fact("Viaja a Bilbao por una feria", category="routine", expires_at=now + timedelta(days=2)),
         fact(
-            "Está de vacaciones hasta ayer",
+            "Está de vacaciones con el equipo",
             category="routine",
             timestamp=now - timedelta(days=3),
             expires_at=now - timedelta(hours=1),
         ),
     )
     assert trip.expires_at == now + timedelta(days=2)
-    assert await current_facts(any_memory, user_id) == ["Viaja a Bilbao este fin de semana"]
+    assert await current_facts(any_memory, user_id) == ["Viaja a Bilbao por una feria"]
     assert len(await stored_facts(any_memory, user_id)) == 2
     # It held before it expired.
     assert [f.content for f in await any_memory.fact_history(user_id, at=now - timedelta(hours=2))] == [
-        "Está de vacaciones hasta ayer"
+        "Está de vacaciones con el equipo"
     ]
 
 
@@ -616,3 +616,21 @@ async def test_in_one_write_the_last_value_of_a_slot_wins(any_memory: MemoryMana
         "Mejor dicho, presupuesto máximo 1500 EUR",
         "Prefiere aluminio 7075",
     ]
+
+
+async def test_a_fact_naming_the_one_it_replaces_is_never_merged_into_it(
+    any_memory: MemoryManager, user_id: UUID
+) -> None:
+    [old] = await remember(any_memory, user_id, fact("Prefiere acabado anodizado negro"))
+    outcome = await detailed(any_memory, user_id, fact("Prefiere un acabado anodizado en negro mate", replaces=old.id))
+    assert (outcome.inserted, outcome.near_duplicates) == (1, 0)
+    assert [f.id for f in outcome.superseded] == [old.id]
+    assert await current_facts(any_memory, user_id) == ["Prefiere un acabado anodizado en negro mate"]
+
+
+async def test_a_swapped_word_is_another_fact_even_in_a_long_sentence(any_memory: MemoryManager, user_id: UUID) -> None:
+    await remember(any_memory, user_id, fact("Recibe entregas solo los viernes por la mañana", category="routine"))
+    outcome = await detailed(
+        any_memory, user_id, fact("Recibe entregas solo los lunes por la mañana", category="routine")
+    )
+    assert (outcome.inserted, outcome.near_duplicates) == (1, 0)

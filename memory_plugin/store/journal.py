@@ -115,6 +115,7 @@ def _item_from_json(raw: dict[str, Any]) -> MemoryItem:
         slot=raw.get("slot"),
         match_key=raw.get("match_key"),
         match_guard=raw.get("match_guard"),
+        match_words=tuple(raw["match_words"]) if raw.get("match_words") is not None else None,
         replaces=UUID(replaces) if replaces else None,
     )
 

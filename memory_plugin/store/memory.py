@@ -111,8 +111,15 @@ class InMemoryStore:
         rows: dict[str, MemoryRecord], item: MemoryItem, now: datetime, threshold: float
     ) -> MemoryRecord | None:
         """The current fact `item` nearly duplicates, as `memory_upsert_items` picks it (most similar first)."""
-        if item.kind != "fact" or item.match_key is None or item.match_guard is None or threshold > 1:
+        if (
+            item.kind != "fact"
+            or item.match_key is None
+            or item.match_guard is None
+            or item.match_words is None
+            or threshold > 1
+        ):
             return None
+        mine = (item.match_key, item.match_guard, item.match_words)
         best: tuple[float, float, str, MemoryRecord] | None = None
         for r in rows.values():
             if (
@@ -121,7 +128,10 @@ class InMemoryStore:
                 and r.is_current(now)
                 and r.match_key is not None
                 and r.match_guard is not None
-                and is_near_duplicate(r.match_key, r.match_guard, item.match_key, item.match_guard, threshold)
+                and r.match_words is not None
+                # A fact the item says it replaces is a change, never a rewording of it.
+                and r.id != item.replaces
+                and is_near_duplicate((r.match_key, r.match_guard, r.match_words), mine, threshold)
             ):
                 key = (-trigram_similarity(r.match_key, item.match_key), -r.last_reinforced_at.timestamp(), str(r.id))
                 if best is None or key < best[:3]:
@@ -168,6 +178,7 @@ class InMemoryStore:
             slot=item.slot,
             match_key=item.match_key,
             match_guard=item.match_guard,
+            match_words=item.match_words,
         )
 
     @staticmethod
@@ -199,6 +210,7 @@ class InMemoryStore:
             slot=old.slot or item.slot,
             match_key=item.match_key if old.match_guard is None else old.match_key,
             match_guard=old.match_guard or item.match_guard,
+            match_words=item.match_words if old.match_words is None else old.match_words,
         )
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:

@@ -23,7 +23,7 @@ from ..models import (
     UserPreferences,
 )
 from ..quality.decay import DecayPolicy, decayed_confidence
-from ..quality.matching import match_guard, match_key
+from ..quality.matching import match_guard, match_key, match_words
 from ..quality.slots import detect_slot
 from ..text import content_hash
 
@@ -70,6 +70,8 @@ class MemoryItem:
     """Facts: the normalised text compared for near-duplicates (`quality/matching.py`)."""
     match_guard: str | None = None
     """Facts: negation and numbers, which a near-duplicate must share exactly."""
+    match_words: tuple[str, ...] | None = None
+    """Facts: content words (stemmed); a near-duplicate adds or drops words, never swaps one."""
     replaces: UUID | None = None
     """Facts: a current fact of the user this one supersedes (set by the extractor or the caller)."""
 
@@ -92,6 +94,7 @@ class MemoryItem:
             "slot": self.slot,
             "match_key": self.match_key,
             "match_guard": self.match_guard,
+            "match_words": list(self.match_words) if self.match_words is not None else None,
             "replaces": str(self.replaces) if self.replaces else None,
         }
 
@@ -134,6 +137,8 @@ class MemoryRecord:
     """Facts: the normalised text compared for near-duplicates."""
     match_guard: str | None = None
     """Facts: negation and numbers a near-duplicate must share."""
+    match_words: tuple[str, ...] | None = None
+    """Facts: content words (stemmed) compared for near-duplicates."""
 
     def is_current(self, now: datetime) -> bool:
         """Whether it may be shown at `now`: valid, not archived, not expired."""
@@ -170,6 +175,7 @@ class MemoryRecord:
             slot=row.get("slot"),
             match_key=row.get("match_key"),
             match_guard=row.get("match_guard"),
+            match_words=tuple(row["match_words"]) if row.get("match_words") is not None else None,
         )
 
     def to_fact(self, *, confidence: float | None = None) -> MemorizedFact:
@@ -234,6 +240,7 @@ def _fact_item(fact: MemorizedFact, session_id: str | None) -> MemoryItem:
         slot=detect_slot(fact.content, fact.category),
         match_key=match_key(fact.content),
         match_guard=match_guard(fact.content),
+        match_words=match_words(fact.content),
         replaces=fact.replaces,
     )
 
@@ -346,6 +353,7 @@ def merge_items(previous: MemoryItem, item: MemoryItem) -> MemoryItem:
         slot=previous.slot,
         match_key=previous.match_key,
         match_guard=previous.match_guard,
+        match_words=previous.match_words,
         replaces=previous.replaces or item.replaces,
     )
 

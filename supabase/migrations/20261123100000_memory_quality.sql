@@ -37,12 +37,15 @@ alter table public.user_memory add constraint user_memory_category_check check (
 alter table public.user_memory
     add column slot        text,
     add column match_key   text,
-    add column match_guard text;
+    add column match_guard text,
+    add column match_words text[];
 
 comment on column public.user_memory.slot is
     'Facts: what single-valued subject it is about (budget, lead_time, material:7075); a newer current fact of the same slot supersedes it.';
 comment on column public.user_memory.match_key is
     'Facts: the content without case, accents or extra spaces; compared with pg_trgm similarity to find near-duplicates.';
+comment on column public.user_memory.match_words is
+    'Facts: content words cut to 5 letters; a near-duplicate adds or drops words, never swaps one ("viernes" for "lunes").';
 comment on column public.user_memory.match_guard is
     'Facts: negation and the numbers/codes in the content; near-duplicates must have the same guard ("aluminio 7075" is not "aluminio 6061").';
 
@@ -88,8 +91,9 @@ create index user_memory_fact_slot_idx on public.user_memory (user_id, slot)
 -- memory_upsert_items: as before (20261123090000_memory_validity.sql), plus the quality rules, all in the same
 -- single statement and transaction:
 --  1. near-duplicates: a fact item with no stored row of the same content_hash, similar (pg_trgm similarity
---     of match_key >= p_near_duplicate_threshold, same category, same match_guard) to a current fact of the
---     user, reinforces that fact instead of inserting a row. Items landing on the same row are folded first
+--     of match_key >= p_near_duplicate_threshold, same category, same match_guard, one's match_words within
+--     the other's) to a current fact of the user other than the one it `replaces`, reinforces that fact
+--     instead of inserting a row. Items landing on the same row are folded first
 --     (confidence and importance max, provenance accumulated), so the ON CONFLICT touches each row once.
 --     A threshold above 1 turns this off.
 --  2. `replaces`: an item naming a current fact of the user supersedes it: the old row gets invalid_at (when
@@ -157,7 +161,7 @@ begin
                    kind text, category text, content text, confidence real, source text, importance smallint,
                    source_message_ids text[], session_id text, attributes jsonb, content_hash text,
                    occurred_at timestamptz, expires_at timestamptz, metadata jsonb,
-                   slot text, match_key text, match_guard text, replaces uuid)
+                   slot text, match_key text, match_guard text, match_words text[], replaces uuid)
     ),
     -- materialized: target_hash is used three times below (partition, order, distinct); inlined, its index
     -- probe would run once per use.
@@ -168,13 +172,17 @@ begin
                    (select m.content_hash from public.user_memory m
                      where m.user_id = p_user_id and m.content_hash = r.content_hash),
                    case when r.kind = 'fact' and r.match_key is not null and r.match_guard is not null
-                             and p_near_duplicate_threshold <= 1 then
+                             and r.match_words is not null and p_near_duplicate_threshold <= 1 then
                        (select m.content_hash from public.user_memory m
                          where m.user_id = p_user_id and m.kind = 'fact'
                            and m.invalid_at is null and m.archived_at is null
                            and (m.expires_at is null or m.expires_at > v_now)
                            and m.category = r.category and m.match_guard = r.match_guard
                            and m.match_key operator(extensions.%) r.match_key
+                           -- words added or dropped, none swapped; and never the fact it replaces
+                           and (m.match_words operator(pg_catalog.<@) r.match_words
+                                or r.match_words operator(pg_catalog.<@) m.match_words)
+                           and m.id is distinct from r.replaces
                            and extensions.similarity(m.match_key, r.match_key) >= p_near_duplicate_threshold
                          order by extensions.similarity(m.match_key, r.match_key) desc, m.last_reinforced_at desc, m.id
                          limit 1)
@@ -202,7 +210,7 @@ begin
         insert into public.user_memory as m (
             user_id, kind, category, content, confidence, source, importance,
             source_message_ids, session_id, attributes, content_hash, created_at, last_reinforced_at,
-            occurred_at, expires_at, metadata, slot, match_key, match_guard
+            occurred_at, expires_at, metadata, slot, match_key, match_guard, match_words
         )
         select p_user_id, f.kind, f.category, f.content, f.max_confidence,
                case when f.any_explicit then 'explicit' else coalesce(f.source, 'inferred') end, f.max_importance,
@@ -213,7 +221,7 @@ begin
                f.session_id, coalesce(f.attributes, '{}'::jsonb), f.target_hash,
                coalesce(f.first_occurred, v_now), coalesce(f.first_occurred, v_now),
                f.first_occurred, case when f.never_expires then null else f.last_expires end,
-               coalesce(f.metadata, '{}'::jsonb), f.slot, f.match_key, f.match_guard
+               coalesce(f.metadata, '{}'::jsonb), f.slot, f.match_key, f.match_guard, f.match_words
           from folded f
         on conflict (user_id, content_hash) do update set
             content            = case when m.kind = 'preference' and m.category <> 'preferred_materials'
@@ -247,7 +255,8 @@ begin
             -- The stored wording keeps its own keys; rows from before these columns existed get them now.
             slot               = coalesce(m.slot, excluded.slot),
             match_key          = case when m.match_guard is null then excluded.match_key else m.match_key end,
-            match_guard        = coalesce(m.match_guard, excluded.match_guard)
+            match_guard        = coalesce(m.match_guard, excluded.match_guard),
+            match_words        = case when m.match_words is null then excluded.match_words else m.match_words end
         returning m.id, m.content_hash, m.kind, m.slot
     ),
     -- Each written row's item (position, `replaces`). Measured with 1,000 items: this join is hashed (40 ms for
