@@ -31,10 +31,10 @@ from .extraction import FactExtractor, default_extractor
 from .extraction.policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
 from .formatting import MemoryFormat, format_memory_for_agent
 from .models import MemorizedFact, MemoryContext, MemoryUpdate, Message, ProjectRecord, ShortTermMemory, UserPreferences
+from .privacy import sanitize_fact_text, sanitize_item_text
 from .quality import DecayPolicy, WriteOutcome, fold_near_duplicates
 from .quality.slots import keep_latest_per_slot
 from .ranking import RankingWeights
-from .sensitive import sanitize_fact_text, sanitize_item_text
 from .session import Clock, SessionStore
 from .settings import MemorySettings
 from .store import ContextQuery, EmbeddedPostgres, LongTermStore, MemoryRecord, PostgresStore
@@ -552,7 +552,7 @@ class MemoryManager:
         ``[redacted <kind>]`` and clinical details reduced to a non-clinical `health_note`, or None when
         nothing storable is left (only sensitive data, or clinical detail with no practical consequence).
         Counted in `stats` and logged without the sensitive text. Pure otherwise: nothing is written.
-        The rules: `memory_plugin.sensitive.sanitize_fact_text`.
+        The rules: `memory_plugin.privacy.sanitize_fact_text`.
         """
         result = sanitize_fact_text(fact.content, fact.category)
         if result.text is None:
