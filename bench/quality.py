@@ -57,7 +57,7 @@ from memory_plugin import MemoryManager, MemorySettings, Message
 from memory_plugin.dates import resolve_relative_dates
 from memory_plugin.extraction import LLMExtractor
 from memory_plugin.models import FactCategory
-from memory_plugin.sensitive import sanitize_fact_text
+from memory_plugin.privacy import sanitize_fact_text
 from memory_plugin.store import EmbeddedPostgres
 from memory_plugin.store.migrations import migrate
 from memory_plugin.text import normalize_key
@@ -559,8 +559,9 @@ def quality_table(results: Sequence[QualityResult]) -> BenchTable:
     row("run time (s)", [f"{r.seconds:.1f}" for r in results])
     table.notes.append(
         "Rows are mapped to scripted facts through their content (the same redaction and date rules as the "
-        "manager). De-duplication of paraphrases and the `replaces` / slot rules that retire superseded facts "
-        "are issue 4 part A (store side); this table measures whatever the store does now."
+        'manager). "As said": the mocked model words each fact as the user did, so paraphrases reach the '
+        'store and only its near-duplicate rules (trigrams, guards) can fold them; "reuses known wording": it '
+        "restates a known fact the way it is stored, as the extractor's instructions ask."
     )
     return table
 

@@ -43,6 +43,7 @@ from memory_plugin import (
     ResilientStore,
     SessionStore,
 )
+from memory_plugin.quality import DecayPolicy
 from memory_plugin.store import EmbeddedPostgres
 from memory_plugin.store.migrations import migrate
 from memory_plugin.text import normalize_key
@@ -249,7 +250,11 @@ from generate_series(1, %(n)s) as i,
                                                           'feedback'])[1 + i %% 4]
                                   when 'preference' then 'preferred_materials' else kk.kind end as category) as k
 """
-CONTEXT_CALL_SQL = "select * from public.memory_context(%s, 12, 3, 3, 0.6, 0.3, 0.1, 30, now())"
+# The call get_memory_context makes with the default settings, decay included (half-lives per category, floor).
+CONTEXT_CALL_SQL = (
+    "select * from public.memory_context(%s, 12, 3, 3, 0.6, 0.3, 0.1, 30, now(),"
+    f" '{json.dumps(DecayPolicy().as_json())}'::jsonb, {DecayPolicy().floor}, 20)"
+)
 
 
 def _load_data(url: str, users: dict[int, UUID], other_rows: int) -> None:

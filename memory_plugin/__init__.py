@@ -29,6 +29,7 @@ from .models import (
     ShortTermMemory,
     UserPreferences,
 )
+from .quality import WriteOutcome
 from .session import SessionStore
 from .settings import MemorySettings
 from .store import (
@@ -72,6 +73,7 @@ __all__ = [
     "StoreUnavailableError",
     "SupabaseStore",
     "UserPreferences",
+    "WriteOutcome",
     "format_memory_for_agent",
     "memory_toolset",
 ]

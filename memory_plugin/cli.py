@@ -40,9 +40,10 @@ from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 
 from .errors import MemoryPluginError
 from .manager import MemoryManager
+from .quality.decay import DecayPolicy
 from .settings import MemorySettings
 from .store import EmbeddedPostgres, MemoryRecord
-from .store.admin import MemoryAdmin
+from .store.admin import ArchiveReport, MemoryAdmin
 from .store.migrations import migrate
 from .store.resilient import BackendStatus
 
@@ -421,6 +422,21 @@ def erase(
         raise typer.Exit(1)
     deleted = _run(_erase(_admin_url(_settings(data_dir)), uid))
     _out().print(f"erased {deleted} row(s) of user {uid}")
+
+
+async def _maintain(url: str, settings: MemorySettings) -> ArchiveReport:
+    policy = DecayPolicy(half_life_days=dict(settings.half_life_days), floor=settings.decay_floor)
+    async with await MemoryAdmin.connect(url) as admin:
+        return await admin.archive_decayed(policy)
+
+
+@app.command("maintain")
+def maintain(data_dir: DataDirOption = None) -> None:
+    """Archive facts whose decayed confidence fell below MEMORY_DECAY_FLOOR, and expired facts (all users), as
+    the administrative role. Optional: they are already hidden from every context; this shrinks the index."""
+    settings = _settings(data_dir)
+    report = _run(_maintain(_admin_url(settings), settings))
+    _out().print(f"archived {report.decayed} decayed and {report.expired} expired fact(s)")
 
 
 # --- embeddings: reembed ------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
@@ -50,10 +50,12 @@ from .models import (
     ShortTermMemory,
     UserPreferences,
 )
+from .privacy import sanitize_fact_text, sanitize_item_text
+from .quality import DecayPolicy, WriteOutcome, fold_near_duplicates
+from .quality.slots import keep_latest_per_slot
 from .ranking import RankingWeights
 from .remember import Note, note_item
 from .retrieval import ScoredMemory, SearchQuery, SearchWeights, analyze_query
-from .sensitive import sanitize_fact_text, sanitize_item_text
 from .session import Clock, SessionStore
 from .settings import MemorySettings
 from .store import ContextQuery, EmbeddedPostgres, LongTermStore, MemoryRecord, PostgresStore
@@ -127,6 +129,14 @@ class MemoryStats:
     """Extractions triggered by the every-N-user-messages cadence."""
     extractions_skipped: int = 0
     """Triggers whose pending messages were only small talk: no model call."""
+    facts_inserted: int = 0
+    """Fact rows inserted (new facts)."""
+    facts_reinforced: int = 0
+    """Stored facts stated again (exact repeats and near-duplicates) instead of inserted."""
+    facts_near_duplicates: int = 0
+    """Facts merged into a similar fact (stored, or earlier in the same write) instead of inserted."""
+    facts_superseded: int = 0
+    """Stored facts a write made no longer current (`replaces`, a new value of their slot); kept as history."""
 
 
 def _parse_user_id(user_id: str | UUID) -> UUID:
@@ -239,6 +249,7 @@ class MemoryManager:
         self.stats = MemoryStats()
         self._database_url = database_url
         self._weights = RankingWeights.from_settings(settings)
+        self._decay = DecayPolicy(half_life_days=dict(settings.half_life_days), floor=settings.decay_floor)
         self._format = MemoryFormat(
             recent_messages=settings.recent_messages_in_prompt, message_chars=settings.message_chars_in_prompt
         )
@@ -450,7 +461,8 @@ class MemoryManager:
                 raise
             self._report_store_failure("reading the context", exc)
             return MemoryContext(session_id=session_id, user_id=uid, short_term=short, long_term_available=False)
-        long = long_term_from_records(read.records)
+        # Confidence shown is the decayed one, as ranked (quality/decay.py).
+        long = long_term_from_records(read.records, now=datetime.now(UTC), decay=self._decay)
         if read.source != "primary":
             self.stats.store_failures += 1  # ResilientStore logged it (throttled)
             return MemoryContext(
@@ -473,6 +485,8 @@ class MemoryManager:
             max_projects=s.max_projects_in_context,
             max_patterns=s.max_patterns_in_context,
             weights=self._weights,
+            decay=self._decay,
+            max_rejections=s.max_rejections_in_context,
         )
 
     def _report_store_failure(self, doing: str, exc: Exception) -> None:
@@ -493,9 +507,16 @@ class MemoryManager:
         """Persist facts, preferences, a project and patterns for a user, in one round trip.
 
         Every fact is checked first (length, confidence threshold) and stripped of sensitive data; if any
-        fact is invalid nothing is written. Repeats of stored facts reinforce them. Returns the stored
-        facts as they are now in the store.
+        fact is invalid nothing is written. Repeats and near-duplicates of stored facts reinforce them; a
+        fact with `replaces`, or a new value of a slot (a budget, a material), supersedes the old fact, which
+        is kept as history. Returns the stored facts as they are now in the store;
+        `update_memory_detailed` also says what was inserted, reinforced and superseded.
         """
+        return (await self.update_memory_detailed(update)).stored
+
+    async def update_memory_detailed(self, update: MemoryUpdate) -> WriteOutcome:
+        """`update_memory`, returning a `WriteOutcome`: the stored facts and how many were inserted,
+        reinforced or merged as near-duplicates, and the facts superseded. Counted in `stats` too."""
         if not isinstance(update, MemoryUpdate):
             raise InvalidMemoryInputError(f"update must be a MemoryUpdate, got {type(update).__name__}")
         if update.session_id is not None:
@@ -504,15 +525,50 @@ class MemoryManager:
         kept = [f for f in facts if f is not None]
         preferences, project, patterns = self._sanitize_parts(update)
         items = items_from_update(kept, preferences, project, patterns, update.session_id)
+        # Within this write: the last value of a slot wins, and near-duplicates fold into the first wording.
+        items, _ = keep_latest_per_slot(items)
+        items, folded = fold_near_duplicates(items, self.settings.near_duplicate_threshold)
         if not items:
-            return []
+            return WriteOutcome()
         items = await self._embed_items(items)
-        records = await self.store.upsert(update.user_id, items, reinforcement_step=self.settings.reinforcement_step)
-        stored = [r.to_fact() for r in records if r.kind == "fact"]
-        self.stats.facts_written += len(stored)
-        if stored:
-            logger.info("%s stored %d facts for user %s", LOG_PREFIX, len(stored), update.user_id)
-        return stored
+        records = await self.store.upsert(
+            update.user_id,
+            items,
+            reinforcement_step=self.settings.reinforcement_step,
+            near_duplicate_threshold=self.settings.near_duplicate_threshold,
+        )
+        outcome = _outcome(items, records, folded)
+        self.stats.facts_written += len(outcome.stored)
+        self.stats.facts_inserted += outcome.inserted
+        self.stats.facts_reinforced += outcome.reinforced
+        self.stats.facts_near_duplicates += outcome.near_duplicates
+        self.stats.facts_superseded += len(outcome.superseded)
+        if outcome.stored:
+            logger.info(
+                "%s stored %d facts for user %s (%d new, %d reinforced, %d near-duplicates, %d superseded)",
+                LOG_PREFIX,
+                len(outcome.stored),
+                update.user_id,
+                outcome.inserted,
+                outcome.reinforced,
+                outcome.near_duplicates,
+                len(outcome.superseded),
+            )
+        return outcome
+
+    async def fact_history(
+        self, user_id: str | UUID, *, at: datetime | None = None, include_invalid: bool = True, limit: int = 1000
+    ) -> list[MemorizedFact]:
+        """The user's facts as they stood at `at` ("what did the user prefer in March?"): learned by then and
+        not yet superseded, retracted or expired then; newest first. Without `at`, every fact, current or not
+        (`invalid_at`/`superseded_by` say which). `include_invalid=False` keeps only facts still valid now.
+        Confidence is the stored one (as of the last time the fact was stated)."""
+        if at is not None and at.tzinfo is None:
+            raise InvalidMemoryInputError("at must be timezone-aware (e.g. datetime(2026, 3, 15, tzinfo=UTC))")
+        records = await self.store.fact_history(
+            _parse_user_id(user_id), at=at, include_invalid=include_invalid, limit=limit
+        )
+        return [r.to_fact() for r in records]
 
     def _admit_fact(self, fact: MemorizedFact, user_id: UUID) -> MemorizedFact | None:
         """Validate and clean one fact for storage; None when it must not be stored (below threshold, or
@@ -563,7 +619,7 @@ class MemoryManager:
         ``[redacted <kind>]`` and clinical details reduced to a non-clinical `health_note`, or None when
         nothing storable is left (only sensitive data, or clinical detail with no practical consequence).
         Counted in `stats` and logged without the sensitive text. Pure otherwise: nothing is written.
-        The rules: `memory_plugin.sensitive.sanitize_fact_text`.
+        The rules: `memory_plugin.privacy.sanitize_fact_text`.
         """
         result = sanitize_fact_text(fact.content, fact.category)
         if result.text is None:
@@ -913,6 +969,23 @@ class MemoryManager:
             "live_sessions": len(self.sessions),
             "stats": {name: getattr(self.stats, name) for name in MemoryStats.__slots__},
         }
+
+
+def _outcome(items: Sequence[MemoryItem], records: Sequence[MemoryRecord], folded: int) -> WriteOutcome:
+    """What a write did, read from the rows the store returned (written rows, then superseded ones)."""
+    facts = [r for r in records if r.kind == "fact"]
+    current = [r for r in facts if r.invalid_at is None]
+    landed = {r.content_hash for r in current}
+    # A fact item whose own hash is not among the rows written was merged into a similar stored fact.
+    redirected = sum(1 for i in items if i.kind == "fact" and i.content_hash not in landed)
+    inserted = sum(1 for r in current if r.relevance_count == 0)
+    return WriteOutcome(
+        stored=[r.to_fact() for r in current],
+        inserted=inserted,
+        reinforced=len(current) - inserted,
+        near_duplicates=folded + redirected,
+        superseded=[r.to_fact() for r in facts if r.invalid_at is not None],
+    )
 
 
 def _make_note(**fields: Any) -> Note:

@@ -3,6 +3,8 @@
     score = w_importance * importance/5 + w_confidence * confidence + w_recency * recency
     recency = clamp(1 - age_since_last_reinforcement / recency_window, 0, 1)
 
+where `confidence` is the decayed confidence when a `DecayPolicy` is given (`quality/decay.py`).
+
 The Postgres store computes the same expression in SQL (`public.memory_context` in
 `supabase/migrations/`), so ranking costs one round trip; the in-memory store calls `fact_score` here.
 `public.memory_rank_facts` computes the same order without scoring every fact (see its comment).
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from .quality.decay import DecayPolicy, decayed_confidence
 from .settings import MemorySettings
 
 __all__ = ["RankingWeights", "fact_score"]
@@ -44,9 +47,18 @@ class RankingWeights:
 
 
 def fact_score(
-    *, importance: int, confidence: float, last_reinforced_at: datetime, now: datetime, weights: RankingWeights
+    *,
+    importance: int,
+    confidence: float,
+    last_reinforced_at: datetime,
+    now: datetime,
+    weights: RankingWeights,
+    category: str | None = None,
+    decay: DecayPolicy | None = None,
 ) -> float:
-    """The ranking score of one fact at time `now`."""
+    """The ranking score of one fact at time `now`; with `decay` and `category`, on the decayed confidence."""
+    if decay is not None and category is not None:
+        confidence = decayed_confidence(confidence, last_reinforced_at, category, now, decay)
     age_seconds = (now - last_reinforced_at).total_seconds()
     # Clamped above too: a timestamp slightly in the future (clock skew) earns no extra weight.
     recency = min(1.0, max(0.0, 1.0 - age_seconds / (weights.recency_window_days * 86400.0)))

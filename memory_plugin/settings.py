@@ -9,6 +9,8 @@ import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
+
 __all__ = ["MemorySettings"]
 
 
@@ -110,6 +112,35 @@ class MemorySettings(BaseSettings):
 
     recency_window_days: float = Field(default=30.0, gt=0)
     """Age at which a fact's recency boost reaches zero."""
+
+    # --- memory quality (memory_plugin/quality/; README "Keeping memory small, true and current") -------------
+    near_duplicate_threshold: float = Field(default=0.8, ge=0)
+    """Trigram similarity (pg_trgm's, 0–1) at or above which a new fact reinforces a current fact of the same
+    category instead of adding a row, when both have the same numbers/codes and negation. 0.8 merges rewordings
+    that keep their words and keeps one-word substitutions apart; above 1 turns near-duplicate merging off."""
+
+    half_life_days: dict[str, float] = Field(default_factory=lambda: dict(_DEFAULT_HALF_LIFE_DAYS))
+    """Days for a fact's confidence to halve without being stated again, per category (0: never decays).
+    Categories left out keep their default (`quality/decay.py`: preference 180, requirement 365, constraint
+    120, feedback 90, rejection 0, goal 90, routine 120, contact 365, health_note 180, fact 365). From the
+    environment as JSON: `MEMORY_HALF_LIFE_DAYS='{"preference": 90}'`."""
+
+    decay_floor: float = Field(default=0.2, ge=0, le=1)
+    """Facts whose decayed confidence is below this never reach the prompt; `memory-plugin maintain` archives
+    them (correctness does not depend on it running)."""
+
+    max_rejections_in_context: int = Field(default=20, ge=0)
+    """Current rejections ("never suggest X") placed in the context after the ranked facts, newest first."""
+
+    @field_validator("half_life_days")
+    @classmethod
+    def _known_categories(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - set(_DEFAULT_HALF_LIFE_DAYS))
+        if unknown:
+            raise ValueError(f"unknown fact categories {unknown}; known: {sorted(_DEFAULT_HALF_LIFE_DAYS)}")
+        if any(days < 0 for days in value.values()):
+            raise ValueError("half-lives must be >= 0 days (0: no decay)")
+        return {**_DEFAULT_HALF_LIFE_DAYS, **value}
 
     # --- embeddings and search (README: "Search and remember") -------------------------------------------
     # Weights chosen on LoCoMo's development split; memory_plugin/retrieval/weights.py shows the measurements.

@@ -1,7 +1,7 @@
 """The 200-turn memory-quality bench runs end to end on the test database and measures what it claims.
 
-Targets that depend on issue 4 part A (paraphrase de-duplication, retiring superseded facts) are printed by
-the bench, not asserted here; what this part guarantees is.
+The extraction side's guarantees (calls per turn, provenance, secrets, temporary facts) and the store side's
+(superseded facts never in the prompt, no fact lost to a merge, rewordings reinforced) are both asserted.
 """
 
 from __future__ import annotations
@@ -38,3 +38,16 @@ async def test_quality_run_measures_calls_rows_and_the_prompt(database_url: str)
     assert "superseded facts reaching the prompt (fact × turn; distinct)" in labels
     assert "duplicates stored (current rows beyond one per scripted fact)" in labels
     assert "facts lost: still true at the end but no current row" in labels
+
+
+async def test_the_store_rules_retire_superseded_facts_and_merge_rewordings(database_url: str) -> None:
+    """Issue 4 part A's guarantees on the same conversation, with the model wording facts as the user said them:
+    no superseded fact ever reaches the prompt, no fact that is still true is lost to an over-eager merge, and
+    rewordings that keep their words reinforce (5 duplicate rows without the near-duplicate rule; the 3 left
+    are Spanish/English pairs and rewordings in other words, which need embeddings)."""
+    result = await run_conversation(database_url, reuse_known_wording=False)
+
+    assert result.superseded_in_prompt == 0
+    assert result.superseded_ids_in_prompt == set()
+    assert result.lost_ids == []
+    assert result.duplicates <= 3

@@ -56,13 +56,15 @@ RPC_CALLS: dict[str, str] = {
     "memory_upsert_items": "select * from public.memory_upsert_items({b}, %(items)s::jsonb)",
     "memory_context": "select * from public.memory_context({b})",
     "memory_rank_facts": "select * from public.memory_rank_facts({b}, 100, 0.6, 0.3, 0.1, 30, now())",
+    "memory_fact_history": "select * from public.memory_fact_history({b})",
     # Hybrid search with B's id, a text every fact of B matches and a vector: nothing of B's comes back.
     "memory_search": "select * from public.memory_search({b}, 'Bob prefiere titanio', %(vector)s::extensions.vector,"
     " 'test', 50, 50, p_exact_scan_below => 0)",
     # Writing vectors onto B's facts (by B's content hashes) stores nothing.
     "memory_set_embeddings": "select * from public.memory_set_embeddings({b}, 'test', %(embeddings)s::jsonb)"
     " where memory_set_embeddings > 0",
-    "memory_upsert_embedded": "select * from public.memory_upsert_embedded({b}, %(items)s::jsonb, 0.1, null, 'test')",
+    "memory_upsert_embedded": "select * from public.memory_upsert_embedded({b}, %(items)s::jsonb, 0.1, null, 0.8,"
+    " 'test')",
     "memory_embedding_backlog": "select * from public.memory_embedding_backlog({b}, 'other-model')",
     # Pure text functions: they read no table; called over B's rows they see none.
     "memory_tsvector": "select public.memory_tsvector(m.content) from public.user_memory m where m.user_id = {b}",
@@ -266,3 +268,27 @@ def test_authenticated_without_a_user_sees_nothing(conn: Conn, tables: set[str],
     for table in sorted(tables):
         with acting_as(conn, "authenticated", None):
             assert conn.execute(sql.SQL("select * from public.{}").format(sql.Identifier(table))).fetchall() == []
+
+
+def test_user_a_cannot_supersede_b_facts_by_naming_them(
+    conn: Conn, admin_conn: Conn, tables: set[str], victims: tuple[UUID, UUID]
+) -> None:
+    """`replaces` names a row by id: A writing as A, naming B's fact, must leave B's fact current and unchanged."""
+    a, b = victims
+    [b_fact] = admin_conn.execute(
+        "select id from public.user_memory where user_id = %s and kind = 'fact'", (b,)
+    ).fetchall()
+    before = snapshot(admin_conn, tables, b)
+    fact = MemorizedFact(
+        content="Bob cambió de proveedor",  # no slot: only `replaces` could touch B's fact
+        category="contact",
+        confidence=0.9,
+        source="explicit",
+        replaces=b_fact[0],
+    )
+    items = json.dumps([i.as_json() for i in items_from_update([fact], None, None, [], None)])
+    with acting_as(conn, "authenticated", a):
+        rows = conn.execute("select id, user_id, invalid_at from public.memory_upsert_items(%s, %s::jsonb)", (a, items))
+        assert [(r[1], r[2]) for r in rows.fetchall()] == [(a, None)]  # only A's new fact, nothing superseded
+        conn.commit()  # committed, so that a change to B's row would show in the check below
+    assert snapshot(admin_conn, tables, b) == before

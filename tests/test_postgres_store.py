@@ -20,6 +20,7 @@ from psycopg.conninfo import make_conninfo
 
 from memory_plugin import MemorizedFact, MemoryManager, MemoryUpdate, PostgresStore, ProjectRecord, UserPreferences
 from memory_plugin.errors import StoreError
+from memory_plugin.quality import DecayPolicy
 from memory_plugin.ranking import RankingWeights, fact_score
 from memory_plugin.store import ContextQuery, ResilientStore
 from memory_plugin.store.migrations import load_migrations, migrate
@@ -28,8 +29,12 @@ from memory_plugin.store.records import items_from_update
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
 
-CONTEXT_FN = "public.memory_context(uuid, integer, integer, integer, real, real, real, real, timestamptz)"
-UPSERT_FN = "public.memory_upsert_items(uuid, jsonb, real, uuid)"  # the last: p_write_id (idempotency key)
+# The last three: half-lives per category (jsonb), decay floor, rejections returned beside the ranked facts.
+CONTEXT_FN = (
+    "public.memory_context(uuid, integer, integer, integer, real, real, real, real, timestamptz, jsonb, real, integer)"
+)
+# p_write_id (idempotency key), then p_near_duplicate_threshold.
+UPSERT_FN = "public.memory_upsert_items(uuid, jsonb, real, uuid, real)"
 
 
 def fact(content: str, **kw: Any) -> MemorizedFact:
@@ -143,6 +148,10 @@ def test_table_has_the_documented_columns(admin_conn: AdminConn) -> None:
         "superseded_by": "uuid",
         "archived_at": "timestamp with time zone",
         "metadata": "jsonb",
+        "slot": "text",
+        "match_key": "text",
+        "match_guard": "text",
+        "match_words": "text[]",
     }
     unique = admin_conn.execute(
         "select pg_get_constraintdef(oid) from pg_constraint where conrelid = 'public.user_memory'::regclass"
@@ -408,22 +417,38 @@ async def test_sql_ranking_matches_fact_score(
         age = timedelta(seconds=rng.uniform(0, 90 * 86400))  # some beyond the window: recency clamps at 0
         rows.append((i, rng.randint(1, 5), round(rng.uniform(0.6, 1.0), 2), now - age))
     # Exact ties (same importance, confidence and time) are broken the same way by both: newest, then id.
-    rows += [(300 + k, 4, 0.8, now - timedelta(days=2)) for k in range(3)]
-    rows.append((303, 3, 0.9, now + timedelta(hours=1)))  # "after" now (clock skew): recency capped at 1
+    # (Same category too: the ids are chosen so that i % 6 picks "preference" for all three.)
+    rows += [(300 + 6 * k, 4, 0.8, now - timedelta(days=2)) for k in range(3)]
+    rows.append((319, 3, 0.9, now + timedelta(hours=1)))  # "after" now (clock skew): recency capped at 1
+    # Categories with different half-lives (feedback 90 days ... requirement 365, rejection: not ranked at all):
+    # the score is on the decayed confidence.
+    categories = ["preference", "requirement", "constraint", "feedback", "goal", "fact"]
     with admin_conn.cursor() as cur:
         cur.executemany(
             "insert into public.user_memory (user_id, kind, category, content, confidence, importance,"
-            " content_hash, created_at, last_reinforced_at) values (%s, 'fact', 'preference', %s, %s, %s, %s, %s, %s)",
-            [(user_id, f"hecho {i}", conf, imp, f"h{i}", ts, ts) for i, imp, conf, ts in rows],
+            " content_hash, created_at, last_reinforced_at) values (%s, 'fact', %s, %s, %s, %s, %s, %s, %s)",
+            [
+                (user_id, categories[i % len(categories)], f"hecho {i}", conf, imp, f"h{i}", ts, ts)
+                for i, imp, conf, ts in rows
+            ],
         )
     stored = admin_conn.execute(
-        "select id, importance, confidence, last_reinforced_at from public.user_memory"
+        "select id, importance, confidence, last_reinforced_at, category from public.user_memory"
         " where user_id = %s and kind = 'fact'",
         (user_id,),
     ).fetchall()
+    decay = DecayPolicy()
 
     def score(r: tuple[Any, ...]) -> float:
-        return fact_score(importance=r[1], confidence=float(r[2]), last_reinforced_at=r[3], now=now, weights=weights)
+        return fact_score(
+            importance=r[1],
+            confidence=float(r[2]),
+            last_reinforced_at=r[3],
+            now=now,
+            weights=weights,
+            category=r[4],
+            decay=decay,
+        )
 
     py_score = {r[0]: score(r) for r in stored}
     expected = [r[0] for r in sorted(stored, key=lambda r: (-score(r), -r[3].timestamp(), str(r[0])))]
@@ -442,10 +467,15 @@ async def test_sql_ranking_matches_fact_score(
         (a, b) for i, a in enumerate(expected) for b in expected[i + 1 :] if py_score[a] > py_score[b] + noise
     ]
     assert len(strict_pairs) > 1000  # the comparison is not vacuous
+    assert len({r[4] for r in stored}) == len(categories)
     position = {fid: i for i, fid in enumerate(got)}
     assert all(position[a] < position[b] for a, b in strict_pairs)
     # Facts identical in importance, confidence and time: newest first, then by id, in both.
-    tied = [r[0] for r in stored if r[1] == 4 and float(r[2]) == 0.8 and r[3] == now - timedelta(days=2)]
+    tied = [
+        r[0]
+        for r in stored
+        if r[1] == 4 and float(r[2]) == 0.8 and r[3] == now - timedelta(days=2) and r[4] == "preference"
+    ]
     assert len(tied) == 3
     assert [fid for fid in got if fid in tied] == sorted(tied, key=str)
 

@@ -13,6 +13,7 @@ import logging
 import os
 import random
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -76,11 +77,23 @@ class Outage:
             raise StoreUnavailableError("Postgres is unreachable: injected outage")
 
     async def upsert(
-        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
+        self,
+        user_id: UUID,
+        items: Sequence[MemoryItem],
+        *,
+        reinforcement_step: float,
+        write_id: UUID | None = None,
+        near_duplicate_threshold: float = 0.8,
     ) -> list[MemoryRecord]:
         self._check()
         self.upserts += 1
-        records = await self.inner.upsert(user_id, items, reinforcement_step=reinforcement_step, write_id=write_id)
+        records = await self.inner.upsert(
+            user_id,
+            items,
+            reinforcement_step=reinforcement_step,
+            write_id=write_id,
+            near_duplicate_threshold=near_duplicate_threshold,
+        )
         if self.lose_ack_after_commit:
             raise StoreUnavailableError("Postgres is unreachable: connection lost after the commit (injected)")
         return records
@@ -98,6 +111,12 @@ class Outage:
     async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
         self._check()
         return await self.inner.search_text(user_id, text, limit=limit)
+
+    async def fact_history(
+        self, user_id: UUID, *, at: datetime | None = None, include_invalid: bool = True, limit: int = 1000
+    ) -> list[MemoryRecord]:
+        self._check()
+        return await self.inner.fact_history(user_id, at=at, include_invalid=include_invalid, limit=limit)
 
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
         self._check()

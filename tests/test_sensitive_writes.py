@@ -29,7 +29,7 @@ from memory_plugin import (
     UserPreferences,
 )
 from memory_plugin.extraction import LLMExtractor
-from memory_plugin.sensitive import sanitize_fact_text
+from memory_plugin.privacy import sanitize_fact_text
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
 

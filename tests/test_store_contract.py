@@ -16,7 +16,9 @@ from memory_plugin import (
     ProjectRecord,
     UserPreferences,
 )
+from memory_plugin.quality import WriteOutcome
 from memory_plugin.ranking import RankingWeights, fact_score
+from memory_plugin.store.records import items_from_update
 
 
 def fact(content: str, *, confidence: float = 0.8, category: str = "preference", **kw: Any) -> MemorizedFact:
@@ -356,3 +358,279 @@ async def test_user_without_memory_gets_an_empty_long_term(any_memory: MemoryMan
     assert ctx.long_term_available
     assert await any_memory.list_memory(user_id) == []
     assert await any_memory.update_memory(MemoryUpdate(user_id=user_id)) == []
+
+
+# --- memory quality (memory_plugin/quality/): the same rules on every backend ----------------------------------------
+
+
+async def detailed(memory: MemoryManager, user_id: UUID, *facts: MemorizedFact) -> WriteOutcome:
+    return await memory.update_memory_detailed(MemoryUpdate(user_id=user_id, new_facts=list(facts)))
+
+
+async def current_facts(memory: MemoryManager, user_id: UUID) -> list[str]:
+    return [f.content for f in (await memory.get_memory_context("s-quality", user_id)).long_term.facts]
+
+
+@pytest.mark.parametrize(
+    ("first", "paraphrase", "category"),
+    [
+        ("Prefiere aluminio 7075", "Prefiere el aluminio 7075", "preference"),
+        ("Necesita certificado de material", "Necesita certificados de material.", "requirement"),
+        ("Trabaja en el sector aeroespacial", "Trabaja para el sector aeroespacial", "fact"),
+        ("Prefers anodized black finish", "Prefers a black anodized finish", "preference"),
+        ("Wants deliveries on Mondays", "Wants deliveries on Monday", "routine"),
+    ],
+)
+async def test_a_paraphrase_reinforces_the_stored_fact_instead_of_adding_a_row(
+    any_memory: MemoryManager, user_id: UUID, first: str, paraphrase: str, category: str
+) -> None:
+    [stored] = await remember(any_memory, user_id, fact(first, category=category, confidence=0.7, importance=2))
+    outcome = await detailed(
+        any_memory,
+        user_id,
+        fact(paraphrase, category=category, confidence=0.8, importance=4, source_message_ids=("m2",)),
+    )
+    assert (outcome.inserted, outcome.reinforced, outcome.near_duplicates) == (0, 1, 1)
+    [row] = await stored_facts(any_memory, user_id)
+    assert row.id == stored.id
+    assert row.content == first  # the first wording stays
+    assert row.relevance_count == 1
+    assert row.confidence == pytest.approx(0.8 + any_memory.settings.reinforcement_step, abs=1e-4)
+    assert row.importance == 4
+    assert "m2" in row.source_message_ids
+    assert any_memory.stats.facts_near_duplicates == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "other"),
+    [
+        ("Prefiere aluminio 7075", "Prefiere aluminio 6061"),  # trigram similarity 0.64, but another alloy
+        ("Prefiere tornillos M8 en acero", "Prefiere tornillos M6 en acero"),  # part codes differ
+        ("Presupuesto máximo de 1.000 EUR por pedido", "Presupuesto máximo de 1.500 EUR por pedido"),
+        ("Prefiere acabado anodizado negro", "Prefiere acabado anodizado rojo"),
+        ("Prefers anodized black finish", "Prefers anodized red finish"),  # 0.73, the closest non-paraphrase
+        ("Pide entregas los lunes", "Pide entregas los martes"),
+        ("Acepta envíos urgentes", "No acepta envíos urgentes"),  # 0.89, but one is negated
+        ("Accepts partial deliveries", "Doesn't accept partial deliveries"),
+    ],
+)
+async def test_clearly_different_facts_are_not_merged(
+    any_memory: MemoryManager, user_id: UUID, first: str, other: str
+) -> None:
+    await remember(any_memory, user_id, fact(first, category="requirement"))
+    outcome = await detailed(any_memory, user_id, fact(other, category="requirement"))
+    assert (outcome.inserted, outcome.near_duplicates) == (1, 0)
+    assert sorted(r.content for r in await stored_facts(any_memory, user_id)) == sorted([first, other])
+
+
+async def test_near_duplicates_in_one_write_fold_into_one_row(any_memory: MemoryManager, user_id: UUID) -> None:
+    outcome = await detailed(
+        any_memory,
+        user_id,
+        fact("Prefiere acabado anodizado negro", confidence=0.7, source_message_ids=("a",)),
+        fact("Prefiere un acabado anodizado en negro", confidence=0.9, importance=5, source_message_ids=("b",)),
+        fact("Prefiere acabado anodizado rojo", source_message_ids=("c",)),
+    )
+    assert (outcome.inserted, outcome.near_duplicates) == (2, 1)
+    rows = {r.content: r for r in await stored_facts(any_memory, user_id)}
+    assert set(rows) == {"Prefiere acabado anodizado negro", "Prefiere acabado anodizado rojo"}
+    black = rows["Prefiere acabado anodizado negro"]
+    assert (black.confidence, black.importance, black.source_message_ids) == (pytest.approx(0.9), 5, ("a", "b"))
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Presupuesto máximo de 1000 EUR por pedido", "El presupuesto ahora es de 2000 EUR"),
+        ("Budget limited to 1000€ per order", "Budget is now 2000€"),
+    ],
+)
+async def test_a_new_budget_supersedes_the_old_one_and_history_keeps_it(
+    any_memory: MemoryManager, user_id: UUID, old: str, new: str
+) -> None:
+    now = datetime.now(UTC)
+    march, november = now - timedelta(days=200), now - timedelta(days=2)
+    [first] = await remember(any_memory, user_id, fact(old, category="constraint", timestamp=march))
+    outcome = await detailed(any_memory, user_id, fact(new, category="constraint", timestamp=november))
+
+    [second] = outcome.stored
+    [gone] = outcome.superseded
+    assert gone.id == first.id
+    assert gone.superseded_by == second.id
+    assert gone.invalid_at == november  # when the new value was stated
+    assert await current_facts(any_memory, user_id) == [new]  # only the current value reaches the prompt
+    assert len(await stored_facts(any_memory, user_id)) == 2  # nothing destroyed
+    # "What was the budget in the spring?"
+    assert [f.content for f in await any_memory.fact_history(user_id, at=march + timedelta(days=30))] == [old]
+    assert [f.content for f in await any_memory.fact_history(user_id, at=now)] == [new]
+    assert [f.content for f in await any_memory.fact_history(user_id)] == [new, old]
+    assert [f.content for f in await any_memory.fact_history(user_id, include_invalid=False)] == [new]
+    assert [f.content for f in await any_memory.fact_history(user_id, at=march - timedelta(days=1))] == []
+
+
+async def test_restating_an_old_value_later_keeps_both_periods_in_the_history(
+    any_memory: MemoryManager, user_id: UUID
+) -> None:
+    now = datetime.now(UTC)
+    t1, t2, t3 = now - timedelta(days=90), now - timedelta(days=60), now - timedelta(days=1)
+    await remember(any_memory, user_id, fact("Presupuesto máximo 1000 EUR", category="constraint", timestamp=t1))
+    await remember(any_memory, user_id, fact("Presupuesto máximo 2000 EUR", category="constraint", timestamp=t2))
+    await remember(any_memory, user_id, fact("Presupuesto máximo 1000 EUR", category="constraint", timestamp=t3))
+
+    assert await current_facts(any_memory, user_id) == ["Presupuesto máximo 1000 EUR"]
+    rows = await stored_facts(any_memory, user_id)
+    assert len(rows) == 3
+    for at, expected in ((t1, "1000"), (t2, "2000"), (t3, "1000"), (t2 + timedelta(days=30), "2000")):
+        [held] = await any_memory.fact_history(user_id, at=at + timedelta(hours=1))
+        assert expected in held.content, at
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "category"),
+    [
+        ("Prefiere aluminio 7075", "Ya no usa aluminio 7075", "preference"),
+        ("Prefers 7075 aluminium for prototypes", "No longer uses 7075", "preference"),
+        ("Prefiere titanio para las piezas", "No me sugieras titanio", "rejection"),
+    ],
+)
+async def test_a_new_stance_on_a_material_supersedes_the_old_one(
+    any_memory: MemoryManager, user_id: UUID, old: str, new: str, category: str
+) -> None:
+    [first, _] = await remember(any_memory, user_id, fact(old), fact("Prefiere aluminio 6061 para series"))
+    outcome = await detailed(any_memory, user_id, fact(new, category=category))
+    assert [f.id for f in outcome.superseded] == [first.id]
+    assert sorted(await current_facts(any_memory, user_id)) == sorted([new, "Prefiere aluminio 6061 para series"])
+
+
+async def test_replaces_supersedes_the_named_fact_of_the_same_user_only(any_memory: MemoryManager) -> None:
+    alice, bob = uuid4(), uuid4()
+    [old] = await remember(any_memory, alice, fact("Trabaja con el proveedor Acme", category="contact"))
+    [bobs] = await remember(any_memory, bob, fact("Trabaja con el proveedor Acme", category="contact"))
+
+    # Bob's write naming Alice's fact changes nothing of Alice's.
+    outcome = await detailed(any_memory, bob, fact("Trabaja con Zeta", category="contact", replaces=old.id))
+    assert outcome.superseded == []
+    assert await current_facts(any_memory, alice) == ["Trabaja con el proveedor Acme"]
+
+    outcome = await detailed(any_memory, alice, fact("Trabaja con Zeta", category="contact", replaces=old.id))
+    [gone] = outcome.superseded
+    assert (gone.id, gone.superseded_by) == (old.id, outcome.stored[0].id)
+    assert await current_facts(any_memory, alice) == ["Trabaja con Zeta"]
+    assert bobs.id in {r.id for r in await stored_facts(any_memory, bob)}
+
+
+async def test_rejections_always_reach_the_prompt(any_memory: MemoryManager, user_id: UUID) -> None:
+    now = datetime.now(UTC)
+    strong = [fact(f"Requisito importante número {i}", importance=5, confidence=1.0) for i in range(15)]
+    await remember(
+        any_memory,
+        user_id,
+        *strong,
+        fact("No sugerir titanio", category="rejection", importance=1, confidence=0.6),
+        fact("Never suggest air freight", category="rejection", importance=1, timestamp=now - timedelta(days=900)),
+    )
+    ctx = await any_memory.get_memory_context("s", user_id)
+    facts = ctx.long_term.facts
+    assert len(facts) == any_memory.settings.max_facts_in_context + 2
+    assert [f.content for f in facts[-2:]] == ["No sugerir titanio", "Never suggest air freight"]
+    assert facts[-1].confidence == pytest.approx(0.8)  # rejections do not decay
+    block = any_memory.format_memory_for_agent(ctx)
+    never = block.split("Never suggest (the user rejected these):")[1]
+    assert "- No sugerir titanio" in never
+    assert "- Never suggest air freight" in never
+
+
+async def test_decay_lowers_stale_facts_and_hides_them_below_the_floor(
+    any_memory: MemoryManager, user_id: UUID
+) -> None:
+    now = datetime.now(UTC)
+    await remember(
+        any_memory,
+        user_id,
+        # Without decay the first ranks higher (0.78 vs 0.675); after 200 days it has decayed to 0.46.
+        fact("Prefiere acabado pulido espejo", importance=4, confidence=1.0, timestamp=now - timedelta(days=200)),
+        fact("Prefiere entregas por la mañana", importance=4, confidence=0.65, timestamp=now - timedelta(days=40)),
+        # 0.8 after 600 days of a 180-day half-life: 0.08, below the 0.2 floor.
+        fact("Prefiere embalaje en cartón", importance=5, confidence=0.8, timestamp=now - timedelta(days=600)),
+    )
+    facts = (await any_memory.get_memory_context("s", user_id)).long_term.facts
+    assert [f.content for f in facts] == ["Prefiere entregas por la mañana", "Prefiere acabado pulido espejo"]
+    assert facts[1].confidence == pytest.approx(2 ** (-200 / 180), abs=1e-3)  # shown decayed
+    assert len(await stored_facts(any_memory, user_id)) == 3  # hidden, not deleted
+
+    # Stated again: reinforced, the clock starts over.
+    await remember(any_memory, user_id, fact("Prefiere embalaje en cartón", importance=5, confidence=0.8))
+    facts = (await any_memory.get_memory_context("s", user_id)).long_term.facts
+    assert facts[0].content == "Prefiere embalaje en cartón"
+    assert facts[0].confidence == pytest.approx(0.9, abs=1e-3)
+
+
+async def test_expired_facts_never_reach_the_prompt(any_memory: MemoryManager, user_id: UUID) -> None:
+    now = datetime.now(UTC)
+    [trip, _past] = await remember(
+        any_memory,
+        user_id,
+        fact("Viaja a Bilbao por una feria", category="routine", expires_at=now + timedelta(days=2)),
+        fact(
+            "Está de vacaciones con el equipo",
+            category="routine",
+            timestamp=now - timedelta(days=3),
+            expires_at=now - timedelta(hours=1),
+        ),
+    )
+    assert trip.expires_at == now + timedelta(days=2)
+    assert await current_facts(any_memory, user_id) == ["Viaja a Bilbao por una feria"]
+    assert len(await stored_facts(any_memory, user_id)) == 2
+    # It held before it expired.
+    assert [f.content for f in await any_memory.fact_history(user_id, at=now - timedelta(hours=2))] == [
+        "Está de vacaciones con el equipo"
+    ]
+
+
+async def test_a_replayed_write_returns_the_same_rows_and_reinforces_once(
+    any_memory: MemoryManager, user_id: UUID
+) -> None:
+    await remember(any_memory, user_id, fact("Prefiere aluminio 7075", confidence=0.7))
+    items = items_from_update([fact("Prefiere el aluminio 7075", confidence=0.7)], None, None, [], None)
+    write_id = uuid4()
+    first = await any_memory.store.upsert(user_id, items, reinforcement_step=0.1, write_id=write_id)
+    again = await any_memory.store.upsert(user_id, items, reinforcement_step=0.1, write_id=write_id)
+    assert [r.id for r in first] == [r.id for r in again]
+    assert [r.relevance_count for r in again] == [1]
+    assert [r.content for r in again] == ["Prefiere aluminio 7075"]
+
+
+async def test_in_one_write_the_last_value_of_a_slot_wins(any_memory: MemoryManager, user_id: UUID) -> None:
+    outcome = await detailed(
+        any_memory,
+        user_id,
+        fact("Presupuesto máximo 1000 EUR", category="constraint"),
+        fact("Prefiere aluminio 7075"),
+        fact("Mejor dicho, presupuesto máximo 1500 EUR", category="constraint"),
+    )
+    assert sorted(f.content for f in outcome.stored) == [
+        "Mejor dicho, presupuesto máximo 1500 EUR",
+        "Prefiere aluminio 7075",
+    ]
+    assert sorted(await current_facts(any_memory, user_id)) == [
+        "Mejor dicho, presupuesto máximo 1500 EUR",
+        "Prefiere aluminio 7075",
+    ]
+
+
+async def test_a_fact_naming_the_one_it_replaces_is_never_merged_into_it(
+    any_memory: MemoryManager, user_id: UUID
+) -> None:
+    [old] = await remember(any_memory, user_id, fact("Prefiere acabado anodizado negro"))
+    outcome = await detailed(any_memory, user_id, fact("Prefiere un acabado anodizado en negro mate", replaces=old.id))
+    assert (outcome.inserted, outcome.near_duplicates) == (1, 0)
+    assert [f.id for f in outcome.superseded] == [old.id]
+    assert await current_facts(any_memory, user_id) == ["Prefiere un acabado anodizado en negro mate"]
+
+
+async def test_a_swapped_word_is_another_fact_even_in_a_long_sentence(any_memory: MemoryManager, user_id: UUID) -> None:
+    await remember(any_memory, user_id, fact("Recibe entregas solo los viernes por la mañana", category="routine"))
+    outcome = await detailed(
+        any_memory, user_id, fact("Recibe entregas solo los lunes por la mañana", category="routine")
+    )
+    assert (outcome.inserted, outcome.near_duplicates) == (1, 0)

@@ -32,6 +32,7 @@ from memory_plugin import (
     StoreUnavailableError,
     SupabaseStore,
 )
+from memory_plugin.quality import DecayPolicy
 from memory_plugin.ranking import RankingWeights
 from memory_plugin.store import ContextQuery, MemoryItem, ResilientStore
 from memory_plugin.text import content_hash
@@ -118,6 +119,7 @@ async def test_upsert_calls_memory_upsert_items_once_as_the_user(
         "p_user_id": str(user_id),
         "p_items": [item().as_json()],
         "p_reinforcement_step": 0.1,
+        "p_near_duplicate_threshold": 0.8,
     }
     assert route.call_count == 1
     assert record.id == UUID(stored["id"])
@@ -156,6 +158,9 @@ async def test_context_calls_memory_context(api: respx.MockRouter, store: Supaba
         "p_weight_confidence": 0.4,
         "p_weight_recency": 0.1,
         "p_recency_window_days": 10,
+        "p_half_life_days": DecayPolicy().as_json(),
+        "p_decay_floor": 0.2,
+        "p_max_rejections": 20,
     }
     assert json.loads(route.calls.last.request.content) == expected  # no p_now: the function's now()
     await store.context(user_id, ContextQuery(max_facts=7, max_projects=2, max_patterns=1, weights=weights, now=now))

@@ -10,7 +10,10 @@ login role (`supabase/roles/memory_plugin_app.sql`) cannot do any of this, by de
 
 from __future__ import annotations
 
+import json
 import logging
+from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 from uuid import UUID
@@ -20,9 +23,10 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from ..errors import StoreError, StoreUnavailableError
+from ..quality.decay import DecayPolicy
 from .migrations import migrate
 
-__all__ = ["MemoryAdmin"]
+__all__ = ["ArchiveReport", "MemoryAdmin"]
 
 logger = logging.getLogger("memory_plugin")
 
@@ -35,6 +39,40 @@ select c.relname
  where n.nspname = 'public' and c.relkind = 'r'
  order by c.relname
 """
+
+
+# Maintenance: archive current facts (every user's) whose decayed confidence fell below the floor, or that expired.
+# The decay expression is memory_rank_facts' (supabase/migrations/20261123100000_memory_quality.sql). Rejections
+# never decay. Archived rows keep everything and leave the ranking index; restating one brings it back.
+ARCHIVE_DECAYED_SQL = """
+with due as (
+    select m.id, (m.expires_at is not null and m.expires_at <= %(now)s) as expired
+      from public.user_memory m
+     where m.kind = 'fact' and m.invalid_at is null and m.archived_at is null
+       and ((m.expires_at is not null and m.expires_at <= %(now)s)
+            or (m.category <> 'rejection'
+                and m.confidence * coalesce(exp(greatest(-700,
+                        -greatest(0, date_part('epoch', %(now)s::timestamptz)
+                                     - date_part('epoch', m.last_reinforced_at))
+                        * ln(2) / nullif(greatest((%(half_lives)s::jsonb ->> m.category)::float8, 0), 0) / 86400)), 1)
+                    < %(floor)s))
+     for update skip locked
+),
+archived as (
+    update public.user_memory m set archived_at = %(now)s from due where m.id = due.id returning due.expired
+)
+select count(*) filter (where not expired), count(*) filter (where expired) from archived
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveReport:
+    """What one maintenance run archived."""
+
+    decayed: int
+    """Facts whose decayed confidence was below the floor."""
+    expired: int
+    """Facts past their `expires_at`."""
 
 
 class MemoryAdmin:
@@ -79,6 +117,27 @@ class MemoryAdmin:
             raise StoreError(f"erasing user {user_id} failed: {exc}") from exc
         logger.info("🧠 [Memory] erased %d rows of user %s (%s)", deleted, user_id, ", ".join(tables))
         return deleted
+
+    async def archive_decayed(self, policy: DecayPolicy, *, now: datetime | None = None) -> ArchiveReport:
+        """Archive every user's current facts whose decayed confidence is below `policy.floor`, and expired
+        ones, in one statement. Optional housekeeping: reads already hide them (`memory_rank_facts` applies the
+        floor and the expiry itself); archiving takes them out of the ranking index so it stays small."""
+        params = {"now": now, "half_lives": json.dumps(policy.as_json()), "floor": policy.floor}
+        try:
+            async with self._conn.transaction():
+                if now is None:
+                    row = await (await self._conn.execute("select now()")).fetchone()
+                    assert row is not None
+                    params["now"] = row[0]
+                cursor = await self._conn.execute(ARCHIVE_DECAYED_SQL, params)
+                counts = await cursor.fetchone()
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"archiving decayed facts failed: {exc}") from exc
+        report = ArchiveReport(decayed=int(counts[0]) if counts else 0, expired=int(counts[1]) if counts else 0)
+        logger.info("🧠 [Memory] maintenance archived %d decayed and %d expired facts", report.decayed, report.expired)
+        return report
 
     async def close(self) -> None:
         """Close the connection."""

@@ -12,13 +12,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from uuid import UUID
 
+from ..quality.decay import DecayPolicy
 from ..ranking import RankingWeights
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
 if TYPE_CHECKING:
     from ..retrieval import BacklogItem, EmbeddingUpdate, ScoredMemory, SearchQuery
 
-__all__ = ["ContextQuery", "LongTermStore"]
+__all__ = ["DEFAULT_NEAR_DUPLICATE_THRESHOLD", "ContextQuery", "LongTermStore"]
+
+DEFAULT_NEAR_DUPLICATE_THRESHOLD = 0.8
+"""Trigram similarity at or above which a new fact reinforces a stored one (see `quality/matching.py`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,10 @@ class ContextQuery:
     """How facts are ranked."""
     now: datetime | None = None
     """The time ranking is computed at (`now()` when None; set in tests)."""
+    decay: DecayPolicy = field(default_factory=DecayPolicy)
+    """Half-lives per category and the floor: facts are ranked on their decayed confidence."""
+    max_rejections: int = 20
+    """Current rejections ("never suggest X") returned after the ranked facts, newest first."""
 
 
 @runtime_checkable
@@ -50,17 +58,37 @@ class LongTermStore(Protocol):
         ...
 
     async def upsert(
-        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
+        self,
+        user_id: UUID,
+        items: Sequence[MemoryItem],
+        *,
+        reinforcement_step: float,
+        write_id: UUID | None = None,
+        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
     ) -> list[MemoryRecord]:
-        """Insert `items` or reinforce the rows they repeat; returns the resulting rows.
+        """Insert `items` or reinforce the rows they repeat; returns the rows written, then the rows the write
+        superseded (`invalid_at` set).
+
+        A fact item reinforces a current fact of the same category it nearly duplicates (trigram similarity
+        at least `near_duplicate_threshold`, same numbers and negation; above 1: off). An item with `replaces`
+        supersedes that current fact; for each slot written, the latest stated current fact of the slot
+        supersedes the others (`memory_plugin/quality/`).
 
         `write_id` is an idempotency key: a write whose id the backend has already applied changes nothing
-        and returns the items' current rows, so a retried or replayed write is applied once.
+        and returns the same rows as they are now, so a retried or replayed write is applied once.
         """
         ...
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
-        """Ranked facts, all preferences, recent projects and frequent patterns of the user."""
+        """Ranked current facts (decayed confidence; not rejections), then the current rejections, all
+        preferences, recent projects and frequent patterns of the user."""
+        ...
+
+    async def fact_history(
+        self, user_id: UUID, *, at: datetime | None = None, include_invalid: bool = True, limit: int = 1000
+    ) -> list[MemoryRecord]:
+        """The user's facts as they stood at `at` (learned by then, not yet invalid or expired then), or all
+        facts when `at` is None; `include_invalid=False` leaves out facts no longer valid now. Newest first."""
         ...
 
     async def list_records(

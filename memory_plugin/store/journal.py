@@ -65,6 +65,8 @@ class JournalEntry:
     user_id: UUID
     items: tuple[MemoryItem, ...]
     reinforcement_step: float
+    near_duplicate_threshold: float = 0.8
+    """The near-duplicate threshold the write was made with (entries from before it existed: the default)."""
 
     def to_json(self) -> str:
         """One journal line."""
@@ -73,6 +75,7 @@ class JournalEntry:
                 "write_id": str(self.write_id),
                 "user_id": str(self.user_id),
                 "reinforcement_step": self.reinforcement_step,
+                "near_duplicate_threshold": self.near_duplicate_threshold,
                 "items": [item.as_json() for item in self.items],
             },
             ensure_ascii=False,
@@ -86,12 +89,15 @@ class JournalEntry:
             write_id=UUID(raw["write_id"]),
             user_id=UUID(raw["user_id"]),
             reinforcement_step=float(raw["reinforcement_step"]),
+            near_duplicate_threshold=float(raw.get("near_duplicate_threshold", 0.8)),
             items=tuple(_item_from_json(i) for i in raw["items"]),
         )
 
 
 def _item_from_json(raw: dict[str, Any]) -> MemoryItem:
     occurred = raw.get("occurred_at")
+    expires = raw.get("expires_at")
+    replaces = raw.get("replaces")
     return MemoryItem(
         kind=raw["kind"],
         category=raw["category"],
@@ -104,8 +110,13 @@ def _item_from_json(raw: dict[str, Any]) -> MemoryItem:
         session_id=raw.get("session_id"),
         attributes=dict(raw.get("attributes") or {}),
         occurred_at=datetime.fromisoformat(occurred) if occurred else None,
-        expires_at=datetime.fromisoformat(raw["expires_at"]) if raw.get("expires_at") else None,
+        expires_at=datetime.fromisoformat(expires) if expires else None,
         metadata=dict(raw.get("metadata") or {}),
+        slot=raw.get("slot"),
+        match_key=raw.get("match_key"),
+        match_guard=raw.get("match_guard"),
+        match_words=tuple(raw["match_words"]) if raw.get("match_words") is not None else None,
+        replaces=UUID(replaces) if replaces else None,
         embedding=tuple(float(x) for x in raw["embedding"]) if raw.get("embedding") else None,
         embedding_model=raw.get("embedding_model"),
     )
@@ -157,11 +168,16 @@ class WriteJournal:
         reinforcement_step: float,
         *,
         write_id: UUID | None = None,
+        near_duplicate_threshold: float = 0.8,
     ) -> JournalEntry:
         """Durably record a write (fsynced when this returns); returns the entry. Pass the `write_id` the
         write was already attempted with, so a replay cannot apply it a second time."""
         entry = JournalEntry(
-            write_id=write_id or uuid4(), user_id=user_id, items=tuple(items), reinforcement_step=reinforcement_step
+            write_id=write_id or uuid4(),
+            user_id=user_id,
+            items=tuple(items),
+            reinforcement_step=reinforcement_step,
+            near_duplicate_threshold=near_duplicate_threshold,
         )
         with self._locked():
             _append_durably(self.path, entry.to_json())

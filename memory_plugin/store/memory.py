@@ -1,7 +1,8 @@
 """`InMemoryStore`: the long-term store in a Python dict.
 
 For unit tests and as the fallback while Postgres is unreachable. Applies the same merge rules as
-`public.memory_upsert_items` and the same ranking as `public.memory_context`.
+`public.memory_upsert_items` (exact and near-duplicate reinforcement, `replaces`, slots) and the same ranking
+as `public.memory_context` (decayed confidence, rejections apart), with the functions of `../quality/`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from uuid import UUID, uuid4
 
+from ..quality.decay import decayed_confidence
+from ..quality.matching import is_near_duplicate, trigram_similarity
 from ..ranking import fact_score
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
-from .base import ContextQuery
+from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord, is_single_valued
 
 __all__ = ["InMemoryStore"]
@@ -29,8 +32,8 @@ class InMemoryStore:
 
     def __init__(self) -> None:
         self._rows: dict[UUID, dict[str, MemoryRecord]] = {}
-        self._applied_writes: set[UUID] = set()  # as public.memory_applied_writes
-        # As public.memory_search_docs: row id -> (model, vector), with the text it was computed from.
+        self._applied_writes: dict[UUID, list[UUID]] = {}  # as public.memory_applied_writes (record_ids)
+        # As public.memory_search_docs: row id -> (model, vector, the text it was computed from).
         self._embeddings: dict[UUID, tuple[str, tuple[float, ...], str]] = {}
         self._lock = asyncio.Lock()
 
@@ -40,29 +43,126 @@ class InMemoryStore:
         return "memory"
 
     async def upsert(
-        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
+        self,
+        user_id: UUID,
+        items: Sequence[MemoryItem],
+        *,
+        reinforcement_step: float,
+        write_id: UUID | None = None,
+        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
     ) -> list[MemoryRecord]:
         """Insert or reinforce, as `public.memory_upsert_items` does (a known `write_id` changes nothing)."""
         async with self._lock:
             rows = self._rows.setdefault(user_id, {})
-            if write_id is not None:
-                if write_id in self._applied_writes:
-                    return [rows[i.content_hash] for i in items if i.content_hash in rows]
-                self._applied_writes.add(write_id)
+            if write_id is not None and write_id in self._applied_writes:
+                by_id = {r.id: r for r in rows.values()}
+                return [by_id[i] for i in self._applied_writes[write_id] if i in by_id]
             now = datetime.now(UTC)
-            out: list[MemoryRecord] = []
-            for item in items:
-                existing = rows.get(item.content_hash)
+            # 1. Each item's target row: same hash, else the most similar current near-duplicate, else new.
+            groups: dict[str, list[tuple[int, MemoryItem]]] = {}
+            for ord_, item in enumerate(items):
+                target = item.content_hash
+                if target not in rows:
+                    match = self._near_duplicate(rows, item, now, near_duplicate_threshold)
+                    target = match.content_hash if match is not None else target
+                groups.setdefault(target, []).append((ord_, item))
+            # Written in the order of each group's representative item, as the SQL returns them.
+            folded = sorted((_representative(target, group)[0], target, group) for target, group in groups.items())
+            written: list[MemoryRecord] = []
+            replacing: list[tuple[UUID, MemoryRecord]] = []
+            for _, target, group in folded:
+                item = _fold(target, [i for _, i in group])
+                existing = rows.get(target)
                 record = (
                     self._insert(user_id, item, now)
                     if existing is None
                     else self._merge(existing, item, now, reinforcement_step)
                 )
-                rows[item.content_hash] = record
-                if item.kind == "fact" and item.embedding is not None and item.embedding_model is not None:
+                rows[target] = record
+                written.append(record)
+                # Its vector, unless the item merged into a fact worded otherwise (that one keeps its own).
+                if (
+                    item.kind == "fact"
+                    and item.embedding is not None
+                    and item.embedding_model is not None
+                    and record.content == item.content
+                ):
                     self._embeddings[record.id] = (item.embedding_model, item.embedding, record.content)
-                out.append(record)
-            return out
+                if item.replaces is not None and item.replaces != record.id:
+                    replacing.append((item.replaces, record))
+            written_ids = {r.id for r in written}
+            # 2. `replaces`: the named current facts of this user, other than the rows just written.
+            gone: list[MemoryRecord] = []
+            by_id = {r.id: r for r in rows.values()}
+            for old_id, new in replacing:
+                old = by_id.get(old_id)
+                if (
+                    old is not None
+                    and old.kind == "fact"
+                    and old.invalid_at is None
+                    and old.archived_at is None
+                    and old.id not in written_ids
+                ):
+                    gone.append(self._supersede(rows, old, new))
+                    by_id[old.id] = gone[-1]
+            # 3. Slots: the latest stated current fact of each slot written stays; the others are superseded.
+            slots = {r.slot for r in written if r.kind == "fact" and r.slot is not None}
+            for slot in sorted(slots):
+                current = [r for r in rows.values() if r.kind == "fact" and r.slot == slot and r.is_current(now)]
+                winner = min(
+                    current, key=lambda r: (-r.last_reinforced_at.timestamp(), r.id not in written_ids, str(r.id))
+                )
+                gone.extend(self._supersede(rows, r, winner) for r in current if r.id != winner.id)
+            written = [rows[r.content_hash] for r in written]  # as they are now
+            if write_id is not None:
+                self._applied_writes[write_id] = [r.id for r in written + gone]
+            return written + gone
+
+    @staticmethod
+    def _near_duplicate(
+        rows: dict[str, MemoryRecord], item: MemoryItem, now: datetime, threshold: float
+    ) -> MemoryRecord | None:
+        """The current fact `item` nearly duplicates, as `memory_upsert_items` picks it (most similar first)."""
+        if (
+            item.kind != "fact"
+            or item.match_key is None
+            or item.match_guard is None
+            or item.match_words is None
+            or threshold > 1
+        ):
+            return None
+        mine = (item.match_key, item.match_guard, item.match_words)
+        best: tuple[float, float, str, MemoryRecord] | None = None
+        for r in rows.values():
+            if (
+                r.kind == "fact"
+                and r.category == item.category
+                and r.is_current(now)
+                and r.match_key is not None
+                and r.match_guard is not None
+                and r.match_words is not None
+                # A fact the item says it replaces is a change, never a rewording of it.
+                and r.id != item.replaces
+                and is_near_duplicate((r.match_key, r.match_guard, r.match_words), mine, threshold)
+            ):
+                key = (-trigram_similarity(r.match_key, item.match_key), -r.last_reinforced_at.timestamp(), str(r.id))
+                if best is None or key < best[:3]:
+                    best = (*key, r)
+        return best[3] if best is not None else None
+
+    @staticmethod
+    def _supersede(rows: dict[str, MemoryRecord], old: MemoryRecord, new: MemoryRecord) -> MemoryRecord:
+        """Mark `old` as replaced by `new`, freeing its content hash (as the SQL does)."""
+        del rows[old.content_hash]
+        moved = replace(
+            old,
+            invalid_at=max(old.created_at, new.last_reinforced_at),
+            superseded_by=new.id,
+            content_hash=f"{old.content_hash}:superseded:{old.id}",
+            updated_at=datetime.now(UTC),
+        )
+        rows[moved.content_hash] = moved
+        return moved
 
     @staticmethod
     def _insert(user_id: UUID, item: MemoryItem, now: datetime) -> MemoryRecord:
@@ -87,6 +187,10 @@ class InMemoryStore:
             occurred_at=item.occurred_at,
             expires_at=item.expires_at,
             metadata=dict(item.metadata),
+            slot=item.slot,
+            match_key=item.match_key,
+            match_guard=item.match_guard,
+            match_words=item.match_words,
         )
 
     @staticmethod
@@ -115,6 +219,10 @@ class InMemoryStore:
             invalid_at=None,
             superseded_by=None,
             archived_at=None,
+            slot=old.slot or item.slot,
+            match_key=item.match_key if old.match_guard is None else old.match_key,
+            match_guard=old.match_guard or item.match_guard,
+            match_words=item.match_words if old.match_words is None else old.match_words,
         )
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
@@ -125,8 +233,15 @@ class InMemoryStore:
         def of(kind: MemoryKind) -> list[MemoryRecord]:
             return [r for r in rows if r.kind == kind]
 
+        decay = query.decay
+        rankable = [
+            r
+            for r in of("fact")
+            if r.category != "rejection"
+            and decayed_confidence(r.confidence, r.last_reinforced_at, r.category, now, decay) >= decay.floor
+        ]
         facts = sorted(
-            of("fact"),
+            rankable,
             key=lambda r: (
                 -fact_score(
                     importance=r.importance,
@@ -134,11 +249,17 @@ class InMemoryStore:
                     last_reinforced_at=r.last_reinforced_at,
                     now=now,
                     weights=query.weights,
+                    category=r.category,
+                    decay=decay,
                 ),
                 -r.last_reinforced_at.timestamp(),
                 str(r.id),
             ),
         )[: query.max_facts]
+        rejections = sorted(
+            (r for r in of("fact") if r.category == "rejection"),
+            key=lambda r: (-r.last_reinforced_at.timestamp(), str(r.id)),
+        )[: query.max_rejections]
         prefs = sorted(of("preference"), key=lambda r: (-r.last_reinforced_at.timestamp(), str(r.id)))[
             :_MAX_PREFERENCES
         ]
@@ -146,7 +267,27 @@ class InMemoryStore:
         patterns = sorted(
             of("pattern"), key=lambda r: (-r.relevance_count, -r.last_reinforced_at.timestamp(), str(r.id))
         )[: query.max_patterns]
-        return facts + prefs + projects + patterns
+        return facts + rejections + prefs + projects + patterns
+
+    async def fact_history(
+        self, user_id: UUID, *, at: datetime | None = None, include_invalid: bool = True, limit: int = 1000
+    ) -> list[MemoryRecord]:
+        """As `public.memory_fact_history`: facts valid at `at` (or all), newest first."""
+        rows = [
+            r
+            for r in self._rows.get(user_id, {}).values()
+            if r.kind == "fact"
+            and (
+                at is None
+                or (
+                    r.created_at <= at
+                    and (r.invalid_at is None or r.invalid_at > at)
+                    and (r.expires_at is None or r.expires_at > at)
+                )
+            )
+            and (include_invalid or r.invalid_at is None)
+        ]
+        return sorted(rows, key=lambda r: (-r.created_at.timestamp(), str(r.id)))[:limit]
 
     async def list_records(
         self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
@@ -206,3 +347,29 @@ class InMemoryStore:
 
     async def close(self) -> None:
         """Nothing to release."""
+
+
+def _representative(target: str, group: Sequence[tuple[int, MemoryItem]]) -> tuple[int, MemoryItem]:
+    """The (position, item) whose fields a folded group keeps: the one matching the target exactly, else the
+    first."""
+    return next((p for p in group if p[1].content_hash == target), group[0])
+
+
+def _fold(target: str, group: Sequence[MemoryItem]) -> MemoryItem:
+    """Items landing on one row, folded as `memory_upsert_items` folds them (see its `folded` step)."""
+    first = next((i for i in group if i.content_hash == target), group[0])
+    if len(group) == 1:
+        return replace(first, content_hash=target)
+    expiries = [i.expires_at for i in group]
+    occurred = [i.occurred_at for i in group if i.occurred_at is not None]
+    return replace(
+        first,
+        content_hash=target,
+        confidence=max(i.confidence for i in group),
+        importance=max(i.importance for i in group),
+        source="explicit" if any(i.source == "explicit" for i in group) else first.source,
+        source_message_ids=tuple(dict.fromkeys(x for i in group for x in i.source_message_ids)),
+        occurred_at=min(occurred) if occurred else None,
+        expires_at=None if any(e is None for e in expiries) else max(e for e in expiries if e is not None),
+        replaces=next((i.replaces for i in group if i.replaces is not None), None),
+    )

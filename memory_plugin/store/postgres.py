@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -33,14 +34,14 @@ from ..retrieval.search import (
     record_from_json,
     search_params,
 )
-from .base import ContextQuery
+from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
 __all__ = ["PostgresStore"]
 
-UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::real, %s::uuid)"
+UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::real, %s::uuid, %s::real)"
 # Items carrying embeddings: the same upsert, then their vectors, in one statement.
-UPSERT_EMBEDDED_SQL = "select * from public.memory_upsert_embedded(%s, %s::jsonb, %s::real, %s::uuid, %s)"
+UPSERT_EMBEDDED_SQL = "select * from public.memory_upsert_embedded(%s, %s::jsonb, %s::real, %s::uuid, %s::real, %s)"
 SEARCH_SQL = (
     "select * from public.memory_search(%s, %s, %s::extensions.vector, %s, %s, %s,"
     " %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real,"
@@ -51,8 +52,9 @@ SET_EMBEDDINGS_SQL = "select public.memory_set_embeddings(%s, %s, %s::jsonb) as 
 EMBEDDING_BACKLOG_SQL = "select * from public.memory_embedding_backlog(%s, %s, %s)"
 CONTEXT_SQL = (
     "select * from public.memory_context(%s, %s, %s, %s, %s::real, %s::real, %s::real, %s::real,"
-    " coalesce(%s::timestamptz, now()))"
+    " coalesce(%s::timestamptz, now()), %s::jsonb, %s::real, %s)"
 )
+FACT_HISTORY_SQL = "select * from public.memory_fact_history(%s, %s::timestamptz, %s, %s)"
 LIST_RECORDS_SQL = (
     "select * from public.user_memory where user_id = %s and (%s::text is null or kind = %s)"
     " order by created_at desc, id limit %s"
@@ -158,7 +160,13 @@ class PostgresStore:
         return rows
 
     async def upsert(
-        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
+        self,
+        user_id: UUID,
+        items: Sequence[MemoryItem],
+        *,
+        reinforcement_step: float,
+        write_id: UUID | None = None,
+        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
     ) -> list[MemoryRecord]:
         """All items in one statement (one round trip), whatever their number.
 
@@ -170,9 +178,10 @@ class PostgresStore:
         payload = json.dumps([item.as_json() for item in items], ensure_ascii=False)
         model = next((i.embedding_model for i in items if i.embedding is not None), None)
         if model is None:
-            rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, (user_id, payload, reinforcement_step, write_id))
+            params: tuple[Any, ...] = (user_id, payload, reinforcement_step, write_id, near_duplicate_threshold)
+            rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, params)
         else:
-            params = (user_id, payload, reinforcement_step, write_id, model)
+            params = (user_id, payload, reinforcement_step, write_id, near_duplicate_threshold, model)
             rows = await self._fetch(user_id, UPSERT_EMBEDDED_SQL, params)
         return [MemoryRecord.from_row(r) for r in rows]
 
@@ -192,8 +201,18 @@ class PostgresStore:
                 w.recency,
                 w.recency_window_days,
                 query.now,
+                json.dumps(query.decay.as_json()),
+                query.decay.floor,
+                query.max_rejections,
             ),
         )
+        return [MemoryRecord.from_row(r) for r in rows]
+
+    async def fact_history(
+        self, user_id: UUID, *, at: datetime | None = None, include_invalid: bool = True, limit: int = 1000
+    ) -> list[MemoryRecord]:
+        """One call to `public.memory_fact_history`."""
+        rows = await self._fetch(user_id, FACT_HISTORY_SQL, (user_id, at, include_invalid, limit))
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def list_records(

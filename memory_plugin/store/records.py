@@ -22,6 +22,9 @@ from ..models import (
     RequestPattern,
     UserPreferences,
 )
+from ..quality.decay import DecayPolicy, decayed_confidence
+from ..quality.matching import match_guard, match_key, match_words
+from ..quality.slots import detect_slot
 from ..text import content_hash
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "is_single_valued",
     "items_from_update",
     "long_term_from_records",
+    "merge_items",
 ]
 
 MemoryKind = Literal["fact", "preference", "project", "pattern"]
@@ -60,6 +64,16 @@ class MemoryItem:
     """After this it is never shown (temporary memories); None: never expires."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Caller-supplied extras (a turn id, a speaker), stored as `jsonb`."""
+    slot: str | None = None
+    """Facts: the slot it fills (`quality/slots.py`); a new current fact of a slot supersedes the old one."""
+    match_key: str | None = None
+    """Facts: the normalised text compared for near-duplicates (`quality/matching.py`)."""
+    match_guard: str | None = None
+    """Facts: negation and numbers, which a near-duplicate must share exactly."""
+    match_words: tuple[str, ...] | None = None
+    """Facts: content words (stemmed); a near-duplicate adds or drops words, never swaps one."""
+    replaces: UUID | None = None
+    """Facts: a current fact of the user this one supersedes (set by the extractor or the caller)."""
     embedding: tuple[float, ...] | None = None
     """Facts: the content's embedding, computed at write time (stored in `memory_search_docs`)."""
     embedding_model: str | None = None
@@ -81,6 +95,11 @@ class MemoryItem:
             "occurred_at": self.occurred_at.isoformat() if self.occurred_at else None,
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "metadata": self.metadata,
+            "slot": self.slot,
+            "match_key": self.match_key,
+            "match_guard": self.match_guard,
+            "match_words": list(self.match_words) if self.match_words is not None else None,
+            "replaces": str(self.replaces) if self.replaces else None,
             # Only when present: the journal and memory_upsert_embedded read them; memory_upsert_items ignores them.
             **(
                 {"embedding": list(self.embedding), "embedding_model": self.embedding_model}
@@ -122,6 +141,14 @@ class MemoryRecord:
     """When maintenance archived it (decayed below the floor)."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Caller-supplied extras."""
+    slot: str | None = None
+    """Facts: the slot it fills, if any."""
+    match_key: str | None = None
+    """Facts: the normalised text compared for near-duplicates."""
+    match_guard: str | None = None
+    """Facts: negation and numbers a near-duplicate must share."""
+    match_words: tuple[str, ...] | None = None
+    """Facts: content words (stemmed) compared for near-duplicates."""
 
     def is_current(self, now: datetime) -> bool:
         """Whether it may be shown at `now`: valid, not archived, not expired."""
@@ -155,17 +182,22 @@ class MemoryRecord:
             superseded_by=row.get("superseded_by"),
             archived_at=row.get("archived_at"),
             metadata=dict(row.get("metadata") or {}),
+            slot=row.get("slot"),
+            match_key=row.get("match_key"),
+            match_guard=row.get("match_guard"),
+            match_words=tuple(row["match_words"]) if row.get("match_words") is not None else None,
         )
 
-    def to_fact(self) -> MemorizedFact:
-        """The row as a `MemorizedFact` (kind must be `fact`)."""
+    def to_fact(self, *, confidence: float | None = None) -> MemorizedFact:
+        """The row as a `MemorizedFact` (kind must be `fact`); `confidence` overrides the stored value (the
+        decayed confidence shown in a context)."""
         category: FactCategory = self.category  # type: ignore[assignment]  # checked by the table's constraint
         return MemorizedFact(
             id=self.id,
             user_id=self.user_id,
             content=self.content,
             category=category,
-            confidence=round(self.confidence, 4),
+            confidence=round(self.confidence if confidence is None else confidence, 4),
             source=self.source,
             timestamp=self.created_at,
             relevance_count=self.relevance_count,
@@ -215,6 +247,11 @@ def _fact_item(fact: MemorizedFact, session_id: str | None) -> MemoryItem:
         session_id=session_id,
         occurred_at=fact.timestamp,
         expires_at=fact.expires_at,
+        slot=detect_slot(fact.content, fact.category),
+        match_key=match_key(fact.content),
+        match_guard=match_guard(fact.content),
+        match_words=match_words(fact.content),
+        replaces=fact.replaces,
     )
 
 
@@ -300,28 +337,42 @@ def items_from_update(
         if previous is None or is_single_valued(item):
             merged[item.content_hash] = item  # new, or a later value of a single-valued slot wins
         else:
-            merged[item.content_hash] = MemoryItem(
-                kind=item.kind,
-                category=item.category,
-                content=previous.content,
-                content_hash=item.content_hash,
-                confidence=max(previous.confidence, item.confidence),
-                source="explicit" if "explicit" in (previous.source, item.source) else "inferred",
-                importance=max(previous.importance, item.importance),
-                source_message_ids=tuple(dict.fromkeys(previous.source_message_ids + item.source_message_ids)),
-                session_id=item.session_id,
-                attributes={**previous.attributes, **item.attributes},
-                occurred_at=previous.occurred_at,
-                expires_at=None
-                if previous.expires_at is None or item.expires_at is None
-                else max(previous.expires_at, item.expires_at),
-                metadata={**previous.metadata, **item.metadata},
-            )
+            merged[item.content_hash] = merge_items(previous, item)
     return list(merged.values())
 
 
-def long_term_from_records(records: Sequence[MemoryRecord]) -> LongTermMemory:
-    """Assemble the `LongTermMemory` from the rows of a context query (facts already ranked)."""
+def merge_items(previous: MemoryItem, item: MemoryItem) -> MemoryItem:
+    """Fold `item` into `previous`, an earlier item of the same write it repeats: the earlier wording stays,
+    confidence and importance take the max, provenance accumulates, a `replaces` of either is kept."""
+    return MemoryItem(
+        kind=previous.kind,
+        category=previous.category,
+        content=previous.content,
+        content_hash=previous.content_hash,
+        confidence=max(previous.confidence, item.confidence),
+        source="explicit" if "explicit" in (previous.source, item.source) else "inferred",
+        importance=max(previous.importance, item.importance),
+        source_message_ids=tuple(dict.fromkeys(previous.source_message_ids + item.source_message_ids)),
+        session_id=item.session_id,
+        attributes={**previous.attributes, **item.attributes},
+        occurred_at=previous.occurred_at,
+        expires_at=None
+        if previous.expires_at is None or item.expires_at is None
+        else max(previous.expires_at, item.expires_at),
+        metadata={**previous.metadata, **item.metadata},
+        slot=previous.slot,
+        match_key=previous.match_key,
+        match_guard=previous.match_guard,
+        match_words=previous.match_words,
+        replaces=previous.replaces or item.replaces,
+    )
+
+
+def long_term_from_records(
+    records: Sequence[MemoryRecord], *, now: datetime | None = None, decay: DecayPolicy | None = None
+) -> LongTermMemory:
+    """Assemble the `LongTermMemory` from the rows of a context query (facts already ranked, rejections
+    after them). With `decay` (and `now`), facts carry their decayed confidence (`quality/decay.py`)."""
     facts: list[MemorizedFact] = []
     projects: list[ProjectRecord] = []
     patterns: list[RequestPattern] = []
@@ -329,7 +380,12 @@ def long_term_from_records(records: Sequence[MemoryRecord]) -> LongTermMemory:
     singles: dict[str, str] = {}
     for record in records:
         if record.kind == "fact":
-            facts.append(record.to_fact())
+            shown = (
+                decayed_confidence(record.confidence, record.last_reinforced_at, record.category, now, decay)
+                if decay is not None and now is not None
+                else None
+            )
+            facts.append(record.to_fact(confidence=shown))
         elif record.kind == "project":
             projects.append(record.to_project())
         elif record.kind == "pattern":

@@ -40,7 +40,7 @@ from ..errors import StoreError, StoreUnavailableError
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
 from ..settings import MemorySettings
-from .base import ContextQuery, LongTermStore
+from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery, LongTermStore
 from .journal import JournalEntry, WriteJournal
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
@@ -315,7 +315,13 @@ class ResilientStore:
 
     # --- writes ----------------------------------------------------------------------------------------------------
     async def upsert(
-        self, user_id: UUID, items: Sequence[MemoryItem], *, reinforcement_step: float, write_id: UUID | None = None
+        self,
+        user_id: UUID,
+        items: Sequence[MemoryItem],
+        *,
+        reinforcement_step: float,
+        write_id: UUID | None = None,
+        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
     ) -> list[MemoryRecord]:
         """Write through to the primary; if it is unreachable, or earlier writes of the user are still in the
         journal, append to the journal (durable when this returns) and return provisional records: built from
@@ -328,7 +334,13 @@ class ResilientStore:
         primary = self._primary
         if primary is not None and not self._pending_users[user_id]:
             try:
-                records = await primary.upsert(user_id, items, reinforcement_step=reinforcement_step, write_id=write_id)
+                records = await primary.upsert(
+                    user_id,
+                    items,
+                    reinforcement_step=reinforcement_step,
+                    write_id=write_id,
+                    near_duplicate_threshold=near_duplicate_threshold,
+                )
             except StoreUnavailableError as exc:
                 self._failed("writing memory", exc)
                 if self.require_primary:
@@ -342,7 +354,14 @@ class ResilientStore:
         now = datetime.now(UTC)
         items = [item if item.occurred_at else dataclasses.replace(item, occurred_at=now) for item in items]
         try:
-            entry = await asyncio.to_thread(self.journal.append, user_id, items, reinforcement_step, write_id=write_id)
+            entry = await asyncio.to_thread(
+                self.journal.append,
+                user_id,
+                items,
+                reinforcement_step,
+                write_id=write_id,
+                near_duplicate_threshold=near_duplicate_threshold,
+            )
         except OSError as exc:
             raise StoreUnavailableError(
                 f"the database is unreachable and the journal {self.journal.path} could not be written: {exc}"
@@ -392,6 +411,15 @@ class ResilientStore:
     ) -> list[MemoryRecord]:
         """The primary's rows (no fallback: raises while it is unreachable)."""
         return await self._call("listing memory", lambda p: p.list_records(user_id, kind=kind, limit=limit))
+
+    async def fact_history(
+        self, user_id: UUID, *, at: datetime | None = None, include_invalid: bool = True, limit: int = 1000
+    ) -> list[MemoryRecord]:
+        """The primary's fact history (no fallback: raises while it is unreachable)."""
+        return await self._call(
+            "reading fact history",
+            lambda p: p.fact_history(user_id, at=at, include_invalid=include_invalid, limit=limit),
+        )
 
     async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
         """The primary's search (no fallback)."""
@@ -523,6 +551,7 @@ class ResilientStore:
                     entry.items,
                     reinforcement_step=entry.reinforcement_step,
                     write_id=entry.write_id,
+                    near_duplicate_threshold=entry.near_duplicate_threshold,
                 )
             except StoreUnavailableError as exc:
                 self.replay_failures += 1

@@ -19,6 +19,7 @@ import binascii
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -34,7 +35,7 @@ from ..retrieval.search import (
     search_params,
 )
 from ..settings import MemorySettings
-from .base import ContextQuery
+from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ id returning it, sync or async (typically read from the user's session, refreshe
 TABLE = "user_memory"
 SCHEMA = "public"
 _TIMESTAMP_COLUMNS = ("created_at", "updated_at", "last_reinforced_at")
+_OPTIONAL_TIMESTAMP_COLUMNS = ("occurred_at", "expires_at", "invalid_at", "archived_at")
 
 
 class _ServerError(Exception):
@@ -228,15 +230,17 @@ class SupabaseStore:
         *,
         reinforcement_step: float,
         write_id: UUID | None = None,
+        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
     ) -> list[MemoryRecord]:
         """All items in one `memory_upsert_items` call. `write_id` (an idempotency key) is sent as
-        `p_write_id` only when given, so this works with and without the migration that adds it."""
+        `p_write_id` only when given."""
         if not items:
             return []
         params: dict[str, Any] = {
             "p_user_id": str(user_id),
             "p_items": [item.as_json() for item in items],
             "p_reinforcement_step": reinforcement_step,
+            "p_near_duplicate_threshold": near_duplicate_threshold,
         }
         if write_id is not None:
             params["p_write_id"] = str(write_id)
@@ -261,11 +265,24 @@ class SupabaseStore:
             "p_weight_confidence": w.confidence,
             "p_weight_recency": w.recency,
             "p_recency_window_days": w.recency_window_days,
+            "p_half_life_days": query.decay.as_json(),
+            "p_decay_floor": query.decay.floor,
+            "p_max_rejections": query.max_rejections,
         }
         if query.now is not None:  # omitted: the function's default, now()
             params["p_now"] = query.now.isoformat()
         api = await self._as_user(user_id)
         return _records(await self._data("reading the context", api.rpc("memory_context", params).execute()))
+
+    async def fact_history(
+        self, user_id: UUID, *, at: datetime | None = None, include_invalid: bool = True, limit: int = 1000
+    ) -> list[MemoryRecord]:
+        """One `memory_fact_history` call."""
+        params: dict[str, Any] = {"p_user_id": str(user_id), "p_include_invalid": include_invalid, "p_limit": limit}
+        if at is not None:
+            params["p_at"] = at.isoformat()
+        api = await self._as_user(user_id)
+        return _records(await self._data("reading fact history", api.rpc("memory_fact_history", params).execute()))
 
     async def list_records(
         self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000

@@ -287,13 +287,17 @@ as $$
 $$;
 
 
--- memory_upsert_embedded: memory_upsert_items, then the embeddings the items carry ("embedding": [...]), in one
--- round trip and one transaction. What the plugin calls when it writes facts with an embedder configured.
+-- memory_upsert_embedded: memory_upsert_items (same arguments and result: the rows written, then the rows
+-- superseded), then the embeddings the items carry ("embedding": [...]), in one round trip and one
+-- transaction. What the plugin calls when it writes facts with an embedder configured. A vector lands only
+-- on a fact whose text it was computed from (memory_set_embeddings): an item merged into a near-duplicate
+-- worded otherwise leaves that fact's own vector alone.
 create function public.memory_upsert_embedded(
     p_user_id uuid,
     p_items jsonb,
     p_reinforcement_step real default 0.1,
     p_write_id uuid default null,
+    p_near_duplicate_threshold real default 0.8,
     p_model text default null
 )
     returns setof public.user_memory
@@ -304,8 +308,9 @@ as $$
 declare
     v_ids uuid[];
 begin
-    select array_agg(w.id) into v_ids
-      from public.memory_upsert_items(p_user_id, p_items, p_reinforcement_step, p_write_id) as w;
+    select array_agg(w.id order by w.ordinality) into v_ids
+      from public.memory_upsert_items(p_user_id, p_items, p_reinforcement_step, p_write_id,
+                                      p_near_duplicate_threshold) with ordinality as w;
     if p_model is not null then
         perform public.memory_set_embeddings(
             p_user_id, p_model,
@@ -558,7 +563,7 @@ revoke all on function public.memory_has_time_expression(text) from public, anon
 revoke all on function public.memory_search_docs_sync() from public, anon;
 revoke all on function public.memory_search_terms_sync() from public, anon;
 revoke all on function public.memory_set_embeddings(uuid, text, jsonb) from public, anon;
-revoke all on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, text) from public, anon;
+revoke all on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text) from public, anon;
 revoke all on function public.memory_search(uuid, text, extensions.vector, text, integer, integer, real, real, real, real,
     real, real, real, real, real, real, real, timestamptz[], timestamptz[], integer[], boolean, real, integer, integer,
     timestamptz) from public, anon;
@@ -568,7 +573,7 @@ grant execute on function public.memory_has_time_expression(text) to authenticat
 grant execute on function public.memory_search_docs_sync() to authenticated, service_role;
 grant execute on function public.memory_search_terms_sync() to authenticated, service_role;
 grant execute on function public.memory_set_embeddings(uuid, text, jsonb) to authenticated, service_role;
-grant execute on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, text) to authenticated, service_role;
+grant execute on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text) to authenticated, service_role;
 grant execute on function public.memory_search(uuid, text, extensions.vector, text, integer, integer, real, real, real,
     real, real, real, real, real, real, real, real, timestamptz[], timestamptz[], integer[], boolean, real, integer,
     integer, timestamptz) to authenticated, service_role;

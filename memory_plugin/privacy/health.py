@@ -1,6 +1,6 @@
 """Health data is kept only as a non-clinical note (seed 000's HEALTH_NOTE), never as clinical detail.
 
-The rule, applied to every fact before it is stored (`memory_plugin.sensitive.sanitize_fact_text`):
+The rule, applied to every fact before it is stored (`memory_plugin.privacy.sanitize_fact_text`):
 
 1. A fact is *clinical* when it names a diagnosis ("diabetes", "epilepsia", "diagnosed with…"), a medication
    (a drug name, or a dose such as "850 mg"), or a test result ("glucosa 180", "HbA1c 7,2 %", "tested

@@ -1,7 +1,7 @@
 """The sensitive-data policy every write to long-term memory goes through.
 
 Two filters, in this order:
-1. `privacy.redact_sensitive`: payment cards (Luhn-valid), IBANs (mod-97-valid), Spanish DNI/NIE and US SSNs
+1. `redaction.redact_sensitive`: payment cards (Luhn-valid), IBANs (mod-97-valid), Spanish DNI/NIE and US SSNs
    (checksums), stated passwords and API keys become ``[redacted <kind>]``; a fact with nothing else left is
    dropped.
 2. `health.screen_health`: clinical details (diagnoses, medications and doses, test results) are reduced to
@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..models import FactCategory
 from .health import screen_health
-from .models import FactCategory
-from .privacy import redact_sensitive
+from .redaction import redact_sensitive
 
 __all__ = ["DropReason", "SanitizedText", "sanitize_fact_text", "sanitize_item_text"]
 

@@ -1,0 +1,30 @@
+"""Memory quality: the rules that keep long-term memory small, true and current.
+
+- `matching.py`: near-duplicate detection (trigram similarity, as `pg_trgm` computes it, plus a guard on
+  numbers and negation) so a paraphrase reinforces the stored fact instead of adding a row;
+- `slots.py`: slot-like facts (a budget, a delivery lead time, the stance on one material), where a new
+  value supersedes the old one and the old one is kept as history;
+- `decay.py`: confidence decays with time since the fact was last stated (half-life per category);
+- `outcome.py`: what a write did (inserted, reinforced, merged as a near-duplicate, superseded).
+
+The same rules run in SQL (`supabase/migrations/20261123100000_memory_quality.sql`) for the Postgres and
+Supabase stores; Python computes the per-fact keys once (`MemoryItem.match_key`, `match_guard`, `slot`) so
+both sides agree, and `InMemoryStore` applies the rules with the functions here.
+"""
+
+from .decay import DEFAULT_HALF_LIFE_DAYS, DecayPolicy, decayed_confidence
+from .matching import fold_near_duplicates, match_guard, match_key, trigram_similarity
+from .outcome import WriteOutcome
+from .slots import detect_slot
+
+__all__ = [
+    "DEFAULT_HALF_LIFE_DAYS",
+    "DecayPolicy",
+    "WriteOutcome",
+    "decayed_confidence",
+    "detect_slot",
+    "fold_near_duplicates",
+    "match_guard",
+    "match_key",
+    "trigram_similarity",
+]
