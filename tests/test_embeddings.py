@@ -160,6 +160,17 @@ async def test_the_offline_model_embeds_meaning() -> None:
     assert dot(hiking, trails) > dot(hiking, invoice) + 0.3
 
 
+async def test_a_question_is_embedded_like_the_same_text_stored_as_a_fact() -> None:
+    # Questions take a shorter path through the offline model than batches of facts; the vectors must be
+    # the same, or a question would not find its own words.
+    local = local_embedder()
+    (as_fact,) = await local.embed_documents(["When did Caroline go to the support group?"])
+    as_question = await local.embed_query("When did Caroline go to the support group?")
+
+    assert len(as_question) == 384
+    assert max(abs(a - b) for a, b in zip(as_fact, as_question, strict=True)) < 1e-5
+
+
 def test_the_default_embedder_follows_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert default_embedder(MemorySettings(embedding_model="none")) is None

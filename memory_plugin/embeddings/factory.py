@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.embeddings import EmbeddingSettings
@@ -59,17 +60,64 @@ def _load_local() -> Any:
         return _local_model
 
 
+def _encode_one(model: Any, text: str, normalize: bool) -> list[float]:
+    """One question through the model's modules (tokenizer, transformer, pooling), as `encode_query` computes
+    it, without `encode`'s batch machinery (length sorting, device moves, numpy conversion): measured on a
+    2-core machine, 11.9 ms p50 against 13.6 for `encode_query` (the forward pass itself is ~11)."""
+    import torch
+
+    prompt = (model.prompts or {}).get("query", "")
+    features = model.preprocess([prompt + text])
+    with torch.inference_mode():
+        vector = model.forward(features)["sentence_embedding"]
+        if normalize:
+            vector = torch.nn.functional.normalize(vector, p=2, dim=1)
+    result: list[float] = vector[0].tolist()
+    return result
+
+
 def local_embedder(*, batch_size: int = 64) -> MemoryEmbedder:
     """The offline all-MiniLM-L6-v2 embedder (normalised vectors). The model loads on first use."""
+    import asyncio
+
+    from pydantic_ai.embeddings import EmbeddingResult
+    from pydantic_ai.embeddings.result import EmbedInputType
     from pydantic_ai.embeddings.sentence_transformers import SentenceTransformerEmbeddingModel
 
     class _Model(SentenceTransformerEmbeddingModel):
         async def _get_model(self) -> Any:
             if self._model is None:
-                import asyncio
-
                 self._model = await asyncio.to_thread(_load_local)
             return self._model
+
+        async def embed(
+            self,
+            inputs: str | Sequence[str],
+            *,
+            input_type: EmbedInputType,
+            settings: EmbeddingSettings | None = None,
+        ) -> EmbeddingResult:
+            # A single question (every search) takes the direct path; batches of facts and any setting it
+            # does not handle (device, truncated dimensions) go through `encode` as pydantic-ai runs it.
+            texts, merged = self.prepare_embed(inputs, settings)
+            extra: dict[str, Any] = dict(merged)
+            if (
+                input_type != "query"
+                or len(texts) != 1
+                or extra.get("dimensions")
+                or extra.get("sentence_transformers_device")
+            ):
+                return await super().embed(inputs, input_type=input_type, settings=settings)
+            model = await self._get_model()
+            normalize = bool(extra.get("sentence_transformers_normalize_embeddings", False))
+            vector = await asyncio.to_thread(_encode_one, model, texts[0], normalize)
+            return EmbeddingResult(
+                embeddings=[vector],
+                inputs=texts,
+                input_type=input_type,
+                model_name=self.model_name,
+                provider_name=self.system,
+            )
 
     model = _Model(str(LOCAL_MODEL_NAME))
     # Normalised: cosine is then a dot product, and the stored vectors are comparable whatever their norm.
