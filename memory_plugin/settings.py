@@ -189,7 +189,8 @@ class MemorySettings(BaseSettings):
     """A fact stated this many days outside a date the question names gets no date boost (linear in between)."""
 
     search_candidates: int = Field(default=50, ge=1, le=10_000)
-    """Facts taken from each channel (vector, full text, date) before the final ranking."""
+    """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
+    takes half as many, at least the search's limit, when it goes through the HNSW index)."""
 
     search_exact_scan_below: int = Field(default=2000, ge=0)
     """Users with fewer vectors than this are scanned exactly; above, through the HNSW index."""

@@ -72,7 +72,8 @@ class SearchWeights:
     date_slack_days: float = 14.0
     """How far outside a named date a fact still gets part of the date boost."""
     candidates: int = 50
-    """Facts taken from each channel (vector, text, date) before the final ranking."""
+    """Facts taken from each channel (vector, text, date) before the final ranking (through the HNSW index
+    the vector channel takes half as many, at least the limit)."""
     exact_scan_below: int = 2000
     """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan)."""
     text_scan_limit: int = 500
