@@ -106,11 +106,14 @@ def test_content_words_ignore_articles_and_inflections() -> None:
 
 
 def test_the_guard_holds_numbers_codes_and_negation() -> None:
-    assert match_guard("Prefiere Aluminio 7075") == "+|7075"
+    assert match_guard("Prefiere Aluminio 7075") == "+|7075,@aluminium"
+    # Named values (weekdays, months, colours, finishes, materials), one name across languages.
+    assert match_guard("Recibe entregas los lunes") == "+|@mon"
+    assert match_guard("Prefiere anodizado negro") == match_guard("Prefers black anodizing") == "+|@black"
     assert match_guard("Ya no usa el 7075") == "-|7075"
     assert match_guard("Doesn't want M8 bolts") == "-|m8"
     assert match_guard("Presupuesto de 1.500 €") == "+|1,500"
-    assert match_guard("Never suggest titanium") == "-|"
+    assert match_guard("Never suggest titanium") == "-|@titanium"
 
 
 def test_python_trigram_similarity_equals_pg_trgm(admin_conn: AdminConn) -> None:

@@ -84,6 +84,7 @@ class Outage:
         reinforcement_step: float,
         write_id: UUID | None = None,
         near_duplicate_threshold: float = 0.8,
+        embedding_threshold: float = 0.85,
     ) -> list[MemoryRecord]:
         self._check()
         self.upserts += 1
@@ -93,6 +94,7 @@ class Outage:
             reinforcement_step=reinforcement_step,
             write_id=write_id,
             near_duplicate_threshold=near_duplicate_threshold,
+            embedding_threshold=embedding_threshold,
         )
         if self.lose_ack_after_commit:
             raise StoreUnavailableError("Postgres is unreachable: connection lost after the commit (injected)")

@@ -1,0 +1,102 @@
+-- Near-duplicates by embedding similarity (issue 4): a fact written with an embedding reinforces a current fact
+-- of the same user and category whose vector of the same model is at least p_embedding_threshold similar
+-- (cosine) and whose guard (numbers/codes, negation, named weekdays/months/colours/materials) is the same,
+-- other than the fact it `replaces`, instead of adding a row. The rule and the threshold are described in
+-- memory_plugin/quality/semantic.py (the same rule in Python, for the in-memory store) and the README
+-- ("Keeping memory small, true and current").
+--
+-- Where it runs: in memory_upsert_embedded, the function the plugin calls when facts carry vectors, as a first
+-- pass over the items inside the same round trip and transaction, before memory_upsert_items. Each fact item
+-- with a vector and no stored row of its own hash gets the content_hash of its nearest match, which
+-- memory_upsert_items then applies as a repeat of that row (confidence up by the reinforcement step, bounded
+-- at 1; relevance_count + 1; last_reinforced_at; importance max; the stored wording, keys and vector kept).
+-- Why not a third branch in memory_upsert_items' near-duplicate lookup: that function never sees vectors (it
+-- is also called without any), and redefining its 250 lines for one branch would fork it; rewriting the hash
+-- reuses its folding, write_id bookkeeping, `replaces` and slots unchanged. Order for one item: the same hash,
+-- then the nearest vector (here), then trigrams (memory_upsert_items).
+--
+-- How the nearest fact is found: an exact scan of the user's current facts of the item's category and guard
+-- (the GiST index user_memory_fact_match_idx leads with user_id, category, match_guard), each joined to its
+-- vector by primary key. Not the HNSW index: it cannot filter by user, category or guard inside the graph
+-- (memory_search's comment), and the candidates of one item are few (a guard with a number or a value splits
+-- a user's facts finely). Items without match keys (`remember`, verbatim notes) are never merged.
+drop function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text);
+create function public.memory_upsert_embedded(
+    p_user_id uuid,
+    p_items jsonb,
+    p_reinforcement_step real default 0.1,
+    p_write_id uuid default null,
+    p_near_duplicate_threshold real default 0.8,
+    p_model text default null,
+    p_embedding_threshold real default 0.85
+)
+    returns setof public.user_memory
+    language plpgsql
+    security invoker
+    set search_path = ''
+    -- As memory_upsert_items: planned once per connection, not once per call.
+    set plan_cache_mode = force_generic_plan
+as $$
+declare
+    v_ids   uuid[];
+    v_items jsonb := p_items;
+    v_now   timestamptz := now();
+begin
+    -- A replayed write (known write_id) changes nothing: memory_upsert_items returns its rows as they are.
+    if p_model is not null and p_embedding_threshold <= 1
+       and (p_write_id is null
+            or not exists (select from public.memory_applied_writes w where w.write_id = p_write_id)) then
+        select jsonb_agg(case when t.target is null then e.item
+                              else e.item || jsonb_build_object('content_hash', t.target) end
+                         order by e.ord)
+          into v_items
+          from jsonb_array_elements(p_items) with ordinality as e(item, ord)
+          left join lateral (
+              select (e.item ->> 'embedding')::extensions.halfvec(384) as vec
+               where e.item ->> 'kind' = 'fact' and e.item ? 'embedding'
+                 and e.item ->> 'match_guard' is not null
+                 and not exists (select from public.user_memory x
+                                  where x.user_id = p_user_id and x.content_hash = e.item ->> 'content_hash')
+          ) as q on true
+          left join lateral (
+              select m.content_hash as target
+                from public.user_memory m
+                join public.memory_search_docs d on d.user_id = p_user_id and d.memory_id = m.id
+               where q.vec is not null
+                 and m.user_id = p_user_id and m.kind = 'fact'
+                 and m.invalid_at is null and m.archived_at is null
+                 and (m.expires_at is null or m.expires_at > v_now)
+                 and m.category = e.item ->> 'category' and m.match_guard = e.item ->> 'match_guard'
+                 and m.id is distinct from (e.item ->> 'replaces')::uuid
+                 and d.embedding_model = p_model
+                 and 1 - (d.embedding operator(extensions.<=>) q.vec) >= p_embedding_threshold
+               order by d.embedding operator(extensions.<=>) q.vec, m.last_reinforced_at desc, m.id
+               limit 1
+          ) as t on true;
+    end if;
+
+    select array_agg(w.id order by w.ordinality) into v_ids
+      from public.memory_upsert_items(p_user_id, v_items, p_reinforcement_step, p_write_id,
+                                      p_near_duplicate_threshold) with ordinality as w;
+    -- The items' own vectors (p_items: an item merged into a fact worded otherwise finds no row of its hash,
+    -- so the stored fact keeps its vector).
+    if p_model is not null then
+        perform public.memory_set_embeddings(
+            p_user_id, p_model,
+            coalesce((select jsonb_agg(i) from jsonb_array_elements(p_items) as i where i ? 'embedding'
+                                                                                    and i ->> 'kind' = 'fact'),
+                     '[]'::jsonb));
+    end if;
+    return query
+        select m.* from unnest(v_ids) with ordinality as w(id, n)
+          join public.user_memory m on m.id = w.id
+         order by w.n;
+end;
+$$;
+
+comment on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text, real) is
+    'memory_upsert_items plus the items'' vectors, in one round trip; a fact whose vector is close to a current fact''s (same category, guard and model) reinforces it.';
+
+revoke all on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text, real) from public, anon;
+grant execute on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text, real)
+    to authenticated, service_role;
