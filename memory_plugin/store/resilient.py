@@ -744,6 +744,9 @@ def _provisional_records(entry: JournalEntry, now: datetime) -> list[MemoryRecor
             created_at=item.occurred_at or now,
             updated_at=now,
             last_reinforced_at=item.occurred_at or now,
+            occurred_at=item.occurred_at,
+            expires_at=item.expires_at,
+            metadata=dict(item.metadata),
         )
         for item in entry.items
     ]

@@ -311,6 +311,28 @@ begin
     select array_agg(w.id order by w.ordinality) into v_ids
       from public.memory_upsert_items(p_user_id, p_items, p_reinforcement_step, p_write_id,
                                       p_near_duplicate_threshold) with ordinality as w;
+    -- Neighbours follow the order the items were given: memory_upsert_items inserts in its own order (by
+    -- content hash), so the links the insert trigger made between rows of this batch are re-made here, for
+    -- the facts this write inserted (a repeat keeps the neighbours it had).
+    with batch as (
+        select m.id, m.session_id, i.ord
+          from jsonb_array_elements(p_items) with ordinality as i(item, ord)
+          join public.user_memory m on m.user_id = p_user_id and m.content_hash = i.item ->> 'content_hash'
+         where i.item ->> 'kind' = 'fact' and m.session_id is not null and m.relevance_count = 0
+           and m.id = any(v_ids)
+    ),
+    linked as (
+        select b.id,
+               coalesce(lag(b.id) over (partition by b.session_id order by b.ord),
+                        (select p.memory_id from public.memory_search_docs p
+                          where p.user_id = p_user_id and p.session_id = b.session_id
+                            and not p.memory_id = any(v_ids)
+                          order by p.seq desc limit 1)) as prev_id
+          from batch b
+    )
+    update public.memory_search_docs d set prev_memory_id = l.prev_id
+      from linked l
+     where d.user_id = p_user_id and d.memory_id = l.id and d.prev_memory_id is distinct from l.prev_id;
     if p_model is not null then
         perform public.memory_set_embeddings(
             p_user_id, p_model,
