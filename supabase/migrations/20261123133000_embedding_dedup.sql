@@ -86,6 +86,28 @@ begin
     select array_agg(w.id order by w.ordinality) into v_ids
       from public.memory_upsert_items(p_user_id, v_items, p_reinforcement_step, p_write_id,
                                       p_near_duplicate_threshold) with ordinality as w;
+    -- As in 20261123120000_hybrid_search.sql: neighbours follow the order the items were given (memory_upsert_items
+    -- inserts by content hash), re-made for the facts this write inserted (a repeat keeps its neighbours; an item
+    -- merged into a near-duplicate finds no row of its own hash).
+    with batch as (
+        select m.id, m.session_id, i.ord
+          from jsonb_array_elements(p_items) with ordinality as i(item, ord)
+          join public.user_memory m on m.user_id = p_user_id and m.content_hash = i.item ->> 'content_hash'
+         where i.item ->> 'kind' = 'fact' and m.session_id is not null and m.relevance_count = 0
+           and m.id = any(v_ids)
+    ),
+    linked as (
+        select b.id,
+               coalesce(lag(b.id) over (partition by b.session_id order by b.ord),
+                        (select p.memory_id from public.memory_search_docs p
+                          where p.user_id = p_user_id and p.session_id = b.session_id
+                            and not p.memory_id = any(v_ids)
+                          order by p.seq desc limit 1)) as prev_id
+          from batch b
+    )
+    update public.memory_search_docs d set prev_memory_id = l.prev_id
+      from linked l
+     where d.user_id = p_user_id and d.memory_id = l.id and d.prev_memory_id is distinct from l.prev_id;
     -- The items' own vectors (p_items: an item merged into a fact worded otherwise finds no row of its hash,
     -- so the stored fact keeps its vector).
     if p_model is not null then
