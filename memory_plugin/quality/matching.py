@@ -130,16 +130,31 @@ def _value_of(word: str) -> str | None:
     return VALUE_WORDS.get(word) or (VALUE_WORDS.get(word[:-1]) if word.endswith("s") else None)
 
 
-def match_guard(content: str) -> str:
-    """What two near-duplicates must share exactly: negation, the numbers/codes and the named values, e.g.
-    `"+|7075"`, `"+|@aluminium,@mon"`.
+def _proper_names(content: str) -> set[str]:
+    """Capitalised words after the first one ("Ana García", "Airbus", "ISO"), normalised, without the closed-set
+    values (already in the guard) and words holding a digit (codes, idem)."""
+    names: set[str] = set()
+    for word in _WORD.findall(content)[1:]:
+        if word[0].isupper() and not any(c.isdigit() for c in word):
+            key = match_key(word)
+            if _value_of(key) is None:
+                names.add(key)
+    return names
 
-    `+` or `-` (negated), then the sorted distinct words holding a digit ("7075", "m8", "316l", "9001") and the
-    values named (`VALUE_WORDS`, as `@value`).
+
+def match_guard(content: str) -> str:
+    """What two near-duplicates must share exactly: negation, the numbers/codes, the named values and the proper
+    names, e.g. `"+|7075"`, `"+|@aluminium,@mon"`, `"+|^ana,^garcia"`.
+
+    `+` or `-` (negated), then the sorted distinct words holding a digit ("7075", "m8", "316l", "9001"), the
+    values named (`VALUE_WORDS`, as `@value`) and the capitalised words after the first (as `^name`): two
+    contacts, companies or standards are different facts however alike the rest ("Contacto de compras: Ana
+    García" / "…: Luis Pérez" score 0.84 with MiniLM).
     """
     words = _WORD.findall(match_key(content))
     codes = {w for w in words if any(c.isdigit() for c in w)}
     codes.update("@" + v for v in map(_value_of, words) if v is not None)
+    codes.update("^" + name for name in _proper_names(content))
     return ("-" if _negated(words) else "+") + "|" + ",".join(sorted(codes))
 
 
