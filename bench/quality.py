@@ -395,14 +395,25 @@ def _stored_forms(fact: Fact, said_at: datetime) -> str | None:
     return normalize_key(resolve_relative_dates(clean.text, said_at).text)
 
 
-async def run_conversation(database_url: str, *, reuse_known_wording: bool) -> QualityResult:
-    """Play the whole script for a fresh user on `database_url`; return the measures."""
+async def run_conversation(
+    database_url: str, *, reuse_known_wording: bool, embedding_dedup: bool = True
+) -> QualityResult:
+    """Play the whole script for a fresh user on `database_url`; return the measures. Facts are embedded with
+    the offline MiniLM (as a manager with `embedding_model="local"`); `embedding_dedup=False` turns the
+    embedding near-duplicate rule off (`dedup_embedding_threshold` above 1), for comparison."""
     user = uuid4()
     turns_by_message: dict[str, Turn] = {}
     stored_fid: dict[str, str] = {}
     model = ScriptedExtractionModel(turns_by_message, stored_fid, reuse_known_wording=reuse_known_wording)
-    settings = MemorySettings(database_url=SecretStr(database_url), auto_migrate=False, pool_min_size=1)
-    result = QualityResult("reuses known wording" if reuse_known_wording else "as said")
+    settings = MemorySettings(
+        database_url=SecretStr(database_url),
+        auto_migrate=False,
+        pool_min_size=1,
+        embedding_model="local",
+        dedup_embedding_threshold=MemorySettings().dedup_embedding_threshold if embedding_dedup else 2.0,
+    )
+    variant = "reuses known wording" if reuse_known_wording else "as said"
+    result = QualityResult(variant if embedding_dedup else f"{variant}, no embedding de-dup")
     superseded: set[str] = set()
     stated: Counter[str] = Counter()
     rejections: set[str] = set()
@@ -560,8 +571,9 @@ def quality_table(results: Sequence[QualityResult]) -> BenchTable:
     table.notes.append(
         "Rows are mapped to scripted facts through their content (the same redaction and date rules as the "
         'manager). "As said": the mocked model words each fact as the user did, so paraphrases reach the '
-        'store and only its near-duplicate rules (trigrams, guards) can fold them; "reuses known wording": it '
-        "restates a known fact the way it is stored, as the extractor's instructions ask."
+        'store and only its near-duplicate rules (trigrams, embeddings, guards) can fold them; "reuses known '
+        "wording\": it restates a known fact the way it is stored, as the extractor's instructions ask. Facts are "
+        'embedded with the offline all-MiniLM-L6-v2; "no embedding de-dup" turns the embedding rule off.'
     )
     return table
 
@@ -586,6 +598,7 @@ async def bench_quality(database_url: str | None = None) -> BenchTable:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
             await migrate(conn)
         results = [
+            await run_conversation(database_url, reuse_known_wording=False, embedding_dedup=False),
             await run_conversation(database_url, reuse_known_wording=False),
             await run_conversation(database_url, reuse_known_wording=True),
         ]

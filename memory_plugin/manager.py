@@ -51,7 +51,7 @@ from .models import (
     UserPreferences,
 )
 from .privacy import sanitize_fact_text, sanitize_item_text
-from .quality import DecayPolicy, WriteOutcome, fold_near_duplicates
+from .quality import DecayPolicy, WriteOutcome, fold_near_duplicates, fold_semantic_duplicates
 from .quality.slots import keep_latest_per_slot
 from .ranking import RankingWeights
 from .remember import Note, note_item
@@ -531,11 +531,15 @@ class MemoryManager:
         if not items:
             return WriteOutcome()
         items = await self._embed_items(items)
+        # Then paraphrases by meaning (same category, guard and model), once the facts have their vectors.
+        items, folded_by_meaning = fold_semantic_duplicates(items, self.settings.dedup_embedding_threshold)
+        folded += folded_by_meaning
         records = await self.store.upsert(
             update.user_id,
             items,
             reinforcement_step=self.settings.reinforcement_step,
             near_duplicate_threshold=self.settings.near_duplicate_threshold,
+            embedding_threshold=self.settings.dedup_embedding_threshold,
         )
         outcome = _outcome(items, records, folded)
         self.stats.facts_written += len(outcome.stored)

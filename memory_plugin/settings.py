@@ -119,6 +119,14 @@ class MemorySettings(BaseSettings):
     category instead of adding a row, when both have the same numbers/codes and negation. 0.8 merges rewordings
     that keep their words and keeps one-word substitutions apart; above 1 turns near-duplicate merging off."""
 
+    dedup_embedding_threshold: float = Field(default=0.85, ge=0)
+    """Cosine similarity (0–1) of two facts' embeddings (same model) at or above which a new fact reinforces a
+    current fact of the same category instead of adding a row, when both have the same numbers/codes,
+    negation and named values (weekdays, months, colours, materials). Catches paraphrases trigrams miss ("Le
+    gusta el aluminio 7075" / "Prefiere el aluminio 7075"). 0.85 was chosen on Spanish and English
+    paraphrase pairs with the offline MiniLM (README); above 1 turns it off. Env
+    `MEMORY_DEDUP_EMBEDDING_THRESHOLD`."""
+
     half_life_days: dict[str, float] = Field(default_factory=lambda: dict(_DEFAULT_HALF_LIFE_DAYS))
     """Days for a fact's confidence to halve without being stated again, per category (0: never decays).
     Categories left out keep their default (`quality/decay.py`: preference 180, requirement 365, constraint

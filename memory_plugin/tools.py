@@ -35,14 +35,18 @@ def memory_toolset(memory: MemoryManager) -> FunctionToolset[object]:
 
     @toolset.tool
     async def search_memory(ctx: RunContext[object], text: str) -> list[dict[str, str]]:
-        """Find what is remembered about the user that mentions `text` (a word or short phrase).
+        """Find what is remembered about the user that answers `text` (a question, a word or a phrase).
 
-        Returns items with their id (needed to forget one), kind, category and content.
+        Returns items with their id (needed to forget one), kind, category and content, best first.
         """
+        user_id = user_of(ctx)
         try:
-            records = await memory.search_text(user_of(ctx), text, limit=10)
+            # Facts by the hybrid ranking (meaning, words, dates); preferences and projects by their text.
+            hits = await memory.search(user_id, text, limit=10)
+            others = [r for r in await memory.search_text(user_id, text, limit=10) if r.kind != "fact"]
         except InvalidMemoryInputError as exc:
             raise ModelRetry(str(exc)) from exc
+        records = [hit.memory for hit in hits] + others
         return [{"id": str(r.id), "kind": r.kind, "category": r.category, "content": r.content} for r in records]
 
     @toolset.tool

@@ -166,7 +166,8 @@ async def test_memory_tools_round_trip_through_postgres_for_the_deps_user_only(
     fact = "Prefiere bronce SAE 660 para los casquillos"
     respond = tool_calls(
         ("remember", {"fact": fact, "category": "preference"}),
-        ("search_memory", {"text": "bronce SAE"}),
+        # A question, not a substring of the fact: the tool uses the hybrid ranking.
+        ("search_memory", {"text": "¿Qué aleación quiere para los casquillos?"}),
     )
     agent = Agent(FunctionModel(respond), deps_type=MemoryDeps, capabilities=[MemoryCapability(pg_memory, tools=True)])
 

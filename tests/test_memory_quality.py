@@ -106,11 +106,18 @@ def test_content_words_ignore_articles_and_inflections() -> None:
 
 
 def test_the_guard_holds_numbers_codes_and_negation() -> None:
-    assert match_guard("Prefiere Aluminio 7075") == "+|7075"
+    assert match_guard("Prefiere Aluminio 7075") == "+|7075,@aluminium"
+    # Named values (weekdays, months, colours, finishes, materials), one name across languages.
+    assert match_guard("Recibe entregas los lunes") == "+|@mon"
+    assert match_guard("Prefiere anodizado negro") == match_guard("Prefers black anodizing") == "+|@black"
     assert match_guard("Ya no usa el 7075") == "-|7075"
     assert match_guard("Doesn't want M8 bolts") == "-|m8"
     assert match_guard("Presupuesto de 1.500 €") == "+|1,500"
-    assert match_guard("Never suggest titanium") == "-|"
+    assert match_guard("Never suggest titanium") == "-|@titanium"
+    # Proper names: two contacts (or companies) never merge, however alike the sentences.
+    assert match_guard("Contacto de compras: Ana García") == "+|^ana,^garcia"
+    assert match_guard("Contacto de compras: Ana García") != match_guard("Contacto de compras: Luis Pérez")
+    assert match_guard("Trabaja para Airbus") == match_guard("Su cliente principal es Airbus") == "+|^airbus"
 
 
 def test_python_trigram_similarity_equals_pg_trgm(admin_conn: AdminConn) -> None:

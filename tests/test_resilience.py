@@ -13,7 +13,7 @@ import logging
 import os
 import random
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -84,6 +84,7 @@ class Outage:
         reinforcement_step: float,
         write_id: UUID | None = None,
         near_duplicate_threshold: float = 0.8,
+        embedding_threshold: float = 0.85,
     ) -> list[MemoryRecord]:
         self._check()
         self.upserts += 1
@@ -93,6 +94,7 @@ class Outage:
             reinforcement_step=reinforcement_step,
             write_id=write_id,
             near_duplicate_threshold=near_duplicate_threshold,
+            embedding_threshold=embedding_threshold,
         )
         if self.lose_ack_after_commit:
             raise StoreUnavailableError("Postgres is unreachable: connection lost after the commit (injected)")
@@ -639,3 +641,35 @@ async def test_an_entry_the_database_keeps_refusing_is_set_aside_not_lost(
     st = await store.status()
     assert (st.rejected_writes, st.replay_failures, st.journal_length) == (1, 3, 0)
     await store.close()
+
+
+async def test_a_journaled_write_is_acknowledged_with_everything_it_carries(
+    memory: MemoryManager, outage: Outage, user_id: UUID
+) -> None:
+    """During an outage the provisional record keeps the item's time, expiry and metadata (as stored later)."""
+    when = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
+    item = MemoryItem(
+        kind="fact",
+        category="fact",
+        content="Viaja a Bilbao el 28/11/2026",
+        content_hash="h-trip",
+        occurred_at=when,
+        expires_at=datetime(2026, 11, 30, tzinfo=UTC),
+        metadata={"dia_id": "D3:4", "speaker": "Ana"},
+    )
+    outage.down = True
+    [record] = await memory.store.upsert(user_id, [item], reinforcement_step=0.1)
+    assert (record.occurred_at, record.expires_at, record.metadata) == (
+        item.occurred_at,
+        item.expires_at,
+        item.metadata,
+    )
+
+    outage.down = False
+    await memory.store.replay()
+    [stored] = await memory.store.list_records(user_id)
+    assert (stored.occurred_at, stored.expires_at, stored.metadata) == (
+        item.occurred_at,
+        item.expires_at,
+        item.metadata,
+    )

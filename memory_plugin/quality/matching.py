@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NEGATION_WORDS",
     "STOP_WORDS",
+    "VALUE_WORDS",
     "fold_near_duplicates",
     "keys_of",
     "match_guard",
@@ -90,14 +91,71 @@ def _negated(words: Sequence[str]) -> bool:
     return any(w == "t" and i > 0 and words[i - 1].endswith("n") for i, w in enumerate(words))
 
 
-def match_guard(content: str) -> str:
-    """What two near-duplicates must share exactly: negation and the numbers/codes, e.g. `"+|7075"`.
+VALUE_WORDS: dict[str, str] = {
+    word: value
+    for value, words in {
+        # days of the week
+        "mon": "lunes monday", "tue": "martes tuesday", "wed": "miercoles wednesday", "thu": "jueves thursday",
+        "fri": "viernes friday", "sat": "sabado saturday", "sun": "domingo sunday",
+        # months
+        "jan": "enero january", "feb": "febrero february", "mar": "marzo march", "apr": "abril april",
+        "may": "mayo",  # not English "may" (a verb far more often than a month)
+        "jun": "junio june", "jul": "julio july", "aug": "agosto august",
+        "sep": "septiembre setiembre september", "oct": "octubre october", "nov": "noviembre november",
+        "dec": "diciembre december",
+        # colours (finishes)
+        "black": "negro negra negros negras black", "white": "blanco blanca blancos blancas white",
+        "red": "rojo roja rojos rojas red", "blue": "azul azules blue", "green": "verde verdes green",
+        "grey": "gris grises gray grey", "yellow": "amarillo amarilla yellow",
+        "gold": "dorado dorada oro gold golden", "silver": "plateado plateada plata silver",
+        # finishes
+        "polished": "pulido pulida polished", "matte": "mate matte matt", "gloss": "brillante brillo gloss glossy",
+        "satin": "satinado satinada satin",
+        # materials
+        "aluminium": "aluminio aluminium aluminum", "steel": "acero steel", "stainless": "inoxidable stainless",
+        "titanium": "titanio titanium", "brass": "laton brass", "copper": "cobre copper",
+        "bronze": "bronce bronze", "plastic": "plastico plastica plastic", "nylon": "nylon nailon",
+        "wood": "madera wood",
+    }.items()
+    for word in words.split()
+}  # fmt: skip
+"""Words naming a value in a closed set (weekday, month, colour, finish, material), Spanish and English, mapped to
+one name per value: they are part of the guard, so "los lunes" never merges with "los viernes", nor
+"aluminio" with "acero", however similar the rest (embeddings rate such pairs above 0.9), while "anodizado
+negro" and "black anodizing" share their value."""
 
-    `+` or `-` (negated), then the sorted distinct words holding a digit ("7075", "m8", "316l", "9001").
+
+def _value_of(word: str) -> str | None:
+    # Plurals: "mondays", "lunes" (already listed), "aceros".
+    return VALUE_WORDS.get(word) or (VALUE_WORDS.get(word[:-1]) if word.endswith("s") else None)
+
+
+def _proper_names(content: str) -> set[str]:
+    """Capitalised words after the first one ("Ana García", "Airbus", "ISO"), normalised, without the closed-set
+    values (already in the guard) and words holding a digit (codes, idem)."""
+    names: set[str] = set()
+    for word in _WORD.findall(content)[1:]:
+        if word[0].isupper() and not any(c.isdigit() for c in word):
+            key = match_key(word)
+            if _value_of(key) is None:
+                names.add(key)
+    return names
+
+
+def match_guard(content: str) -> str:
+    """What two near-duplicates must share exactly: negation, the numbers/codes, the named values and the proper
+    names, e.g. `"+|7075"`, `"+|@aluminium,@mon"`, `"+|^ana,^garcia"`.
+
+    `+` or `-` (negated), then the sorted distinct words holding a digit ("7075", "m8", "316l", "9001"), the
+    values named (`VALUE_WORDS`, as `@value`) and the capitalised words after the first (as `^name`): two
+    contacts, companies or standards are different facts however alike the rest ("Contacto de compras: Ana
+    García" / "…: Luis Pérez" score 0.84 with MiniLM).
     """
     words = _WORD.findall(match_key(content))
-    codes = sorted({w for w in words if any(c.isdigit() for c in w)})
-    return ("-" if _negated(words) else "+") + "|" + ",".join(codes)
+    codes = {w for w in words if any(c.isdigit() for c in w)}
+    codes.update("@" + v for v in map(_value_of, words) if v is not None)
+    codes.update("^" + name for name in _proper_names(content))
+    return ("-" if _negated(words) else "+") + "|" + ",".join(sorted(codes))
 
 
 def match_words(content: str) -> tuple[str, ...]:

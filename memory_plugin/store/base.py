@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from uuid import UUID
 
 from ..quality.decay import DecayPolicy
+from ..quality.semantic import DEFAULT_EMBEDDING_THRESHOLD
 from ..ranking import RankingWeights
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
 if TYPE_CHECKING:
     from ..retrieval import BacklogItem, EmbeddingUpdate, ScoredMemory, SearchQuery
 
-__all__ = ["DEFAULT_NEAR_DUPLICATE_THRESHOLD", "ContextQuery", "LongTermStore"]
+__all__ = ["DEFAULT_EMBEDDING_THRESHOLD", "DEFAULT_NEAR_DUPLICATE_THRESHOLD", "ContextQuery", "LongTermStore"]
 
 DEFAULT_NEAR_DUPLICATE_THRESHOLD = 0.8
 """Trigram similarity at or above which a new fact reinforces a stored one (see `quality/matching.py`)."""
@@ -65,12 +66,15 @@ class LongTermStore(Protocol):
         reinforcement_step: float,
         write_id: UUID | None = None,
         near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """Insert `items` or reinforce the rows they repeat; returns the rows written, then the rows the write
         superseded (`invalid_at` set).
 
         A fact item reinforces a current fact of the same category it nearly duplicates (trigram similarity
-        at least `near_duplicate_threshold`, same numbers and negation; above 1: off). An item with `replaces`
+        at least `near_duplicate_threshold`, same numbers and negation; above 1: off), or, when the item carries
+        an embedding, whose vector of the same model has cosine similarity at least `embedding_threshold` (same
+        guard; tried first; above 1: off; `quality/semantic.py`). An item with `replaces`
         supersedes that current fact; for each slot written, the latest stated current fact of the slot
         supersedes the others (`memory_plugin/quality/`).
 

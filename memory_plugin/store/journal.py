@@ -27,6 +27,7 @@ from uuid import UUID, uuid4
 
 from psycopg.conninfo import conninfo_to_dict
 
+from ..quality.semantic import DEFAULT_EMBEDDING_THRESHOLD
 from .records import MemoryItem
 
 try:  # POSIX; elsewhere only the in-process lock protects the file
@@ -67,6 +68,8 @@ class JournalEntry:
     reinforcement_step: float
     near_duplicate_threshold: float = 0.8
     """The near-duplicate threshold the write was made with (entries from before it existed: the default)."""
+    embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD
+    """The embedding near-duplicate threshold the write was made with (older entries: the default)."""
 
     def to_json(self) -> str:
         """One journal line."""
@@ -76,6 +79,7 @@ class JournalEntry:
                 "user_id": str(self.user_id),
                 "reinforcement_step": self.reinforcement_step,
                 "near_duplicate_threshold": self.near_duplicate_threshold,
+                "embedding_threshold": self.embedding_threshold,
                 "items": [item.as_json() for item in self.items],
             },
             ensure_ascii=False,
@@ -90,6 +94,7 @@ class JournalEntry:
             user_id=UUID(raw["user_id"]),
             reinforcement_step=float(raw["reinforcement_step"]),
             near_duplicate_threshold=float(raw.get("near_duplicate_threshold", 0.8)),
+            embedding_threshold=float(raw.get("embedding_threshold", DEFAULT_EMBEDDING_THRESHOLD)),
             items=tuple(_item_from_json(i) for i in raw["items"]),
         )
 
@@ -169,6 +174,7 @@ class WriteJournal:
         *,
         write_id: UUID | None = None,
         near_duplicate_threshold: float = 0.8,
+        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> JournalEntry:
         """Durably record a write (fsynced when this returns); returns the entry. Pass the `write_id` the
         write was already attempted with, so a replay cannot apply it a second time."""
@@ -178,6 +184,7 @@ class WriteJournal:
             items=tuple(items),
             reinforcement_step=reinforcement_step,
             near_duplicate_threshold=near_duplicate_threshold,
+            embedding_threshold=embedding_threshold,
         )
         with self._locked():
             _append_durably(self.path, entry.to_json())

@@ -15,10 +15,11 @@ from uuid import UUID, uuid4
 
 from ..quality.decay import decayed_confidence
 from ..quality.matching import is_near_duplicate, trigram_similarity
+from ..quality.semantic import cosine_similarity
 from ..ranking import fact_score
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
-from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
+from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord, is_single_valued
 
 __all__ = ["InMemoryStore"]
@@ -50,6 +51,7 @@ class InMemoryStore:
         reinforcement_step: float,
         write_id: UUID | None = None,
         near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """Insert or reinforce, as `public.memory_upsert_items` does (a known `write_id` changes nothing)."""
         async with self._lock:
@@ -63,7 +65,9 @@ class InMemoryStore:
             for ord_, item in enumerate(items):
                 target = item.content_hash
                 if target not in rows:
-                    match = self._near_duplicate(rows, item, now, near_duplicate_threshold)
+                    match = self._similar_by_embedding(rows, item, now, embedding_threshold)
+                    if match is None:
+                        match = self._near_duplicate(rows, item, now, near_duplicate_threshold)
                     target = match.content_hash if match is not None else target
                 groups.setdefault(target, []).append((ord_, item))
             # Written in the order of each group's representative item, as the SQL returns them.
@@ -117,6 +121,41 @@ class InMemoryStore:
             if write_id is not None:
                 self._applied_writes[write_id] = [r.id for r in written + gone]
             return written + gone
+
+    def _similar_by_embedding(
+        self, rows: dict[str, MemoryRecord], item: MemoryItem, now: datetime, threshold: float
+    ) -> MemoryRecord | None:
+        """The current fact `item` repeats by meaning, as `memory_upsert_embedded` picks it: same category,
+        guard and embedding model, cosine similarity at least `threshold`, the most similar first
+        (`quality/semantic.py`)."""
+        if (
+            item.kind != "fact"
+            or item.embedding is None
+            or item.embedding_model is None
+            or item.match_guard is None
+            or threshold > 1
+        ):
+            return None
+        best: tuple[float, float, str, MemoryRecord] | None = None
+        for r in rows.values():
+            stored = self._embeddings.get(r.id)
+            if (
+                stored is None
+                or stored[0] != item.embedding_model
+                or stored[2] != r.content  # a vector of an older text (the SQL drops those)
+                or r.kind != "fact"
+                or r.category != item.category
+                or r.match_guard != item.match_guard
+                or r.id == item.replaces
+                or not r.is_current(now)
+            ):
+                continue
+            similarity = cosine_similarity(stored[1], item.embedding)
+            if similarity >= threshold:
+                key = (-similarity, -r.last_reinforced_at.timestamp(), str(r.id))
+                if best is None or key < best[:3]:
+                    best = (*key, r)
+        return best[3] if best is not None else None
 
     @staticmethod
     def _near_duplicate(

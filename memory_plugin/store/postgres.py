@@ -34,14 +34,16 @@ from ..retrieval.search import (
     record_from_json,
     search_params,
 )
-from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
+from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
 __all__ = ["PostgresStore"]
 
 UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::real, %s::uuid, %s::real)"
 # Items carrying embeddings: the same upsert, then their vectors, in one statement.
-UPSERT_EMBEDDED_SQL = "select * from public.memory_upsert_embedded(%s, %s::jsonb, %s::real, %s::uuid, %s::real, %s)"
+UPSERT_EMBEDDED_SQL = (
+    "select * from public.memory_upsert_embedded(%s, %s::jsonb, %s::real, %s::uuid, %s::real, %s, %s::real)"
+)
 SEARCH_SQL = (
     "select * from public.memory_search(%s, %s, %s::extensions.vector, %s, %s, %s,"
     " %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real,"
@@ -167,6 +169,7 @@ class PostgresStore:
         reinforcement_step: float,
         write_id: UUID | None = None,
         near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """All items in one statement (one round trip), whatever their number.
 
@@ -181,7 +184,9 @@ class PostgresStore:
             params: tuple[Any, ...] = (user_id, payload, reinforcement_step, write_id, near_duplicate_threshold)
             rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, params)
         else:
-            params = (user_id, payload, reinforcement_step, write_id, near_duplicate_threshold, model)
+            params = (
+                user_id, payload, reinforcement_step, write_id, near_duplicate_threshold, model, embedding_threshold
+            )  # fmt: skip
             rows = await self._fetch(user_id, UPSERT_EMBEDDED_SQL, params)
         return [MemoryRecord.from_row(r) for r in rows]
 

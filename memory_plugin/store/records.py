@@ -365,6 +365,8 @@ def merge_items(previous: MemoryItem, item: MemoryItem) -> MemoryItem:
         match_guard=previous.match_guard,
         match_words=previous.match_words,
         replaces=previous.replaces or item.replaces,
+        embedding=previous.embedding,
+        embedding_model=previous.embedding_model,
     )
 
 

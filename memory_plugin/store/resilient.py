@@ -40,7 +40,7 @@ from ..errors import StoreError, StoreUnavailableError
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
 from ..settings import MemorySettings
-from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery, LongTermStore
+from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery, LongTermStore
 from .journal import JournalEntry, WriteJournal
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
@@ -322,6 +322,7 @@ class ResilientStore:
         reinforcement_step: float,
         write_id: UUID | None = None,
         near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """Write through to the primary; if it is unreachable, or earlier writes of the user are still in the
         journal, append to the journal (durable when this returns) and return provisional records: built from
@@ -340,6 +341,7 @@ class ResilientStore:
                     reinforcement_step=reinforcement_step,
                     write_id=write_id,
                     near_duplicate_threshold=near_duplicate_threshold,
+                    embedding_threshold=embedding_threshold,
                 )
             except StoreUnavailableError as exc:
                 self._failed("writing memory", exc)
@@ -361,6 +363,7 @@ class ResilientStore:
                 reinforcement_step,
                 write_id=write_id,
                 near_duplicate_threshold=near_duplicate_threshold,
+                embedding_threshold=embedding_threshold,
             )
         except OSError as exc:
             raise StoreUnavailableError(
@@ -552,6 +555,7 @@ class ResilientStore:
                     reinforcement_step=entry.reinforcement_step,
                     write_id=entry.write_id,
                     near_duplicate_threshold=entry.near_duplicate_threshold,
+                    embedding_threshold=entry.embedding_threshold,
                 )
             except StoreUnavailableError as exc:
                 self.replay_failures += 1
@@ -740,6 +744,9 @@ def _provisional_records(entry: JournalEntry, now: datetime) -> list[MemoryRecor
             created_at=item.occurred_at or now,
             updated_at=now,
             last_reinforced_at=item.occurred_at or now,
+            occurred_at=item.occurred_at,
+            expires_at=item.expires_at,
+            metadata=dict(item.metadata),
         )
         for item in entry.items
     ]

@@ -35,7 +35,7 @@ from ..retrieval.search import (
     search_params,
 )
 from ..settings import MemorySettings
-from .base import DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
+from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord
 
 if TYPE_CHECKING:
@@ -231,6 +231,7 @@ class SupabaseStore:
         reinforcement_step: float,
         write_id: UUID | None = None,
         near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """All items in one `memory_upsert_items` call. `write_id` (an idempotency key) is sent as
         `p_write_id` only when given."""
@@ -249,6 +250,7 @@ class SupabaseStore:
         function = "memory_upsert_items"
         if model is not None:
             params["p_model"] = model
+            params["p_embedding_threshold"] = embedding_threshold
             function = "memory_upsert_embedded"
         api = await self._as_user(user_id)
         return _records(await self._data("writing memory", api.rpc(function, params).execute()))

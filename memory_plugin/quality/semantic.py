@@ -1,0 +1,78 @@
+"""Near-duplicates by meaning: a fact worded otherwise ("Le gusta el aluminio 7075" / "Prefiere el aluminio
+7075") reinforces the stored one when their embeddings are close.
+
+A new fact with an embedding is a near-duplicate of a current fact of the same user and category when
+
+1. the stored fact has a vector of the **same model** (two models' vectors are never compared),
+2. their **cosine similarity** is at least `MemorySettings.dedup_embedding_threshold` (default 0.85), and
+3. their **guards** are equal (`matching.match_guard`: numbers and codes, negation, and named values —
+   weekdays, months, colours, materials), and the stored fact is not the one the new fact `replaces`.
+
+The trigram rule's word-swap check does not apply: a paraphrase swaps words ("gusta" for "prefiere"), which
+is what embeddings are for. What a swap would have caught is a different value in otherwise equal sentences,
+which embeddings rate as near-identical ("…los lunes…" / "…los viernes…": 0.95 with MiniLM; "Prefiere el
+aluminio" / "Prefiere el acero": 0.88): the guard's named values keep those apart, and numbers keep
+"aluminio 7075" from "aluminio 6061". A substitution outside those closed sets (two company names, two
+people) is only kept apart by the threshold.
+
+Order of the rules for one item: a stored row with the same hash, else the most similar fact by embedding
+(this module), else the trigram rule (`matching.py`). Within one write, items are folded by trigrams
+(`fold_near_duplicates`) and then by embeddings (`fold_semantic_duplicates`), the earlier wording staying.
+
+The threshold was chosen on Spanish and English paraphrase pairs measured with the offline
+all-MiniLM-L6-v2 (tests/test_semantic_dedup.py and the README list them); MiniLM is trained on English, so
+Spanish paraphrases score lower and an English fact and its Spanish translation rarely reach it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..store.records import MemoryItem
+
+__all__ = ["DEFAULT_EMBEDDING_THRESHOLD", "cosine_similarity", "fold_semantic_duplicates"]
+
+DEFAULT_EMBEDDING_THRESHOLD = 0.85
+"""Default `MemorySettings.dedup_embedding_threshold` (see the module docstring)."""
+
+
+def cosine_similarity(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0 when either is zero), as pgvector's `1 - (a <=> b)`."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm > 0 else 0.0
+
+
+def fold_semantic_duplicates(items: Sequence[MemoryItem], threshold: float) -> tuple[list[MemoryItem], int]:
+    """Within one write, fold each fact into the earlier fact of the same category and guard whose embedding
+    (same model) is the most similar, at least `threshold`; as `matching.fold_near_duplicates` (the earlier
+    wording stays). Returns the items left and how many were folded. Threshold above 1 turns folding off."""
+    from ..store.records import merge_items
+
+    if threshold > 1:
+        return list(items), 0
+    kept: list[MemoryItem] = []
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    folded = 0
+    for item in items:
+        if item.kind != "fact" or item.embedding is None or item.embedding_model is None or item.match_guard is None:
+            kept.append(item)
+            continue
+        group = groups.setdefault((item.category, item.match_guard, item.embedding_model), [])
+        best: tuple[float, int] | None = None
+        for index in group:
+            other = kept[index]
+            assert other.embedding is not None
+            similarity = cosine_similarity(other.embedding, item.embedding)
+            if similarity >= threshold and (best is None or similarity > best[0]):
+                best = (similarity, index)
+        if best is None:
+            group.append(len(kept))
+            kept.append(item)
+        else:
+            kept[best[1]] = merge_items(kept[best[1]], item)
+            folded += 1
+    return kept, folded
