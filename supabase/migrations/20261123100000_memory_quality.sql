@@ -88,8 +88,9 @@ create index user_memory_fact_slot_idx on public.user_memory (user_id, slot)
     where kind = 'fact' and slot is not null and invalid_at is null and archived_at is null;
 
 
--- memory_upsert_items: as before (20261123090000_memory_validity.sql), plus the quality rules, all in the same
--- single statement and transaction:
+-- memory_upsert_items: as in 20261122120000_user_memory.sql (batch insert or reinforce), with the write_id
+-- of 20261122130000_idempotent_writes.sql, the columns of 20261123090000_memory_validity.sql, plus the quality
+-- rules, all in the same single statement and transaction:
 --  1. near-duplicates: a fact item with no stored row of the same content_hash, similar (pg_trgm similarity
 --     of match_key >= p_near_duplicate_threshold, same category, same match_guard, one's match_words within
 --     the other's) to a current fact of the user other than the one it `replaces`, reinforces that fact
@@ -104,7 +105,7 @@ create index user_memory_fact_slot_idx on public.user_memory (user_id, slot)
 -- key is freed, so stating the old value again later inserts a new row and the history keeps both periods.
 -- Returned: the rows written, then the rows superseded (invalid_at set). With p_write_id, their ids are
 -- recorded, and a replay returns the same rows as they are now.
-drop function public.memory_upsert_items(uuid, jsonb, real, uuid);
+drop function public.memory_upsert_items(uuid, jsonb, real);
 create function public.memory_upsert_items(
     p_user_id uuid,
     p_items jsonb,

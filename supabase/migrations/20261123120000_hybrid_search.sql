@@ -292,28 +292,96 @@ $$;
 -- transaction. What the plugin calls when it writes facts with an embedder configured. A vector lands only
 -- on a fact whose text it was computed from (memory_set_embeddings): an item merged into a near-duplicate
 -- worded otherwise leaves that fact's own vector alone.
+-- Near-duplicates by embedding similarity (issue 4): a fact written with an embedding reinforces a current fact
+-- of the same user and category whose vector of the same model is at least p_embedding_threshold similar
+-- (cosine) and whose guard (numbers/codes, negation, named weekdays/months/colours/materials) is the same,
+-- other than the fact it `replaces`, instead of adding a row. The rule and the threshold are described in
+-- memory_plugin/quality/semantic.py (the same rule in Python, for the in-memory store) and the README
+-- ("Keeping memory small, true and current").
+--
+-- Where it runs: in memory_upsert_embedded, the function the plugin calls when facts carry vectors, as a first
+-- pass over the items inside the same round trip and transaction, before memory_upsert_items. Each fact item
+-- with a vector and no stored row of its own hash gets the content_hash of its nearest match, which
+-- memory_upsert_items then applies as a repeat of that row (confidence up by the reinforcement step, bounded
+-- at 1; relevance_count + 1; last_reinforced_at; importance max; the stored wording, keys and vector kept).
+-- Why not a third branch in memory_upsert_items' near-duplicate lookup: that function never sees vectors (it
+-- is also called without any), and redefining its 250 lines for one branch would fork it; rewriting the hash
+-- reuses its folding, write_id bookkeeping, `replaces` and slots unchanged. Order for one item: the same hash,
+-- then the nearest vector (here), then trigrams (memory_upsert_items).
+--
+-- How the nearest fact is found: an exact scan of the user's current facts of the item's category and guard
+-- (the GiST index user_memory_fact_match_idx leads with user_id, category, match_guard), each joined to its
+-- vector by primary key. Not the HNSW index: it cannot filter by user, category or guard inside the graph
+-- (memory_search's comment), and the candidates of one item are few (a guard with a number or a value splits
+-- a user's facts finely). Items without match keys (`remember`, verbatim notes) are never merged.
 create function public.memory_upsert_embedded(
     p_user_id uuid,
     p_items jsonb,
     p_reinforcement_step real default 0.1,
     p_write_id uuid default null,
     p_near_duplicate_threshold real default 0.8,
-    p_model text default null
+    p_model text default null,
+    p_embedding_threshold real default 0.85
 )
     returns setof public.user_memory
     language plpgsql
     security invoker
     set search_path = ''
+    -- As memory_upsert_items: its statements planned once per connection. Except the first pass (EXECUTE,
+    -- planned at each call with the call's values): a generic plan made on a user's first write, when the
+    -- tables look empty, scanned all of the user's facts per item (+17 ms a write at 1,000 facts of one guard).
+    set plan_cache_mode = force_generic_plan
 as $$
 declare
-    v_ids uuid[];
+    v_ids   uuid[];
+    v_items jsonb := p_items;
+    v_now   timestamptz := now();
 begin
+    -- A replayed write (known write_id) changes nothing: memory_upsert_items returns its rows as they are.
+    if p_model is not null and p_embedding_threshold <= 1
+       and (p_write_id is null
+            or not exists (select from public.memory_applied_writes w where w.write_id = p_write_id)) then
+        execute $sql$
+        select jsonb_agg(case when t.target is null then e.item
+                              else e.item || jsonb_build_object('content_hash', t.target) end
+                         order by e.ord)
+          from jsonb_array_elements($1) with ordinality as e(item, ord)
+          -- A stored row of the item's own hash is a repeat, left to memory_upsert_items. (A scalar probe of the
+          -- unique key: written as NOT EXISTS, the generic plan hashed all of the user's rows per call.)
+          left join lateral (
+              select (e.item ->> 'embedding')::extensions.halfvec(384) as vec
+               where e.item ->> 'kind' = 'fact' and e.item ? 'embedding'
+                 and e.item ->> 'match_guard' is not null
+                 and (select x.id from public.user_memory x
+                       where x.user_id = $2 and x.content_hash = e.item ->> 'content_hash') is null
+          ) as q on true
+          left join lateral (
+              select m.content_hash as target
+                from public.user_memory m
+                join public.memory_search_docs d on d.user_id = $2 and d.memory_id = m.id
+               where q.vec is not null
+                 and m.user_id = $2 and m.kind = 'fact'
+                 and m.invalid_at is null and m.archived_at is null
+                 and (m.expires_at is null or m.expires_at > $5)
+                 and m.category = e.item ->> 'category' and m.match_guard = e.item ->> 'match_guard'
+                 and m.id is distinct from (e.item ->> 'replaces')::uuid
+                 -- not `=`: as an index condition it made the (user_id, embedding_model) index look as good as
+                 -- the primary key, and each candidate read all of the user's vectors (64 ms a write at 1,000
+                 -- facts of one guard); this way each candidate's vector is one primary-key lookup.
+                 and d.embedding_model is not distinct from $3
+                 and 1 - (d.embedding operator(extensions.<=>) q.vec) >= $4
+               order by d.embedding operator(extensions.<=>) q.vec, m.last_reinforced_at desc, m.id
+               limit 1
+          ) as t on true
+        $sql$ into v_items using p_items, p_user_id, p_model, p_embedding_threshold, v_now;
+    end if;
+
     select array_agg(w.id order by w.ordinality) into v_ids
-      from public.memory_upsert_items(p_user_id, p_items, p_reinforcement_step, p_write_id,
+      from public.memory_upsert_items(p_user_id, v_items, p_reinforcement_step, p_write_id,
                                       p_near_duplicate_threshold) with ordinality as w;
-    -- Neighbours follow the order the items were given: memory_upsert_items inserts in its own order (by
-    -- content hash), so the links the insert trigger made between rows of this batch are re-made here, for
-    -- the facts this write inserted (a repeat keeps the neighbours it had).
+    -- As in 20261123120000_hybrid_search.sql: neighbours follow the order the items were given (memory_upsert_items
+    -- inserts by content hash), re-made for the facts this write inserted (a repeat keeps its neighbours; an item
+    -- merged into a near-duplicate finds no row of its own hash).
     with batch as (
         select m.id, m.session_id, i.ord
           from jsonb_array_elements(p_items) with ordinality as i(item, ord)
@@ -333,6 +401,8 @@ begin
     update public.memory_search_docs d set prev_memory_id = l.prev_id
       from linked l
      where d.user_id = p_user_id and d.memory_id = l.id and d.prev_memory_id is distinct from l.prev_id;
+    -- The items' own vectors (p_items: an item merged into a fact worded otherwise finds no row of its hash,
+    -- so the stored fact keeps its vector).
     if p_model is not null then
         perform public.memory_set_embeddings(
             p_user_id, p_model,
@@ -340,12 +410,16 @@ begin
                                                                                     and i ->> 'kind' = 'fact'),
                      '[]'::jsonb));
     end if;
+    -- lateral: one primary-key lookup per row (with a generic plan a join was a scan of the whole table).
     return query
         select m.* from unnest(v_ids) with ordinality as w(id, n)
-          join public.user_memory m on m.id = w.id
+         cross join lateral (select * from public.user_memory u where u.id = w.id) as m
          order by w.n;
 end;
 $$;
+
+comment on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text, real) is
+    'memory_upsert_items plus the items'' vectors, in one round trip; a fact whose vector is close to a current fact''s (same category, guard and model) reinforces it.';
 
 
 -- memory_search: the user's p_limit best valid, unexpired facts for a question, with the parts of each score.
@@ -366,6 +440,18 @@ $$;
 --      time      1 when the question asks "when" (p_asks_when) and the text holds a time expression
 -- 3. Score = relevance + w_importance * importance/5 + w_confidence * confidence + w_recency * recency
 --    (seed 000's terms; recency falls linearly to 0 over p_recency_window_days since last reinforcement).
+-- Cost choices (issue 5 item 5; measured with bench/retrieval_latency.py, a 100k-fact user among 200k rows of
+-- other users, README "Benchmarks"):
+--  - the HNSW walk: ef_search was k (50), so with other users' rows in the user's partition one pass rarely
+--    yielded k of theirs and the iterative scan walked a second time (6.3 / 15.3 ms p50/p95). Now the vector
+--    channel takes greatest(p_limit, k/2) nearest vectors with ef_search twice that (2.9 / 3.4 ms): HNSW
+--    order is approximate anyway, and the fused score re-ranks them. Users below p_exact_scan_below vectors
+--    (LoCoMo-size) are scanned exactly, as before, with all k.
+--  - BM25 returns the ranks of the candidates only (two arrays), instead of a jsonb map of every fact that
+--    matched a word (up to p_text_scan_limit per word, ~2,000 keys built and then looked up).
+--  - the fact's jsonb (`to_jsonb(user_memory)`) is built for the p_limit rows returned, not for every
+--    candidate; the ranking carries only the columns it scores.
+
 create function public.memory_search(
     p_user_id uuid,
     p_query text,
@@ -416,9 +502,11 @@ declare
     v_k integer := greatest(p_candidates, p_limit);
     v_q extensions.halfvec(384) := p_embedding::extensions.halfvec(384);
     v_vectors integer;
+    v_vk integer;
     v_vec_ids uuid[] := '{}';
     v_txt_ids uuid[] := '{}';
-    v_bm25 jsonb := '{}';
+    v_bm25_ids uuid[] := '{}';
+    v_bm25_ranks float8[] := '{}';
     -- The question's lexemes, as the facts' were made (memory_search_terms).
     v_terms text[] := tsvector_to_array(public.memory_tsvector(p_query));
     v_qtext text := lower(extensions.unaccent('extensions.unaccent'::regdictionary, p_query));
@@ -437,18 +525,18 @@ begin
                      order by (d.embedding operator(extensions.<=>) v_q) + 0
                      limit v_k) as x;
         else
-            -- Iterative scan: HNSW keeps walking until v_k vectors pass the user/model filter (relaxed order:
-            -- the final order is the fused score's anyway).
+            -- Iterative scan: HNSW keeps walking until enough vectors pass the user/model filter (relaxed order:
+            -- the final order is the fused score's anyway). Half the candidates (at least p_limit), with
+            -- ef_search twice that: the user's rows are most but not all of their partition, and with
+            -- ef_search = k one pass rarely yielded k of theirs, so the scan walked the graph twice.
+            v_vk := greatest(p_limit, v_k / 2);
             perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
-            -- ef_search = k: in their partition a large user's vectors are most of the rows, so one pass
-            -- usually finds k of them (ef_search 150 cost 11 ms where 50 costs ~3); the iterative scan
-            -- continues only when it does not.
-            perform set_config('hnsw.ef_search', least(greatest(v_k, 40), 1000)::text, true);
+            perform set_config('hnsw.ef_search', least(greatest(2 * v_vk, 40), 1000)::text, true);
             select coalesce(array_agg(x.memory_id), '{}') into v_vec_ids
               from (select d.memory_id from public.memory_search_docs d
                      where d.user_id = p_user_id and d.embedding_model = p_model
                      order by d.embedding operator(extensions.<=>) v_q
-                     limit v_k) as x;
+                     limit v_vk) as x;
         end if;
     end if;
 
@@ -464,17 +552,20 @@ begin
                          where s.user_id = p_user_id and s.lexeme = t.lexeme
                          limit p_text_scan_limit) as p
     ),
-    bm25 as (
+    bm25 as materialized (
         select h.memory_id, sum(ln(1 + p_text_scan_limit::float8 / f.df) * h.tf * 2.2 / (h.tf + 1.2)) as rank
           from hits h
           join (select lexeme, count(*) as df from hits group by lexeme) as f on f.lexeme = h.lexeme
          group by h.memory_id
     )
-    select coalesce(jsonb_object_agg(b.memory_id, b.rank), '{}'::jsonb),
+    -- The text channel's top v_k, and the rank of every vector candidate (the rest is never looked up).
+    select coalesce(array_agg(b.memory_id), '{}'), coalesce(array_agg(b.rank), '{}'),
            coalesce((select array_agg(t.memory_id) from (select x.memory_id from bm25 x order by x.rank desc
                                                           limit v_k) as t), '{}')
-      into v_bm25, v_txt_ids
-      from bm25 b;
+      into v_bm25_ids, v_bm25_ranks, v_txt_ids
+      from bm25 b
+     where b.memory_id = any(v_vec_ids)
+        or b.rank >= coalesce((select x.rank from bm25 x order by x.rank desc offset v_k - 1 limit 1), 0);
 
     return query
     with     dated as (
@@ -492,9 +583,13 @@ begin
         union select unnest(v_txt_ids)
         union select memory_id from dated
     ),
+    ranks as (
+        select r.memory_id, r.rank from unnest(v_bm25_ids, v_bm25_ranks) as r(memory_id, rank)
+    ),
     parts as (
-        select m,
-               coalesce((v_bm25 ->> c.memory_id::text)::float8, 0) as rank,
+        -- Only what the ranking needs of the fact; its jsonb is built for the returned rows alone.
+        select m.id, m.importance, m.confidence, m.last_reinforced_at,
+               coalesce(r.rank, 0) as rank,
                case when d.embedding_model = p_model and p_embedding is not null
                     then 1 - (d.embedding operator(extensions.<=>) v_q) else 0 end as vector_score,
                coalesce(greatest(
@@ -514,6 +609,7 @@ begin
                     then 1 else 0 end as date_month,
                case when p_asks_when and d.has_time then 1 else 0 end as time_score
           from cand c
+          left join ranks r on r.memory_id = c.memory_id
           join public.memory_search_docs d on d.memory_id = c.memory_id and d.user_id = p_user_id
           join public.user_memory m on m.id = c.memory_id and m.user_id = p_user_id
           -- The neighbours: the fact before (by its id) and the one after (whose predecessor this is).
@@ -532,30 +628,34 @@ begin
          where v_qtext ~ ('\m' || regexp_replace(s.speaker, '([^[:alnum:][:space:]])', '\\\1', 'g') || '\M')
     ),
     scored as (
-        select p.m,
+        select p.id, p.last_reinforced_at,
                coalesce(p.rank / nullif(max(p.rank) over (), 0), 0) as text_score,
                p.vector_score, p.neighbour_score, p.trigram_score,
                case when cardinality(n.speakers) = 1 and p.speaker = n.speakers[1] then 1 else 0 end::float8
                    as speaker_score,
                greatest(p.date_window, p.date_month)::float8 as date_score,
                p.time_score::float8 as time_score,
-               (p.m).importance / 5.0::float8 as importance_score,
-               (p.m).confidence::float8 as confidence_score,
-               least(1, greatest(0, 1 - date_part('epoch', p_now - (p.m).last_reinforced_at)
+               p.importance / 5.0::float8 as importance_score,
+               p.confidence::float8 as confidence_score,
+               least(1, greatest(0, 1 - date_part('epoch', p_now - p.last_reinforced_at)
                                       / greatest(p_recency_window_days::float8 * 86400, 1e-9))) as recency_score
           from parts p cross join named n
     )
-    select to_jsonb(s.m),
-           p_weight_text * s.text_score + p_weight_vector * s.vector_score
-         + p_weight_neighbour * s.neighbour_score + p_weight_trigram * s.trigram_score
-         + p_weight_speaker * s.speaker_score + p_weight_date * s.date_score + p_weight_time * s.time_score
-         + p_weight_importance * s.importance_score + p_weight_confidence * s.confidence_score
-         + p_weight_recency * s.recency_score,
-           s.text_score, s.vector_score, s.neighbour_score, s.trigram_score, s.speaker_score, s.date_score,
-           s.time_score, s.importance_score, s.confidence_score, s.recency_score
-      from scored s
-     order by 2 desc, (s.m).last_reinforced_at desc, (s.m).id
-     limit p_limit;
+    select to_jsonb(m), t.score, t.text_score, t.vector_score, t.neighbour_score, t.trigram_score,
+           t.speaker_score, t.date_score, t.time_score, t.importance_score, t.confidence_score, t.recency_score
+      from (select s.id, s.last_reinforced_at,
+                   p_weight_text * s.text_score + p_weight_vector * s.vector_score
+                 + p_weight_neighbour * s.neighbour_score + p_weight_trigram * s.trigram_score
+                 + p_weight_speaker * s.speaker_score + p_weight_date * s.date_score + p_weight_time * s.time_score
+                 + p_weight_importance * s.importance_score + p_weight_confidence * s.confidence_score
+                 + p_weight_recency * s.recency_score as score,
+                   s.text_score, s.vector_score, s.neighbour_score, s.trigram_score, s.speaker_score, s.date_score,
+                   s.time_score, s.importance_score, s.confidence_score, s.recency_score
+              from scored s
+             order by 3 desc, s.last_reinforced_at desc, s.id
+             limit p_limit) as t
+      join public.user_memory m on m.id = t.id and m.user_id = p_user_id
+     order by t.score desc, t.last_reinforced_at desc, t.id;
 end;
 $$;
 
@@ -585,7 +685,7 @@ revoke all on function public.memory_has_time_expression(text) from public, anon
 revoke all on function public.memory_search_docs_sync() from public, anon;
 revoke all on function public.memory_search_terms_sync() from public, anon;
 revoke all on function public.memory_set_embeddings(uuid, text, jsonb) from public, anon;
-revoke all on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text) from public, anon;
+revoke all on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text, real) from public, anon;
 revoke all on function public.memory_search(uuid, text, extensions.vector, text, integer, integer, real, real, real, real,
     real, real, real, real, real, real, real, timestamptz[], timestamptz[], integer[], boolean, real, integer, integer,
     timestamptz) from public, anon;
@@ -595,7 +695,7 @@ grant execute on function public.memory_has_time_expression(text) to authenticat
 grant execute on function public.memory_search_docs_sync() to authenticated, service_role;
 grant execute on function public.memory_search_terms_sync() to authenticated, service_role;
 grant execute on function public.memory_set_embeddings(uuid, text, jsonb) to authenticated, service_role;
-grant execute on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text) to authenticated, service_role;
+grant execute on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text, real) to authenticated, service_role;
 grant execute on function public.memory_search(uuid, text, extensions.vector, text, integer, integer, real, real, real,
     real, real, real, real, real, real, real, real, timestamptz[], timestamptz[], integer[], boolean, real, integer,
     integer, timestamptz) to authenticated, service_role;
