@@ -25,7 +25,7 @@ reworded facts that keep their words ("Prefiere el aluminio 7075", "Prefers a bl
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -228,28 +228,52 @@ def fold_near_duplicates(items: Sequence[MemoryItem], threshold: float) -> tuple
     Only facts with the same category and guard are compared, so the pairwise comparison runs inside small
     groups (a batch of 1,000 facts with different numbers compares nothing).
     """
+
+    def group_of(item: MemoryItem) -> tuple[str, ...] | None:
+        if item.kind != "fact" or item.match_key is None or item.match_guard is None or item.match_words is None:
+            return None
+        return (item.category, item.match_guard)
+
+    def similarity(earlier: MemoryItem, item: MemoryItem) -> float | None:
+        assert earlier.match_key is not None
+        assert item.match_key is not None
+        assert earlier.match_words is not None
+        assert item.match_words is not None
+        if not no_word_swapped(earlier.match_words, item.match_words):
+            return None
+        return trigram_similarity(earlier.match_key, item.match_key)
+
+    return fold_similar(items, group_of, similarity, _float4(threshold))
+
+
+def fold_similar(
+    items: Sequence[MemoryItem],
+    group_of: Callable[[MemoryItem], tuple[str, ...] | None],
+    similarity: Callable[[MemoryItem, MemoryItem], float | None],
+    threshold: float,
+) -> tuple[list[MemoryItem], int]:
+    """Fold each item into the most similar earlier item of its group (`similarity` at least `threshold`; None:
+    never), keeping the earlier wording (`merge_items`). Items whose group is None are kept as they are.
+    Returns the items left and how many were folded; a threshold above 1 folds nothing. Shared by the trigram
+    and the embedding rules, which differ only in their groups and their similarity."""
     from ..store.records import merge_items
 
     if threshold > 1:
         return list(items), 0
     kept: list[MemoryItem] = []
-    groups: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[str, ...], list[int]] = {}
     folded = 0
     for item in items:
-        if item.kind != "fact" or item.match_key is None or item.match_guard is None or item.match_words is None:
+        key = group_of(item)
+        if key is None:
             kept.append(item)
             continue
-        group = groups.setdefault((item.category, item.match_guard), [])
+        group = groups.setdefault(key, [])
         best: tuple[float, int] | None = None
         for index in group:
-            other = kept[index]
-            assert other.match_key is not None
-            assert other.match_words is not None
-            if not no_word_swapped(other.match_words, item.match_words):
-                continue
-            similarity = trigram_similarity(other.match_key, item.match_key)
-            if similarity >= _float4(threshold) and (best is None or similarity > best[0]):
-                best = (similarity, index)
+            score = similarity(kept[index], item)
+            if score is not None and score >= threshold and (best is None or score > best[0]):
+                best = (score, index)
         if best is None:
             group.append(len(kept))
             kept.append(item)

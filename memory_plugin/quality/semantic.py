@@ -30,6 +30,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .matching import fold_similar
+
 if TYPE_CHECKING:
     from ..store.records import MemoryItem
 
@@ -50,29 +52,15 @@ def fold_semantic_duplicates(items: Sequence[MemoryItem], threshold: float) -> t
     """Within one write, fold each fact into the earlier fact of the same category and guard whose embedding
     (same model) is the most similar, at least `threshold`; as `matching.fold_near_duplicates` (the earlier
     wording stays). Returns the items left and how many were folded. Threshold above 1 turns folding off."""
-    from ..store.records import merge_items
 
-    if threshold > 1:
-        return list(items), 0
-    kept: list[MemoryItem] = []
-    groups: dict[tuple[str, str, str], list[int]] = {}
-    folded = 0
-    for item in items:
+    def group_of(item: MemoryItem) -> tuple[str, ...] | None:
         if item.kind != "fact" or item.embedding is None or item.embedding_model is None or item.match_guard is None:
-            kept.append(item)
-            continue
-        group = groups.setdefault((item.category, item.match_guard, item.embedding_model), [])
-        best: tuple[float, int] | None = None
-        for index in group:
-            other = kept[index]
-            assert other.embedding is not None
-            similarity = cosine_similarity(other.embedding, item.embedding)
-            if similarity >= threshold and (best is None or similarity > best[0]):
-                best = (similarity, index)
-        if best is None:
-            group.append(len(kept))
-            kept.append(item)
-        else:
-            kept[best[1]] = merge_items(kept[best[1]], item)
-            folded += 1
-    return kept, folded
+            return None
+        return (item.category, item.match_guard, item.embedding_model)
+
+    def similarity(earlier: MemoryItem, item: MemoryItem) -> float:
+        assert earlier.embedding is not None
+        assert item.embedding is not None
+        return cosine_similarity(earlier.embedding, item.embedding)
+
+    return fold_similar(items, group_of, similarity, threshold)

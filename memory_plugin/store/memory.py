@@ -78,7 +78,7 @@ class InMemoryStore:
                 item = _fold(target, [i for _, i in group])
                 existing = rows.get(target)
                 record = (
-                    self._insert(user_id, item, now)
+                    MemoryRecord.inserted(user_id, item, record_id=uuid4(), now=now)
                     if existing is None
                     else self._merge(existing, item, now, reinforcement_step)
                 )
@@ -202,35 +202,6 @@ class InMemoryStore:
         )
         rows[moved.content_hash] = moved
         return moved
-
-    @staticmethod
-    def _insert(user_id: UUID, item: MemoryItem, now: datetime) -> MemoryRecord:
-        learned_at = item.occurred_at or now
-        return MemoryRecord(
-            id=uuid4(),
-            user_id=user_id,
-            kind=item.kind,
-            category=item.category,
-            content=item.content,
-            confidence=item.confidence,
-            source=item.source,
-            importance=item.importance,
-            relevance_count=0,
-            source_message_ids=item.source_message_ids,
-            session_id=item.session_id,
-            attributes=dict(item.attributes),
-            content_hash=item.content_hash,
-            created_at=learned_at,
-            updated_at=now,
-            last_reinforced_at=learned_at,
-            occurred_at=item.occurred_at,
-            expires_at=item.expires_at,
-            metadata=dict(item.metadata),
-            slot=item.slot,
-            match_key=item.match_key,
-            match_guard=item.match_guard,
-            match_words=item.match_words,
-        )
 
     @staticmethod
     def _merge(old: MemoryRecord, item: MemoryItem, now: datetime, step: float) -> MemoryRecord:

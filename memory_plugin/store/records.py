@@ -188,6 +188,37 @@ class MemoryRecord:
             match_words=tuple(row["match_words"]) if row.get("match_words") is not None else None,
         )
 
+    @classmethod
+    def inserted(cls, user_id: UUID, item: MemoryItem, *, record_id: UUID, now: datetime) -> MemoryRecord:
+        """The row `memory_upsert_items` inserts for a new `item` (its first statement: never reinforced, learned
+        when it occurred, else `now`)."""
+        learned_at = item.occurred_at or now
+        return cls(
+            id=record_id,
+            user_id=user_id,
+            kind=item.kind,
+            category=item.category,
+            content=item.content,
+            confidence=item.confidence,
+            source=item.source,
+            importance=item.importance,
+            relevance_count=0,
+            source_message_ids=item.source_message_ids,
+            session_id=item.session_id,
+            attributes=dict(item.attributes),
+            content_hash=item.content_hash,
+            created_at=learned_at,
+            updated_at=now,
+            last_reinforced_at=learned_at,
+            occurred_at=item.occurred_at,
+            expires_at=item.expires_at,
+            metadata=dict(item.metadata),
+            slot=item.slot,
+            match_key=item.match_key,
+            match_guard=item.match_guard,
+            match_words=item.match_words,
+        )
+
     def to_fact(self, *, confidence: float | None = None) -> MemorizedFact:
         """The row as a `MemorizedFact` (kind must be `fact`); `confidence` overrides the stored value (the
         decayed confidence shown in a context)."""

@@ -727,26 +727,6 @@ class ResilientStore:
 def _provisional_records(entry: JournalEntry, now: datetime) -> list[MemoryRecord]:
     """What a journaled write returns: the items as new rows, with ids derived from the write."""
     return [
-        MemoryRecord(
-            id=uuid.uuid5(entry.write_id, item.content_hash),
-            user_id=entry.user_id,
-            kind=item.kind,
-            category=item.category,
-            content=item.content,
-            confidence=item.confidence,
-            source=item.source,
-            importance=item.importance,
-            relevance_count=0,
-            source_message_ids=item.source_message_ids,
-            session_id=item.session_id,
-            attributes=dict(item.attributes),
-            content_hash=item.content_hash,
-            created_at=item.occurred_at or now,
-            updated_at=now,
-            last_reinforced_at=item.occurred_at or now,
-            occurred_at=item.occurred_at,
-            expires_at=item.expires_at,
-            metadata=dict(item.metadata),
-        )
+        MemoryRecord.inserted(entry.user_id, item, record_id=uuid.uuid5(entry.write_id, item.content_hash), now=now)
         for item in entry.items
     ]
