@@ -105,3 +105,16 @@ def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
         "model calls per user turn",
     ):
         assert re.search(rf"^\| {re.escape(label)} +\|", out, re.M), label
+
+
+def test_embedding_latency_bench_compares_both_runtimes(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import embedding_latency
+
+    assert embedding_latency.main(["--calls", "6", "--round", "3", "--questions", "/nonexistent.jsonl"]) == 0
+    out = capsys.readouterr().out
+    assert "(6 questions, synthetic)" in out
+    rows = dict(re.findall(r"^\| ([^|]+?) +\| ([^|]+?) +\|", out, re.M))
+    assert set(rows) >= {"torch eager", "onnxruntime (`ORT_ENABLE_ALL`)", "ONNX export (torch.onnx.export)"}
+    assert float(rows["ONNX export (torch.onnx.export)"].removesuffix(" s")) > 0  # a fresh cache: really exported
+    assert float(rows["min cosine, onnx vs torch question vectors"]) >= 0.9999
+    assert float(rows["min cosine, onnx question vs the same text as a fact (torch batch)"]) >= 0.9999
