@@ -164,7 +164,8 @@ class MemorySettings(BaseSettings):
 
     local_embedding_runtime: Literal["auto", "onnx", "torch"] = "auto"
     """What runs the offline model (`local`) for a single question, i.e. every search: `auto` (onnxruntime when
-    importable, else torch), `onnx` (onnxruntime, or torch with a warning when it cannot be used), `torch`.
+    importable, else torch; a missing onnxruntime is logged once, as the `[local]` extra includes it), `onnx`
+    (onnxruntime, or torch with a warning when it cannot be used), `torch`.
     onnxruntime gives the same vectors (checked against torch at startup) in ~4 ms instead of ~10; its graph
     is exported on first use and cached in `data_dir/onnx/`. Batches of facts always run on torch. Env
     `MEMORY_LOCAL_EMBEDDING_RUNTIME`."""

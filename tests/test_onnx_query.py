@@ -111,14 +111,14 @@ def test_a_half_written_cache_file_is_exported_again(
     broken = tmp_path / exported.path.name
     broken.write_bytes(exported.path.read_bytes()[: 1 << 20])  # what a crash mid-write would leave
 
-    with caplog.at_level(logging.WARNING, logger="memory_plugin"):
+    with caplog.at_level(logging.INFO, logger="memory_plugin"):
         encoder = load(model, tmp_path)
 
     assert encoder.exported
     assert encoder.path == broken
     assert broken.stat().st_size == exported.path.stat().st_size
     assert [p.name for p in tmp_path.iterdir()] == [broken.name]  # no temporary file left behind
-    assert any("exporting it again" in w for w in warnings_of(caplog))
+    assert any("exporting it again" in r.getMessage() for r in caplog.records)
     for text in TEXTS:
         assert cosine(encoder.encode(text, True), torch_vector(model, text)) >= 0.9999
 
@@ -136,8 +136,9 @@ def test_a_graph_that_disagrees_with_torch_is_not_used(
         )
 
     assert encoder is None
-    assert len(warnings_of(caplog)) == 2  # the cached file, then the fresh export: both refused
-    assert "using torch" in warnings_of(caplog)[-1]
+    (warning,) = warnings_of(caplog)  # one warning, though both the cached file and a fresh export were refused
+    assert "differ from torch" in warning
+    assert "using torch" in warning
 
 
 async def test_runtime_torch_never_touches_onnxruntime(

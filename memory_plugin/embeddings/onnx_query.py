@@ -142,7 +142,8 @@ def load_query_encoder(
         try:
             return open_checked()
         except Exception as exc:
-            logger.warning("%s cached ONNX model %s is unusable (%s); exporting it again", LOG_PREFIX, path, exc)
+            # INFO: exporting again repairs it; if that fails too, the caller logs the one warning.
+            logger.info("%s cached ONNX model %s is unusable (%s); exporting it again", LOG_PREFIX, path, exc)
     started = time.perf_counter()
     _export(model, input_names, path)
     seconds = time.perf_counter() - started
