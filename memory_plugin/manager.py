@@ -178,7 +178,7 @@ class _DatabaseConnector:
         if self.url is not None:
             self.identity = database_identity(self.url)
         else:
-            self._embedded = EmbeddedPostgres(settings.data_dir)
+            self._embedded = EmbeddedPostgres(settings.data_dir, shared_buffers_mb=settings.embedded_shared_buffers_mb)
             self.identity = f"embedded:{self._embedded.pgdata.resolve()}/{self._embedded.database}"
 
     async def __call__(self) -> PostgresStore:

@@ -36,6 +36,9 @@ class MemorySettings(BaseSettings):
 
     data_dir: Path = Field(default_factory=_default_data_dir)
     """Where the embedded PostgreSQL keeps its files, and the outage journal (`journal/`)."""
+    embedded_shared_buffers_mb: int | None = Field(default=None, ge=16)
+    """The embedded PostgreSQL's `shared_buffers` in MB; None: a quarter of the machine's memory, between 128 MB
+    and 1 GB (applied when the server starts)."""
 
     auto_migrate: bool = True
     """Apply `supabase/migrations/` on open. Already-applied versions are skipped, using the same

@@ -261,6 +261,60 @@ async def test_the_hnsw_path_finds_what_the_exact_scan_finds(pg_memory: MemoryMa
     assert via_index[0].components.vector == pytest.approx(exact[0].components.vector, abs=1e-6)
 
 
+def _vector_plans(
+    conn: psycopg.Connection[tuple[object, ...]], user_id: UUID, vector: str, model: str, exact_below: int
+) -> str:
+    """The plans of the statements memory_search runs for `user_id` (auto_explain), as the user, under RLS."""
+    notices: list[str] = []
+    conn.add_notice_handler(lambda n: notices.append(n.message_primary or ""))
+    conn.execute("load 'auto_explain'")
+    for name, value in [("log_min_duration", "0"), ("log_nested_statements", "on"), ("log_level", "notice")]:
+        conn.execute(f"set auto_explain.{name} = '{value}'")
+    with conn.transaction():
+        claims = f'{{"sub": "{user_id}", "role": "authenticated"}}'
+        conn.execute("select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)",
+                     (claims,))  # fmt: skip
+        # Three calls: a cached generic plan would be in use by the third.
+        for _ in range(3):
+            conn.execute(
+                "select * from public.memory_search(%s, 'hiking', %s::extensions.vector, %s, p_exact_scan_below => %s)",
+                (user_id, vector, model, exact_below),
+            ).fetchall()
+    return "\n".join(notices)
+
+
+async def test_the_vector_channel_walks_the_hnsw_index_for_a_large_user(
+    pg_memory: MemoryManager, user_id: UUID, admin_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    # The plan memory_search runs, not a copy of its query: a generic plan, for instance, drops the index for a
+    # sort of the whole partition (104 ms at 100k facts). 5,000 facts with random unit vectors, as the superuser.
+    assert pg_memory.embedder is not None
+    model = pg_memory.embedder.name
+    admin_conn.execute(
+        "insert into public.user_memory (user_id, kind, category, content, confidence, importance, content_hash)"
+        " select %s, 'fact', 'fact', 'note ' || g, 0.9, 3, md5(%s::text || g) from generate_series(1, 5000) g",
+        (user_id, user_id),
+    )
+    admin_conn.execute(
+        "update public.memory_search_docs d set embedding_model = %s, embedded_at = now(), embedding ="
+        " (select extensions.l2_normalize(array_agg(random() - 0.5)::extensions.vector)::extensions.halfvec"
+        "    from generate_series(1, 384) where d.memory_id is not null)"
+        " where d.user_id = %s",
+        (model, user_id),
+    )
+    admin_conn.execute("analyze public.memory_search_docs")
+    vector = "[" + ",".join(map(repr, await pg_memory.embedder.embed_query("hiking"))) + "]"
+
+    large = _vector_plans(admin_conn, user_id, vector, model, exact_below=2000)
+    small = _vector_plans(admin_conn, user_id, vector, model, exact_below=10_000)
+
+    assert large.count("_embedding_idx on memory_search_docs_p") == 3
+    assert "_embedding_idx" not in small
+    hits = await pg_memory.search(user_id, "hiking", limit=5)
+    assert len(hits) == 5
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
 async def test_context_with_a_query_keeps_the_rejections(any_memory: MemoryManager, user_id: UUID) -> None:
     rejection = MemorizedFact(
         content="No sugerir acero inoxidable 316", category="rejection", confidence=1.0, source="explicit", importance=5
