@@ -3,7 +3,7 @@
 - `embedder.py`: `MemoryEmbedder` (fixed 384 dimensions, model name stored beside each vector, batching,
   query cache);
 - `factory.py`: `default_embedder(settings)`: OpenAI when a key is set, else the offline MiniLM, else none;
-- `onnx_query.py`: the offline model's transformer on onnxruntime for single questions (same vectors, ~2.5x
+- `onnx_query.py`: the offline model's transformer on onnxruntime for single questions (same vectors, 2-2.5x
   faster than torch), exported once and cached;
 - `reembed.py`: rebuild the vectors after a model change (`memory-plugin reembed`).
 """

@@ -174,7 +174,7 @@ def local_embedder(
             input_type: EmbedInputType,
             settings: EmbeddingSettings | None = None,
         ) -> EmbeddingResult:
-            # A single question (every search) takes the direct path, on onnxruntime when it can (2.5x faster,
+            # A single question (every search) takes the direct path, on onnxruntime when it can (2-2.5x faster,
             # same vectors); batches of facts and any setting it does not handle (device, truncated
             # dimensions) go through `encode` as pydantic-ai runs it.
             texts, merged = self.prepare_embed(inputs, settings)
