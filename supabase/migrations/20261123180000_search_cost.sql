@@ -3,9 +3,10 @@
 -- scores: a fact found only by a date the question names now gets its BM25 like any other candidate (it got 0
 -- when its text matched below the text channel's cut-off).
 --
--- Measured with bench/retrieval_latency.py's data (a 100k-fact user among 200k rows of other users), raw SQL as
--- the user, interleaved with the previous version, p50/p95 ms:
---   1k facts   2.77 / 3.24 -> 2.71 / 3.10;   100k facts   6.98 / 12.42 -> 5.33 / 6.05
+-- Measured with bench/retrieval_latency.py's data (a 100k-fact user among 200k rows of other users, shared_buffers
+-- 1 GB), raw SQL as the user, 100 questions interleaved with the previous version in one run, p50 / p95 ms:
+--   1k facts 2.77 / 3.24 -> 2.71 / 3.10;  10k 4.90 / 5.68 -> 4.55 / 5.38;  100k 6.98 / 12.42 -> 6.48 / 8.16
+-- (before the ef_search change below, which saved another 0.3-0.4 ms at 100k in a separate A/B run).
 -- What changed:
 --  - planning: every statement but the two vector ones now runs a generic plan (`plan_cache_mode` is set for
 --    the function only, and restored on return); custom plans re-planned a nine-way join over sixteen
