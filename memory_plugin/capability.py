@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
@@ -14,12 +13,11 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.toolsets import AbstractToolset
 
 from .errors import InvalidMemoryInputError, MemoryPluginError
-from .manager import LOG_PREFIX, MemoryManager
+from .logs import LOG_PREFIX, logger
+from .manager import MemoryManager
 from .models import Message
 
 __all__ = ["MemoryCapability", "MemoryDeps", "MemoryIdentity"]
-
-logger = logging.getLogger("memory_plugin")
 
 
 @runtime_checkable

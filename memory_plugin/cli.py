@@ -356,9 +356,7 @@ async def _migrate(url: str) -> None:
 
 
 def _start_embedded(settings: MemorySettings) -> str:
-    url = EmbeddedPostgres(
-        settings.data_dir, keep_running=True, shared_buffers_mb=settings.embedded_shared_buffers_mb
-    ).start()
+    url = EmbeddedPostgres.from_settings(settings, keep_running=True).start()
     if settings.auto_migrate:
         _run(_migrate(url))
     return url
@@ -390,9 +388,7 @@ def _admin_url(settings: MemorySettings) -> str:
         if url is not None:
             return url.get_secret_value()
     try:
-        return EmbeddedPostgres(
-            settings.data_dir, keep_running=True, shared_buffers_mb=settings.embedded_shared_buffers_mb
-        ).start()
+        return EmbeddedPostgres.from_settings(settings, keep_running=True).start()
     except (psycopg.Error, OSError, subprocess.SubprocessError) as exc:
         raise _fail(f"the embedded database could not be started: {exc}") from None
 

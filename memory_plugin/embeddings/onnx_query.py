@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import logging
 import os
 import tempfile
 import threading
@@ -35,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from ..logs import LOG_PREFIX, logger
+
 __all__ = ["PROBE_TEXTS", "OnnxQueryEncoder", "load_query_encoder", "query_encoder_or_none"]
 
-logger = logging.getLogger("memory_plugin")
-LOG_PREFIX = "🧠 [Memory]"
 
 EXPORT_RECIPE = "bert-last-hidden-state/opset17/torchscript/v1"
 """Part of the cache key: change it whenever `_export` changes what it writes."""

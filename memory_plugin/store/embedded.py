@@ -14,6 +14,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ..settings import MemorySettings
+
 __all__ = ["EmbeddedPostgres", "default_shared_buffers_mb"]
 
 logger = logging.getLogger("memory_plugin")
@@ -58,6 +60,15 @@ class EmbeddedPostgres:
     server (a server already running keeps its own until restarted)."""
     _server: Any = field(default=None, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.shared_buffers_mb is not None and self.shared_buffers_mb < 16:
+            raise ValueError(f"shared_buffers_mb must be at least 16, got {self.shared_buffers_mb}")
+
+    @classmethod
+    def from_settings(cls, settings: MemorySettings, *, keep_running: bool = False) -> EmbeddedPostgres:
+        """The server `settings` describe (`data_dir`, `embedded_shared_buffers_mb`)."""
+        return cls(settings.data_dir, keep_running=keep_running, shared_buffers_mb=settings.embedded_shared_buffers_mb)
+
     @property
     def pgdata(self) -> Path:
         """The cluster directory."""
@@ -99,8 +110,6 @@ class EmbeddedPostgres:
     def _write_settings(self) -> None:
         """The settings file, and its include in postgresql.conf (once), before the server starts."""
         mb = self.shared_buffers_mb if self.shared_buffers_mb is not None else default_shared_buffers_mb()
-        if mb < 16:
-            raise ValueError(f"shared_buffers_mb must be at least 16, got {mb}")
         text = (
             "# Written by memory_plugin at every start (store/embedded.py): set MemorySettings instead.\n"
             f"shared_buffers = '{mb}MB'\n"

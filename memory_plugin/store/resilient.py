@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 import random
 import time
 import uuid
@@ -37,6 +36,7 @@ from typing import Any, Literal, TypeVar
 from uuid import UUID
 
 from ..errors import StoreError, StoreUnavailableError
+from ..logs import LOG_PREFIX, logger
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
 from ..settings import MemorySettings
@@ -46,8 +46,6 @@ from .records import MemoryItem, MemoryKind, MemoryRecord
 
 __all__ = ["BackendStatus", "ContextRead", "PrimaryConnector", "ResilientStore", "backoff_delay", "plain_status"]
 
-logger = logging.getLogger("memory_plugin")
-LOG_PREFIX = "🧠 [Memory]"
 
 PrimaryConnector = Callable[[], Coroutine[Any, Any, LongTermStore]]
 """Creates the primary store (connects, migrates); raises `StoreUnavailableError` while it cannot."""
