@@ -37,6 +37,7 @@ from memory_plugin import (
     UserPreferences,
 )
 from memory_plugin.cli import app
+from memory_plugin.retrieval import ScoredMemory, SearchQuery
 from memory_plugin.store import ContextQuery, MemoryItem, MemoryRecord, WriteJournal
 from memory_plugin.store.journal import database_identity, journal_path
 from memory_plugin.store.records import MemoryKind, items_from_update
@@ -103,6 +104,10 @@ class Outage:
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         self._check()
         return await self.inner.context(user_id, query)
+
+    async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
+        self._check()
+        return await self.inner.search(user_id, query)
 
     async def list_records(
         self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
@@ -215,6 +220,34 @@ async def test_reads_fall_back_to_the_last_context_read_and_the_block_says_so(
     again = await memory.get_memory_context("s1", user_id)
     assert again.long_term_available
     assert again.long_term_cached_at is None
+
+
+async def test_an_outage_after_a_context_with_a_query_serves_the_facts_it_showed(
+    memory: MemoryManager, outage: Outage, user_id: UUID
+) -> None:
+    await memory.update_memory(
+        MemoryUpdate(
+            user_id=user_id,
+            new_facts=[
+                fact("Prefiere titanio grado 5"),
+                fact("Necesita certificado 3.1", category="requirement"),
+                fact("No sugerir acero 316", category="rejection"),
+            ],
+        )
+    )
+    await memory.remember(user_id, "Su perro se llama Luna")
+    asked = await memory.get_memory_context("s1", user_id, query="¿Cómo se llama su perro?")
+    shown = [f.content for f in asked.long_term.facts]
+    assert shown[0] == "Su perro se llama Luna"
+    assert "No sugerir acero 316" in shown
+
+    outage.down = True
+    cached = await memory.get_memory_context("s1", user_id)
+    # The read beside the search skipped ranking facts; the saved copy holds the facts that were shown.
+    assert cached.long_term_available is False
+    assert sorted(f.content for f in cached.long_term.facts) == sorted(shown)
+    again = await memory.get_memory_context("s1", user_id, query="¿Cómo se llama su perro?")
+    assert again.long_term.facts[0].content == "Su perro se llama Luna"  # ranked in Python
 
 
 async def test_a_forgotten_item_never_comes_back_from_the_cache(

@@ -10,9 +10,10 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
-from memory_plugin import InvalidMemoryInputError, MemorizedFact, MemoryManager, MemoryUpdate
+from memory_plugin import InvalidMemoryInputError, MemorizedFact, MemoryManager, MemoryUpdate, StoreError
 from memory_plugin.remember import Note
-from memory_plugin.retrieval import ScoredMemory
+from memory_plugin.retrieval import ScoredMemory, SearchQuery
+from memory_plugin.store import ContextQuery, MemoryRecord
 from memory_plugin.store.postgres import IDENTITY_PRELUDE_SQL, user_claims
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -242,6 +243,73 @@ async def test_context_with_a_query_holds_the_facts_that_answer_it(any_memory: M
     assert asked.long_term.facts[0].content == "Her dog is called Luna"
     assert len(asked.long_term.facts) == 3
     assert asked.long_term_available
+
+
+class _Spy:
+    """The manager's store, recording how many ranked facts each context read asked for; its search can fail."""
+
+    def __init__(self, inner: object, *, search_fails: bool = False) -> None:
+        self.inner = inner
+        self.search_fails = search_fails
+        self.facts_asked: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
+        self.facts_asked.append(query.max_facts)
+        return await self.inner.context(user_id, query)  # type: ignore[attr-defined, no-any-return]
+
+    async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
+        if self.search_fails:
+            raise StoreError("search failed (injected)")
+        return await self.inner.search(user_id, query)  # type: ignore[attr-defined, no-any-return]
+
+
+async def _six_rules_and_a_dog(memory: MemoryManager, user_id: UUID) -> MemoryManager:
+    """Six important facts and one unimportant one; a manager on a spy store showing three facts."""
+    important = [
+        MemorizedFact(content=f"Important rule number {i} about invoices", category="constraint", confidence=1.0,
+                      source="explicit", importance=5)
+        for i in range(6)
+    ]  # fmt: skip
+    await memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=important))
+    await memory.remember(user_id, "Her dog is called Luna", importance=1)
+    settings = memory.settings.model_copy(update={"max_facts_in_context": 3})
+    return MemoryManager(settings, _Spy(memory.store), embedder=memory.embedder)  # type: ignore[arg-type]
+
+
+async def test_context_with_a_query_ranks_facts_once(any_memory: MemoryManager, user_id: UUID) -> None:
+    memory = await _six_rules_and_a_dog(any_memory, user_id)
+    spy = memory.store
+    assert isinstance(spy, _Spy)
+
+    plain = await memory.get_memory_context("s-once", user_id)
+    asked = await memory.get_memory_context("s-once", user_id, query="What is the name of her dog?")
+
+    # The search chose the facts; the context read beside it fetched no ranked facts only to drop them.
+    assert spy.facts_asked == [3, 0]
+    assert asked.long_term.facts[0].content == "Her dog is called Luna"
+    assert len(asked.long_term.facts) == 3
+    assert len(plain.long_term.facts) == 3
+
+
+async def test_context_with_a_query_falls_back_to_the_ranked_facts_when_the_search_fails(
+    any_memory: MemoryManager, user_id: UUID, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = await _six_rules_and_a_dog(any_memory, user_id)
+    plain = await memory.get_memory_context("s-fail", user_id)
+    spy = memory.store
+    assert isinstance(spy, _Spy)
+    spy.search_fails = True
+
+    with caplog.at_level("WARNING", logger="memory_plugin"):
+        asked = await memory.get_memory_context("s-fail", user_id, query="What is the name of her dog?")
+
+    assert asked.long_term_available
+    assert asked.long_term.facts == plain.long_term.facts  # the facts ranked without the question
+    assert memory.stats.store_failures == 1
+    assert "searching the context's facts: search failed (injected)" in caplog.text
 
 
 async def test_the_hnsw_path_finds_what_the_exact_scan_finds(pg_memory: MemoryManager, user_id: UUID) -> None:

@@ -3,11 +3,13 @@
 It wraps the primary store (Postgres, Supabase). When an operation raises `StoreUnavailableError`:
 
 - reads of the context return the user's last successfully read context from a bounded in-RAM cache,
-  labelled as such (`read_context`), or nothing, labelled unavailable: never "this user has no memory";
+  labelled as such (`read_context`), or nothing, labelled unavailable: never "this user has no memory"
+  (after a query-aware context, the cached facts are the ones it showed: `cache_shown_facts`);
+- searches rank the cached context's facts in Python (`search`);
 - writes are appended to the fsynced `WriteJournal` and acknowledged only then; a background task replays
   them when the database answers again (exponential backoff with jitter between attempts), and the next
   start of the process replays what an earlier one left;
-- other operations (list, search, delete) raise, as before.
+- other operations (list, history, delete, embeddings) raise, as before.
 
 Order: while a user has entries in the journal, that user's new writes go to the journal behind them, and
 the journal is replayed first in, first out, so the database applies a user's writes in the order they
@@ -388,7 +390,10 @@ class ResilientStore:
             else:
                 self._succeeded()
                 now = datetime.now(UTC)
-                self._remember(user_id, records, now)
+                if query.max_facts > 0:
+                    self._remember(user_id, records, now)
+                else:  # a read that skipped the ranked facts keeps the cached ones
+                    self._remember(user_id, records + self._cached_ranked_facts(user_id), now)
                 return ContextRead(records, "primary", now)
         elif self.require_primary:
             raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
@@ -398,6 +403,20 @@ class ResilientStore:
             return ContextRead([], "unavailable", None)
         self._cache.move_to_end(user_id)
         return ContextRead(list(cached[0]), "cache", cached[1])
+
+    def cache_shown_facts(self, user_id: UUID, facts: Sequence[MemoryRecord]) -> None:
+        """Make `facts` the ranked facts of the user's cached context: what a query-aware context showed
+        (`get_memory_context(query=…)` reads the rest of the context without ranking facts). Rejections and
+        the other kinds stay as read. No-op when the user has no cached context."""
+        cached = self._cache.get(user_id)
+        if cached is not None:
+            shown = {r.id for r in facts}  # a search may return a rejection too: keep one copy
+            kept = [r for r in cached[0] if not _is_ranked_fact(r) and r.id not in shown]
+            self._cache[user_id] = (kept + list(facts), cached[1])
+
+    def _cached_ranked_facts(self, user_id: UUID) -> list[MemoryRecord]:
+        cached = self._cache.get(user_id)
+        return [] if cached is None else [r for r in cached[0] if _is_ranked_fact(r)]
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         """`read_context`'s records; a cached copy while the primary is unreachable (use `read_context` to
@@ -728,3 +747,8 @@ def _provisional_records(entry: JournalEntry, now: datetime) -> list[MemoryRecor
         MemoryRecord.inserted(entry.user_id, item, record_id=uuid.uuid5(entry.write_id, item.content_hash), now=now)
         for item in entry.items
     ]
+
+
+def _is_ranked_fact(record: MemoryRecord) -> bool:
+    """A fact chosen by rank (rejections are read apart: every current one reaches the prompt)."""
+    return record.kind == "fact" and record.category != "rejection"
