@@ -78,19 +78,6 @@ HNSW_SQL = (
     "create index memory_search_docs_embedding_idx on public.memory_search_docs"
     " using hnsw (embedding extensions.halfvec_cosine_ops)"
 )
-# The two candidate channels of memory_search, as it runs them (for EXPLAIN).
-VECTOR_PLAN_SQL = (
-    "select d.memory_id from public.memory_search_docs d where d.user_id = %s and d.embedding_model = %s"
-    " order by d.embedding operator(extensions.<=>) %s::extensions.halfvec limit 50"
-)
-EXACT_PLAN_SQL = (
-    "select d.memory_id from public.memory_search_docs d where d.user_id = %s and d.embedding_model = %s"
-    " order by (d.embedding operator(extensions.<=>) %s::extensions.halfvec) + 0 limit 50"
-)
-TEXT_PLAN_SQL = (
-    "select s.memory_id, s.tf from public.memory_search_terms s where s.user_id = %s"
-    " and s.lexeme = (tsvector_to_array(public.memory_tsvector(%s)))[1] limit 2000"
-)
 
 
 def _unit(rng: random.Random) -> tuple[float, ...]:
@@ -161,32 +148,31 @@ def _load(url: str, users: dict[uuid.UUID, int], echo: bool = True) -> float:
     return time.perf_counter() - started
 
 
-def _plans(url: str, user: uuid.UUID, vector: tuple[float, ...], question: str, exact: bool) -> tuple[str, str]:
-    """The index each candidate channel uses for `user` (as memory_search runs them; `exact`: the user has
-    fewer vectors than `search_exact_scan_below`, so the function orders by `distance + 0`)."""
+def _plans(url: str, user: uuid.UUID, vector: tuple[float, ...], question: str) -> tuple[str, str]:
+    """The index each candidate channel of memory_search used for `user`: the plans the function itself ran
+    (auto_explain of its nested statements), as the user, under row-level security."""
     literal = "[" + ",".join(map(repr, vector)) + "]"
+    notices: list[str] = []
     with psycopg.connect(url) as conn:
-        # As the application runs them: the user's identity, so row-level security is in the plan too.
-        claims = json.dumps({"sub": str(user), "role": "authenticated"})
+        conn.add_notice_handler(lambda n: notices.append(n.message_primary or ""))
+        conn.execute("load 'auto_explain'")
+        for name, value in [("log_min_duration", "0"), ("log_nested_statements", "on"), ("log_level", "notice")]:
+            conn.execute(f"set auto_explain.{name} = '{value}'")
         conn.execute("select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)",
-                     (claims,))  # fmt: skip
-        conn.execute("select set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        conn.execute("select set_config('hnsw.ef_search', '50', true)")
-        vector_sql = EXACT_PLAN_SQL if exact else VECTOR_PLAN_SQL
-        vec = "\n".join(r[0] for r in conn.execute("explain " + vector_sql, (user, MODEL, literal)).fetchall())
-        txt = "\n".join(r[0] for r in conn.execute("explain " + TEXT_PLAN_SQL, (user, question)).fetchall())
+                     (json.dumps({"sub": str(user), "role": "authenticated"}),))  # fmt: skip
+        conn.execute("select * from public.memory_search(%s, %s, %s::extensions.vector, %s)",
+                     (user, question, literal, MODEL)).fetchall()  # fmt: skip
         conn.rollback()
-
-    def used(plan: str) -> str:
-        if "_embedding_idx" in plan:
-            return "HNSW (the user's partition)"
-        if "memory_search_terms_pkey" in plan:
-            return "btree postings (user_id, lexeme), index only" if "Index Only" in plan else "btree postings"
-        if "user_id_embedding_model_idx" in plan or "user_model_idx" in plan:
-            return "exact: the user's vectors via (user_id, embedding_model), sorted"
-        return "other: " + plan.splitlines()[0][:60]
-
-    return used(vec), used(txt)
+    vector_log = next((n for n in notices if "operator(extensions.<=>) $3" in n), "")
+    text = next((n for n in notices if "with bm25 as" in n), "")
+    if "_embedding_idx" in vector_log:
+        vec_plan = "HNSW (the user's partition)"
+    elif "user_id_embedding_model_idx" in vector_log:
+        vec_plan = "exact: the user's vectors via (user_id, embedding_model), sorted"
+    else:
+        vec_plan = "other: " + (vector_log.splitlines()[-1][:60] if vector_log else "not found")
+    txt_plan = "btree postings (user_id, lexeme), index only" if "memory_search_terms_pkey" in text else "other"
+    return vec_plan, txt_plan
 
 
 async def _time(calls: int, op: Any) -> list[float]:
@@ -199,24 +185,63 @@ async def _time(calls: int, op: Any) -> list[float]:
     return out
 
 
+_PARTITION_SQL = (
+    "select r from generate_series(0, %(m)s - 1) as r"
+    " where satisfies_hash_partition('public.memory_search_docs'::regclass, %(m)s, r, %(u)s::uuid)"
+)
+
+
+def _users_by_partition(url: str, count: int, mate_of: int | None = None) -> list[uuid.UUID]:
+    """`count` new user ids in distinct partitions of memory_search_docs, then one more in the partition of the
+    `mate_of`-th (so that sizes are compared user against user, and sharing a partition is its own row)."""
+    with psycopg.connect(url) as conn:
+        found = conn.execute(
+            "select count(*) from pg_inherits where inhparent = 'public.memory_search_docs'::regclass"
+        ).fetchone()
+        modulus = int(found[0]) if found else 16
+
+        def remainder(user: uuid.UUID) -> int:
+            row = conn.execute(_PARTITION_SQL, {"m": modulus, "u": user}).fetchone()
+            return int(row[0]) if row else -1
+
+        users: dict[int, uuid.UUID] = {}
+        while len(users) < min(count, modulus):
+            user = uuid.uuid4()
+            users.setdefault(remainder(user), user)
+        chosen = list(users.values())
+        if mate_of is not None:
+            wanted = remainder(chosen[mate_of])
+            while remainder(user := uuid.uuid4()) != wanted:
+                pass
+            chosen.append(user)
+    return chosen
+
+
 async def _bench(url: str, sizes: list[int], other_rows: int, calls: int) -> None:
     rng = random.Random(11)
-    targets = {uuid.uuid4(): n for n in sizes}
+    # Each user in a partition of their own, plus a user sharing the largest one's partition (as users do, by
+    # hash, once there are many): the vector channel's cost follows a user's share of their partition
+    # (migration 20261123200000_search_share.sql).
+    largest = sizes.index(max(sizes))
+    ids = _users_by_partition(url, len(sizes), mate_of=largest if len(sizes) > 1 else None)
+    targets = dict(zip(ids, sizes, strict=False))
+    crowded = {ids[-1]: sorted(sizes)[len(sizes) // 2]} if len(sizes) > 1 else {}
+    labels = {u: f"{n:,}" for u, n in targets.items()}
+    labels.update({u: f"{n:,}, in the {max(sizes):,}-fact user's partition" for u, n in crowded.items()})
     others = {uuid.uuid4(): 100 for _ in range(other_rows // 100)}
-    print(f"loading {other_rows:,} rows of {len(others):,} other users and users of {', '.join(map(str, sizes))} …")
-    load_s = _load(url, {**others, **targets})
+    print(f"loading {other_rows:,} rows of {len(others):,} other users and users of {', '.join(labels.values())} …")
+    load_s = _load(url, {**others, **targets, **crowded})
     settings = MemorySettings(database_url=SecretStr(url), auto_migrate=False, embedding_model="none")
     emb = MemoryEmbedder(Embedder(RandomEmbeddingModel()), name=MODEL, query_cache_size=0)
     rows = []
     plans = []
     async with MemoryManager.open(settings, embedder=emb) as memory:
-        for user, n in targets.items():
+        for user in {**targets, **crowded}:
             search = await _time(calls, lambda i, u=user: memory.search(u, _question(rng), limit=10))
             context = await _time(calls, lambda i, u=user: memory.get_memory_context(f"s{i}", u, query=_question(rng)))
-            rows.append((n, search, context))
-            exact = n < settings.search_exact_scan_below
-            vec_plan, txt_plan = _plans(url, user, _unit(rng), _question(rng), exact)
-            plans.append((n, vec_plan, txt_plan))
+            rows.append((labels[user], search, context))
+            vec_plan, txt_plan = _plans(url, user, _unit(rng), _question(rng))
+            plans.append((labels[user], vec_plan, txt_plan))
     base = rows[0][1]
     with psycopg.connect(url) as conn:
         buffers = conn.execute("show shared_buffers").fetchone()
@@ -226,13 +251,14 @@ async def _bench(url: str, sizes: list[int], other_rows: int, calls: int) -> Non
     print("| facts of the user | calls | search p50 ms | search p95 ms | get_memory_context(query) p50 ms "
           "| p95 ms | search p95 vs smallest |")  # fmt: skip
     print("|---:|---:|---:|---:|---:|---:|---:|")
-    for n, search, context in rows:
+    for label, search, context in rows:
         growth = _pct(search, 95) / _pct(base, 95)
-        print(f"| {n:,} | {len(search)} | {_pct(search, 50):.2f} | {_pct(search, 95):.2f} | "
+        print(f"| {label} | {len(search)} | {_pct(search, 50):.2f} | {_pct(search, 95):.2f} | "
               f"{_pct(context, 50):.2f} | {_pct(context, 95):.2f} | {growth:.2f}× |")  # fmt: skip
-    print("\n| facts of the user | vector channel plan | text channel plan |\n|---:|---|---|")
-    for n, vec_plan, txt_plan in plans:
-        print(f"| {n:,} | {vec_plan} | {txt_plan} |")
+    print("\n| facts of the user | vector channel plan (as memory_search chose it) | text channel plan |")
+    print("|---:|---|---|")
+    for label, vec_plan, txt_plan in plans:
+        print(f"| {label} | {vec_plan} | {txt_plan} |")
 
 
 async def _end_to_end(url: str, calls: int) -> None:

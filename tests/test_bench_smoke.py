@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -118,3 +119,27 @@ def test_embedding_latency_bench_compares_both_runtimes(capsys: pytest.CaptureFi
     assert float(rows["ONNX export (torch.onnx.export)"].removesuffix(" s")) > 0  # a fresh cache: really exported
     assert float(rows["min cosine, onnx vs torch question vectors"]) >= 0.9999
     assert float(rows["min cosine, onnx question vs the same text as a fact (torch batch)"]) >= 0.9999
+
+
+def test_retrieval_latency_bench_reports_the_plans_memory_search_chose(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import retrieval_latency
+
+    private = Path(tempfile.mkdtemp(prefix="mpr-"))  # short: the server's socket path must stay valid
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    assert retrieval_latency.main(["--sizes", "300,2500,6000", "--other-rows", "3000", "--calls", "3"]) == 0
+    out = capsys.readouterr().out
+    crowded = "2,500, in the 6,000-fact user's partition"
+    timings = {m[0]: m[1:] for m in re.findall(r"^\| ([^|]+?) \| 3 \| ([\d.]+) \| ([\d.]+) \|", out, re.M)}
+    assert set(timings) == {"300", "2,500", "6,000", crowded}
+    assert all(0 < float(p50) <= float(p95) for p50, p95 in timings.values())
+    plans = dict(re.findall(r"^\| ([^|]+?) \| (exact[^|]*|HNSW[^|]*|other[^|]*) \|", out, re.M))
+    # Above search_exact_scan_below (2,000) HNSW, unless the user is a small share of their partition.
+    assert plans["300"].startswith("exact")
+    assert plans["2,500"].startswith("HNSW")
+    assert plans["6,000"].startswith("HNSW")
+    assert plans[crowded].startswith("exact")
+    assert "search, embedding included" in out
+    monkeypatch.undo()
+    shutil.rmtree(private)  # torch may leave its compile cache there

@@ -31,6 +31,7 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     # memory_id must exist (foreign key): B's own fact, looked up by the test before the attack.
     "memory_search_docs": {"memory_id": "{b_fact}", "content": "injected"},
     "memory_search_terms": {"memory_id": "{b_fact}", "lexeme": "injected", "tf": 1},
+    "memory_search_counts": {"docs": 1},
 }
 
 
@@ -71,7 +72,13 @@ RPC_CALLS: dict[str, str] = {
     "memory_has_time_expression": "select public.memory_has_time_expression(m.content) from public.user_memory m"
     " where m.user_id = {b}",
 }
-TRIGGER_FUNCTIONS = {"user_memory_touch_updated_at", "memory_search_docs_sync", "memory_search_terms_sync"}
+TRIGGER_FUNCTIONS = {
+    "user_memory_touch_updated_at",
+    "memory_search_docs_sync",
+    "memory_search_terms_sync",
+    "memory_search_counts_add",
+    "memory_search_counts_remove",
+}
 
 
 @pytest.fixture

@@ -75,7 +75,8 @@ class SearchWeights:
     """Facts taken from each channel (vector, text, date) before the final ranking (through the HNSW index
     the vector channel takes half as many, at least the limit)."""
     exact_scan_below: int = 2000
-    """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan)."""
+    """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan), unless
+    they are a small share of their partition (then the threshold is higher: `MEMORY_SEARCH_EXACT_SCAN_BELOW`)."""
     text_scan_limit: int = 500
     """Postings read per question word (bounds the cost of very common words; also BM25's idf scale)."""
 

@@ -1,0 +1,310 @@
+-- Searching users who share their partition with larger ones (issue 5 item 5: latency that stays flat).
+--
+-- memory_search_docs is hash-partitioned by user, one HNSW index per partition. The vector channel chose the
+-- exact scan for users with fewer than p_exact_scan_below vectors and HNSW above, whatever else was in the
+-- partition. HNSW with a user filter walks the graph until enough of the user's rows turn up, so its cost
+-- follows the user's share of the partition, not their size. Measured on bench/retrieval_latency.py's data
+-- (raw SQL, p50 ms, vector statement alone), HNSW / exact:
+--   100k facts, 81 % of their partition          2.4 / 56.6
+--   10k facts, 43 %                              2.8 /  6.2
+--   10k facts in the 100k user's partition, 8 %  17.8 / 5.3
+--   3k facts in the 100k user's partition, 2 %   29.6 / 1.8
+--   3k facts, 20 %                               3.4 / 1.4
+-- (one run of the bench put its 10k user in its 100k user's partition: 23 ms p50 where other runs had 7.5).
+--
+-- Now the threshold grows as the user's share shrinks: exact when the user's rows are fewer than
+-- p_exact_scan_below * max(1, v_vk / (share * ef_search)), i.e. when reading them costs less than the walk
+-- that would find v_vk of them. Every row above chooses the faster side. The user's count comes from
+-- memory_search_counts (below: kept by statement triggers, one row per user, every embedding model counted);
+-- the partition's size from the planner's statistics. And the function no longer lets the planner pick a
+-- sequential scan (`set enable_seqscan = off`, why at the setting). Same signature and grants; the text
+-- channel and the ranking are unchanged.
+--
+-- Raw SQL as the user, 100 questions interleaved with the previous version in one run, p50 / p95 ms:
+--   1k facts 2.83 / 3.62 -> 2.80 / 3.59;  10k 5.51 / 6.22 -> 5.36 / 6.28;  100k 6.45 / 7.64 -> 6.40 / 7.55;
+--   10k in the 100k user's partition 25.11 / 30.50 -> 12.15 / 12.83 (exact; 10.3 / 11.1 run alone);
+--   3k in the 100k user's partition 33.41 / 35.39 -> 8.04 / 8.70 (exact; 4.7 / 4.9 alone);
+--   3k at a 20 % share 6.49 / 7.67 -> 4.81 / 5.29 (exact).
+-- Top 10 identical at 1k-100k; 99.4-99.8 % where the vector channel changed sides.
+
+-- memory_search_counts: how many rows each user has in memory_search_docs (their share of a partition).
+create table public.memory_search_counts (
+    user_id uuid    primary key,
+    docs    integer not null
+);
+
+comment on table public.memory_search_counts is
+    'Rows of each user in memory_search_docs (memory_plugin), kept by triggers; memory_search compares them with the partition''s size to choose between an exact vector scan and the HNSW index. RLS: a user sees only their own row.';
+
+alter table public.memory_search_counts enable row level security;
+
+-- The triggers run as the writing user, so the user may write their own row (and nobody else's). Changing it
+-- by hand changes only which plan that user's own searches take.
+create policy memory_search_counts_select_own on public.memory_search_counts
+    for select to authenticated using ((select auth.uid()) = user_id);
+create policy memory_search_counts_insert_own on public.memory_search_counts
+    for insert to authenticated with check ((select auth.uid()) = user_id);
+create policy memory_search_counts_update_own on public.memory_search_counts
+    for update to authenticated using ((select auth.uid()) = user_id) with check ((select auth.uid()) = user_id);
+create policy memory_search_counts_delete_own on public.memory_search_counts
+    for delete to authenticated using ((select auth.uid()) = user_id);
+
+revoke all on table public.memory_search_counts from anon, authenticated;
+grant select, insert, update, delete on table public.memory_search_counts to authenticated;
+grant all on table public.memory_search_counts to service_role;
+
+-- Statement triggers with transition tables: a bulk insert (a write of many facts, a backfill) updates each
+-- user's row once, not once per fact.
+create function public.memory_search_counts_add() returns trigger
+    language plpgsql
+    set search_path = ''
+as $$
+begin
+    insert into public.memory_search_counts as c (user_id, docs)
+    select a.user_id, count(*) from added a group by a.user_id
+    on conflict (user_id) do update set docs = c.docs + excluded.docs;
+    return null;
+end;
+$$;
+
+create function public.memory_search_counts_remove() returns trigger
+    language plpgsql
+    set search_path = ''
+as $$
+begin
+    update public.memory_search_counts c set docs = greatest(0, c.docs - r.n)
+      from (select r.user_id, count(*) as n from removed r group by r.user_id) as r
+     where c.user_id = r.user_id;
+    return null;
+end;
+$$;
+
+create trigger memory_search_docs_count_added
+    after insert on public.memory_search_docs
+    referencing new table as added
+    for each statement execute function public.memory_search_counts_add();
+
+create trigger memory_search_docs_count_removed
+    after delete on public.memory_search_docs
+    referencing old table as removed
+    for each statement execute function public.memory_search_counts_remove();
+
+insert into public.memory_search_counts (user_id, docs)
+select d.user_id, count(*) from public.memory_search_docs d group by d.user_id;
+
+revoke all on function public.memory_search_counts_add() from public, anon;
+revoke all on function public.memory_search_counts_remove() from public, anon;
+grant execute on function public.memory_search_counts_add() to authenticated, service_role;
+grant execute on function public.memory_search_counts_remove() to authenticated, service_role;
+
+create or replace function public.memory_search(
+    p_user_id uuid,
+    p_query text,
+    p_embedding extensions.vector(384) default null,
+    p_model text default null,
+    p_limit integer default 10,
+    p_candidates integer default 50,
+    p_weight_text real default 1.0,
+    p_weight_vector real default 1.0,
+    p_weight_neighbour real default 0.5,
+    p_weight_trigram real default 0.0,
+    p_weight_speaker real default 0.2,
+    p_weight_date real default 0.2,
+    p_weight_time real default 0.1,
+    p_weight_importance real default 0.05,
+    p_weight_confidence real default 0.05,
+    p_weight_recency real default 0.05,
+    p_recency_window_days real default 30,
+    p_date_from timestamptz[] default '{}',
+    p_date_to timestamptz[] default '{}',
+    p_months integer[] default '{}',
+    p_asks_when boolean default false,
+    p_date_slack_days real default 14,
+    p_exact_scan_below integer default 2000,
+    p_text_scan_limit integer default 500,
+    p_now timestamptz default now()
+)
+    returns table (
+        memory jsonb,
+        score double precision,
+        text_score double precision,
+        vector_score double precision,
+        neighbour_score double precision,
+        trigram_score double precision,
+        speaker_score double precision,
+        date_score double precision,
+        time_score double precision,
+        importance_score double precision,
+        confidence_score double precision,
+        recency_score double precision
+    )
+    language plpgsql
+    stable
+    security invoker
+    set search_path = ''
+    set plan_cache_mode = force_generic_plan
+    -- Every statement here reads by index. The exact vector scan, planned with the user's share of the
+    -- partition known, chose a sequential scan of the whole partition at a 20 % share (7 ms for 3,000
+    -- vectors, 1.4 ms by the (user_id, embedding_model) index), a cost that grows with other users' rows.
+    set enable_seqscan = off
+as $$
+declare
+    v_k integer := greatest(p_candidates, p_limit);
+    v_q extensions.halfvec(384) := p_embedding::extensions.halfvec(384);
+    v_docs integer;
+    v_rows real;
+    v_share float8 := 1;
+    v_vk integer;
+    v_ef integer;
+    v_vec_ids uuid[] := '{}';
+    v_ids uuid[] := '{}';
+    v_ranks float8[] := '{}';
+    -- The question's lexemes, as the facts' were made (memory_search_terms).
+    v_terms text[] := tsvector_to_array(public.memory_tsvector(p_query));
+    v_qtext text := lower(extensions.unaccent('extensions.unaccent'::regdictionary, p_query));
+begin
+    if p_embedding is not null and p_model is not null then
+        -- Half the candidates through HNSW (at least p_limit), with ef_search 1.5 times that (at least 40,
+        -- pgvector's default): see 20261123180000_search_cost.sql.
+        v_vk := greatest(p_limit, v_k / 2);
+        v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
+        -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
+        -- walk visits the whole partition's graph and keeps the user's rows: one ef_search pass when most rows
+        -- are the user's, about v_vk / share tuples when few are (a 10k-fact user sharing a partition with a
+        -- 100k-fact one, share 8 %: 18 ms through HNSW, 5 ms exact). p_exact_scan_below is the break-even of
+        -- a user who fills their partition; it grows as the user's share shrinks.
+        select c.docs into v_docs from public.memory_search_counts c where c.user_id = p_user_id;
+        v_docs := coalesce(v_docs, 0);
+        if v_docs > 0 then
+            -- The partition's rows, from the planner's statistics (0 before its first analyze: then the
+            -- user's own count stands in, share 1, the previous rule).
+            select greatest(c.reltuples, 0) into v_rows from pg_catalog.pg_class c
+             where c.oid = (select d.tableoid from public.memory_search_docs d where d.user_id = p_user_id limit 1);
+            v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
+        end if;
+        if v_docs < p_exact_scan_below * greatest(1, v_vk / (greatest(v_share, 1e-6) * v_ef)) then
+            -- Exact: the `+ 0` keeps the planner off the HNSW index. Both vector statements are planned per
+            -- call (EXECUTE), with the user, the question's vector and the limit known (search_cost).
+            execute 'select coalesce(array_agg(x.memory_id), ''{}'') from (select d.memory_id'
+                    ' from public.memory_search_docs d where d.user_id = $1 and d.embedding_model = $2'
+                    ' order by (d.embedding operator(extensions.<=>) $3) + 0 limit $4) as x'
+               into v_vec_ids using p_user_id, p_model, v_q, v_k;
+        else
+            -- Iterative scan: HNSW keeps walking until enough vectors pass the user/model filter (relaxed
+            -- order: the final order is the fused score's anyway).
+            perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+            perform set_config('hnsw.ef_search', v_ef::text, true);
+            execute 'select coalesce(array_agg(x.memory_id), ''{}'') from (select d.memory_id'
+                    ' from public.memory_search_docs d where d.user_id = $1 and d.embedding_model = $2'
+                    ' order by d.embedding operator(extensions.<=>) $3 limit $4) as x'
+               into v_vec_ids using p_user_id, p_model, v_q, v_vk;
+        end if;
+    end if;
+
+    -- BM25 over the question's words (k1 = 1.2, no length normalisation: facts are short), from the postings
+    -- of each word, at most p_text_scan_limit per word. idf = ln(1 + p_text_scan_limit / df): the cap stands
+    -- in for the collection size, which keeps it monotone in df without counting the user's facts. Each
+    -- word's postings and document frequency come from one read, then one aggregate per fact; the same
+    -- statement picks the candidates (the text channel's top v_k, the vector channel's, the dated ones) and
+    -- gives each its BM25, so the ranking below joins nothing to find it.
+    with bm25 as materialized (
+        select p.memory_id, sum(ln(1 + p_text_scan_limit::float8 / a.df) * p.tf * 2.2 / (p.tf + 1.2)) as rank
+          from unnest(v_terms) as t(lexeme),
+               lateral (select array_agg(s.memory_id) as ids, array_agg(s.tf) as tfs, count(*) as df
+                          from (select s.memory_id, s.tf from public.memory_search_terms s
+                                 where s.user_id = p_user_id and s.lexeme = t.lexeme
+                                 limit p_text_scan_limit) as s) as a,
+               unnest(a.ids, a.tfs) as p(memory_id, tf)
+         group by p.memory_id
+    ),
+    dated as (
+        select m.id as memory_id
+          from unnest(p_date_from, p_date_to) as w(date_from, date_to),
+               lateral (select m.id from public.user_memory m
+                         where m.user_id = p_user_id and m.kind = 'fact'
+                           and m.occurred_at >= w.date_from - make_interval(days => 1)
+                           and m.occurred_at < w.date_to + make_interval(days => 1)
+                         order by m.occurred_at
+                         limit v_k) as m
+    ),
+    cand as (
+        select x.memory_id from (select b.memory_id from bm25 b order by b.rank desc limit v_k) as x
+        union select unnest(v_vec_ids)
+        union select memory_id from dated
+    )
+    select coalesce(array_agg(c.memory_id), '{}'), coalesce(array_agg(coalesce(b.rank, 0)), '{}')
+      into v_ids, v_ranks
+      from cand c left join bm25 b on b.memory_id = c.memory_id;
+
+    return query
+    with parts as (
+        -- Only what the ranking needs of the fact; its jsonb is built for the returned rows alone.
+        select m.id, m.importance, m.confidence, m.last_reinforced_at,
+               c.rank,
+               case when d.embedding_model = p_model and p_embedding is not null
+                    then 1 - (d.embedding operator(extensions.<=>) v_q) else 0 end as vector_score,
+               coalesce(greatest(
+                   case when np.embedding_model = p_model then 1 - (np.embedding operator(extensions.<=>) v_q) end,
+                   case when nn.embedding_model = p_model then 1 - (nn.embedding operator(extensions.<=>) v_q) end),
+                   0) as neighbour_score,
+               case when p_weight_trigram > 0
+                    then extensions.word_similarity(v_qtext, lower(d.content))::float8 else 0 end as trigram_score,
+               d.speaker,
+               case when cardinality(p_date_from) = 0 then 0::float8 else coalesce((select max(case
+                                 when m.occurred_at >= w.date_from and m.occurred_at < w.date_to then 1
+                                 else greatest(0, 1 - least(abs(date_part('epoch', m.occurred_at - w.date_from)),
+                                                            abs(date_part('epoch', m.occurred_at - w.date_to)))
+                                                      / 86400 / greatest(p_date_slack_days, 1e-6)) end)
+                           from unnest(p_date_from, p_date_to) as w(date_from, date_to)), 0)::float8 end as date_window,
+               case when cardinality(p_months) > 0 and date_part('month', m.occurred_at)::integer = any(p_months)
+                    then 1 else 0 end as date_month,
+               case when p_asks_when and d.has_time then 1 else 0 end as time_score
+          from unnest(v_ids, v_ranks) as c(memory_id, rank)
+          join public.memory_search_docs d on d.memory_id = c.memory_id and d.user_id = p_user_id
+          join public.user_memory m on m.id = c.memory_id and m.user_id = p_user_id
+          -- The neighbours: the fact before (by its id) and the one after (whose predecessor this is).
+          left join public.memory_search_docs np on np.user_id = p_user_id and np.memory_id = d.prev_memory_id
+          left join lateral (select x.embedding, x.embedding_model from public.memory_search_docs x
+                              where x.user_id = p_user_id and x.prev_memory_id = d.memory_id
+                              limit 1) as nn on true
+         where m.kind = 'fact' and m.invalid_at is null and m.archived_at is null
+           and (m.expires_at is null or m.expires_at > p_now)
+    ),
+    named as materialized (
+        -- The speakers the question names; the boost applies only when it names exactly one (a question
+        -- naming both sides of a conversation says nothing about whose turn answers it).
+        select array_agg(s.speaker) as speakers
+          from (select distinct p.speaker from parts p where p.speaker is not null) as s
+         where v_qtext ~ ('\m' || regexp_replace(s.speaker, '([^[:alnum:][:space:]])', '\\\1', 'g') || '\M')
+    ),
+    scored as (
+        select p.id, p.last_reinforced_at,
+               coalesce(p.rank / nullif(max(p.rank) over (), 0), 0) as text_score,
+               p.vector_score, p.neighbour_score, p.trigram_score,
+               case when cardinality(n.speakers) = 1 and p.speaker = n.speakers[1] then 1 else 0 end::float8
+                   as speaker_score,
+               greatest(p.date_window, p.date_month)::float8 as date_score,
+               p.time_score::float8 as time_score,
+               p.importance / 5.0::float8 as importance_score,
+               p.confidence::float8 as confidence_score,
+               least(1, greatest(0, 1 - date_part('epoch', p_now - p.last_reinforced_at)
+                                      / greatest(p_recency_window_days::float8 * 86400, 1e-9))) as recency_score
+          from parts p cross join named n
+    )
+    select to_jsonb(m), t.score, t.text_score, t.vector_score, t.neighbour_score, t.trigram_score,
+           t.speaker_score, t.date_score, t.time_score, t.importance_score, t.confidence_score, t.recency_score
+      from (select s.id, s.last_reinforced_at,
+                   p_weight_text * s.text_score + p_weight_vector * s.vector_score
+                 + p_weight_neighbour * s.neighbour_score + p_weight_trigram * s.trigram_score
+                 + p_weight_speaker * s.speaker_score + p_weight_date * s.date_score + p_weight_time * s.time_score
+                 + p_weight_importance * s.importance_score + p_weight_confidence * s.confidence_score
+                 + p_weight_recency * s.recency_score as score,
+                   s.text_score, s.vector_score, s.neighbour_score, s.trigram_score, s.speaker_score, s.date_score,
+                   s.time_score, s.importance_score, s.confidence_score, s.recency_score
+              from scored s
+             order by 3 desc, s.last_reinforced_at desc, s.id
+             limit p_limit) as t
+      join public.user_memory m on m.id = t.id and m.user_id = p_user_id
+     order by t.score desc, t.last_reinforced_at desc, t.id;
+end;
+$$;
