@@ -21,6 +21,7 @@ import asyncio
 import json
 import math
 import random
+import re
 import tempfile
 import time
 import uuid
@@ -73,6 +74,13 @@ select m.id, m.user_id, m.session_id, m.content, lower(m.metadata ->> 'speaker')
        %(model)s, now(), lag(m.id) over (partition by m.user_id, m.session_id order by m.created_at, m.id)
   from public.user_memory m where m.user_id = any(%(users)s) and m.kind = 'fact'
  order by m.created_at
+"""
+# The row count per user that the count trigger keeps, in one statement instead of one upsert per row.
+COUNT_DOCS_SQL = """
+insert into public.memory_search_counts as c (user_id, docs, search_partition)
+select d.user_id, count(*), min(d.tableoid)::regclass from public.memory_search_docs d
+ where d.user_id = any(%(users)s) group by d.user_id
+    on conflict (user_id) do update set docs = c.docs + excluded.docs, search_partition = excluded.search_partition
 """
 HNSW_SQL = (
     "create index memory_search_docs_embedding_idx on public.memory_search_docs"
@@ -135,10 +143,13 @@ def _load(url: str, users: dict[uuid.UUID, int], echo: bool = True) -> float:
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("alter table public.user_memory disable trigger user_memory_search_docs_sync")
+        conn.execute("alter table public.memory_search_docs disable trigger memory_search_docs_count_added")
         conn.execute("drop index if exists public.memory_search_docs_embedding_idx")
         conn.execute(LOAD_FACTS_SQL, {"users": list(users), "counts": list(users.values()), "vocab": VOCABULARY})
         conn.execute(LOAD_DOCS_SQL, {"users": list(users), "model": MODEL})
         conn.execute("alter table public.user_memory enable trigger user_memory_search_docs_sync")
+        conn.execute("alter table public.memory_search_docs enable trigger memory_search_docs_count_added")
+        conn.execute(COUNT_DOCS_SQL, {"users": list(users)})
         if echo:
             print(f"  loaded {sum(users.values()):,} facts in {time.perf_counter() - started:.0f} s; building HNSW…")
         conn.execute("set maintenance_work_mem = '512MB'")
@@ -167,8 +178,13 @@ def _plans(url: str, user: uuid.UUID, vector: tuple[float, ...], question: str) 
     text = next((n for n in notices if "with bm25 as" in n), "")
     if "_embedding_idx" in vector_log:
         vec_plan = "HNSW (the user's partition)"
-    elif "user_id_embedding_model_idx" in vector_log:
-        vec_plan = "exact: the user's vectors via (user_id, embedding_model), sorted"
+    elif "Seq Scan" in vector_log:
+        vec_plan = "exact: sequential scan of the partition"
+    elif "_user_id_embedding_model" in vector_log:
+        how = "index only" if "Index Only Scan" in vector_log else "and the table"
+        vec_plan = f"exact: the user's vectors from the (user_id, embedding_model) index, {how}"
+    elif found := re.search(r"Index (?:Only )?Scan (?:using|on) memory_search_docs_p\d+_(\w+)", vector_log):
+        vec_plan = f"exact: the user's rows by index ({found.group(1)}) and the table"
     else:
         vec_plan = "other: " + (vector_log.splitlines()[-1][:60] if vector_log else "not found")
     txt_plan = "btree postings (user_id, lexeme), index only" if "memory_search_terms_pkey" in text else "other"
