@@ -14,6 +14,7 @@ import pytest
 from memory_plugin import InvalidMemoryInputError, MemorizedFact, MemoryManager, MemoryUpdate, StoreError
 from memory_plugin.remember import Note
 from memory_plugin.retrieval import ScoredMemory, SearchQuery
+from memory_plugin.retrieval.search import vector_literal
 from memory_plugin.store import ContextQuery, MemoryRecord
 from memory_plugin.store.postgres import IDENTITY_PRELUDE_SQL, user_claims
 
@@ -462,3 +463,11 @@ async def test_context_with_a_query_keeps_the_rejections(any_memory: MemoryManag
     contents_ = [f.content for f in ctx.long_term.facts]
     assert contents_[0] == "Her dog is called Luna"
     assert "No sugerir acero inoxidable 316" in contents_
+
+
+def test_the_question_vector_is_sent_as_pgvector_text_without_losing_float32_precision() -> None:
+    values = [0.1, -1e-8, 3.0, 0.123456789012, -0.5]
+    literal = vector_literal(values)
+    assert literal.startswith("[") and literal.endswith("]") and " " not in literal
+    parsed = [float(x) for x in literal[1:-1].split(",")]
+    assert parsed == pytest.approx(values, rel=1e-8)

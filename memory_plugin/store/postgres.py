@@ -235,9 +235,8 @@ class PostgresStore:
     async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
         """One call to `public.memory_search` (hybrid ranking, see the migration)."""
         p = search_params(user_id, query)
-        embedding = "[" + ",".join(map(repr, query.embedding)) + "]" if query.embedding is not None else None
         params = (
-            user_id, p["p_query"], embedding, p["p_model"], p["p_limit"], p["p_candidates"],
+            user_id, p["p_query"], p["p_embedding"], p["p_model"], p["p_limit"], p["p_candidates"],
             p["p_weight_text"], p["p_weight_vector"], p["p_weight_neighbour"], p["p_weight_trigram"],
             p["p_weight_speaker"], p["p_weight_date"], p["p_weight_time"], p["p_weight_importance"],
             p["p_weight_confidence"], p["p_weight_recency"], p["p_recency_window_days"],
