@@ -227,26 +227,6 @@ async def test_neighbouring_turns_lend_their_relevance(any_memory: MemoryManager
     assert unrelated.components.neighbour == 0
 
 
-async def test_context_with_a_query_holds_the_facts_that_answer_it(any_memory: MemoryManager, user_id: UUID) -> None:
-    important = [
-        MemorizedFact(content=f"Important rule number {i} about invoices", category="constraint", confidence=1.0,
-                      source="explicit", importance=5)
-        for i in range(6)
-    ]  # fmt: skip
-    await any_memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=important))
-    await any_memory.remember(user_id, "Her dog is called Luna", importance=1)
-    settings = any_memory.settings.model_copy(update={"max_facts_in_context": 3})
-    memory = MemoryManager(settings, any_memory.store, embedder=any_memory.embedder)
-
-    plain = await memory.get_memory_context("s-query", user_id)
-    asked = await memory.get_memory_context("s-query", user_id, query="What is the name of her dog?")
-
-    assert "Her dog is called Luna" not in [f.content for f in plain.long_term.facts]
-    assert asked.long_term.facts[0].content == "Her dog is called Luna"
-    assert len(asked.long_term.facts) == 3
-    assert asked.long_term_available
-
-
 class _Spy:
     """The manager's store, recording how many ranked facts each context read asked for; its search can fail."""
 
@@ -281,19 +261,19 @@ async def _six_rules_and_a_dog(memory: MemoryManager, user_id: UUID) -> MemoryMa
     return MemoryManager(settings, _Spy(memory.store), embedder=memory.embedder)  # type: ignore[arg-type]
 
 
-async def test_context_with_a_query_ranks_facts_once(any_memory: MemoryManager, user_id: UUID) -> None:
+async def test_context_with_a_query_holds_the_facts_that_answer_it(any_memory: MemoryManager, user_id: UUID) -> None:
     memory = await _six_rules_and_a_dog(any_memory, user_id)
-    spy = memory.store
-    assert isinstance(spy, _Spy)
 
-    plain = await memory.get_memory_context("s-once", user_id)
-    asked = await memory.get_memory_context("s-once", user_id, query="What is the name of her dog?")
+    plain = await memory.get_memory_context("s-query", user_id)
+    asked = await memory.get_memory_context("s-query", user_id, query="What is the name of her dog?")
 
-    # The search chose the facts; the context read beside it fetched no ranked facts only to drop them.
-    assert spy.facts_asked == [3, 0]
+    assert "Her dog is called Luna" not in [f.content for f in plain.long_term.facts]
     assert asked.long_term.facts[0].content == "Her dog is called Luna"
     assert len(asked.long_term.facts) == 3
-    assert len(plain.long_term.facts) == 3
+    assert asked.long_term_available
+    # The search chose the facts; the context read beside it fetched no ranked facts only to drop them.
+    assert isinstance(memory.store, _Spy)
+    assert memory.store.facts_asked == [3, 0]
 
 
 async def test_context_with_a_query_falls_back_to_the_ranked_facts_when_the_search_fails(
@@ -387,36 +367,16 @@ def _same_partition(admin_conn: Conn, user_id: UUID) -> UUID:
             return other
 
 
-async def test_the_vector_channel_walks_the_hnsw_index_for_a_large_user(
+async def test_the_vector_channel_walks_hnsw_for_a_large_user_and_scans_a_small_or_crowded_one(
     pg_memory: MemoryManager, user_id: UUID, admin_conn: Conn
 ) -> None:
-    # The plans memory_search itself runs (not a copy of its query), above and below search_exact_scan_below.
-    # 5,000 facts with random unit vectors, written as the superuser. (With this few rows a generic plan of the
-    # vector statement would use the index too: the 104 ms regression at 100k facts is the bench's to catch.)
-    assert pg_memory.embedder is not None
-    model = pg_memory.embedder.name
-    _random_facts(admin_conn, user_id, 5000, model)
-    admin_conn.execute("analyze public.memory_search_docs")
-    vector = "[" + ",".join(map(repr, await pg_memory.embedder.embed_query("hiking"))) + "]"
-
-    large = _vector_plans(admin_conn, user_id, vector, model, exact_below=2000)
-    small = _vector_plans(admin_conn, user_id, vector, model, exact_below=10_000)
-
-    assert large.count("_embedding_idx on memory_search_docs_p") == 3
-    assert "_embedding_idx" not in small
-    assert "Seq Scan" not in small  # the user's vectors by index, not the whole partition's
-    hits = await pg_memory.search(user_id, "hiking", limit=5)
-    assert len(hits) == 5
-    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-
-
-async def test_a_user_crowded_in_their_partition_is_scanned_exactly(
-    pg_memory: MemoryManager, user_id: UUID, admin_conn: Conn
-) -> None:
-    # HNSW with a user filter walks the partition's graph until enough of the user's rows turn up: a user
-    # who is a small share of their partition pays for everyone else's rows (measured: 10k facts in a 100k
-    # user's partition, 18 ms through HNSW, 5 ms exact). Above search_exact_scan_below, such a user is still
-    # scanned exactly; the large user beside them walks the index.
+    # The plans memory_search itself runs (not a copy of its query). 6,000 facts with random unit vectors,
+    # written as the superuser, and a user of 2,500 in the same partition. HNSW with a user filter walks the
+    # partition's graph until enough of the user's rows turn up, so a user who is a small share of their
+    # partition pays for everyone else's rows (measured: 10k facts in a 100k user's partition, 18 ms through
+    # HNSW, 5 ms exact): above search_exact_scan_below such a user is still scanned exactly. (With this few
+    # rows a generic plan of the vector statement would use the index too: the 104 ms regression at 100k
+    # facts is the bench's to catch.)
     assert pg_memory.embedder is not None
     model = pg_memory.embedder.name
     _random_facts(admin_conn, user_id, 6000, model)
@@ -426,12 +386,17 @@ async def test_a_user_crowded_in_their_partition_is_scanned_exactly(
     vector = "[" + ",".join(map(repr, await pg_memory.embedder.embed_query("hiking"))) + "]"
 
     large = _vector_plans(admin_conn, user_id, vector, model, exact_below=2000)
+    below_threshold = _vector_plans(admin_conn, user_id, vector, model, exact_below=10_000)
     small_share = _vector_plans(admin_conn, crowded, vector, model, exact_below=2000)
 
     assert large.count("_embedding_idx on memory_search_docs_p") == 3
-    assert "_embedding_idx" not in small_share
-    assert "Seq Scan on memory_search_docs" not in small_share  # the user's vectors, by index
-    assert len(await pg_memory.search(crowded, "note 7", limit=5)) == 5
+    for exact in (below_threshold, small_share):
+        assert "_embedding_idx" not in exact
+        assert "Seq Scan on memory_search_docs" not in exact  # the user's vectors by index
+    for user in (user_id, crowded):
+        hits = await pg_memory.search(user, "note 7", limit=5)
+        assert len(hits) == 5
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
 async def test_each_users_search_row_count_follows_writes_and_deletes(
