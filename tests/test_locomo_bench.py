@@ -88,3 +88,30 @@ def test_a_turn_becomes_a_note_with_its_date_speaker_and_caption() -> None:
     assert note.session_id == "c/session-2"
     assert note.occurred_at is not None
     assert note.occurred_at.isoformat() == "2023-06-20T18:00:00+00:00"
+
+
+def test_one_user_mode_asks_every_question_against_all_conversations(
+    pg_settings: MemorySettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    turns, questions = _write(tmp_path)
+    # A second conversation with the same dia_ids (as LoCoMo's have), about other things.
+    other = [
+        {**json.loads(line), "conv_id": "other", "text": f"My cat knocked over plant number {i}."}
+        for i, line in enumerate(turns.read_text().splitlines())
+    ]
+    with turns.open("a") as f:
+        f.writelines(json.dumps(row) + "\n" for row in other)
+    out = tmp_path / "pred.jsonl"
+    assert pg_settings.database_url is not None
+    monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
+
+    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
+                        "--scorer", str(_scorer(tmp_path)), "--one-user"]) == 0  # fmt: skip
+
+    predictions = [json.loads(line) for line in out.read_text().splitlines()]
+    for p in predictions:  # all ten turns, the question's own by their dia_id, the others' qualified
+        assert sorted(p["retrieved"]) == sorted([t[0] for t in TURNS] + [f"other|{t[0]}" for t in TURNS])
+    printed = capfd.readouterr().out
+    for qid, *_ in QUESTIONS:
+        assert f"{qid} R@1 1.0" in printed
+    assert "one user holding every conversation" in printed
