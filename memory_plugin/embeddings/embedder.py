@@ -73,7 +73,7 @@ class MemoryEmbedder:
                     f"{self.name} returned {len(vector)}-dimensional embeddings; the memory stores"
                     f" {EMBEDDING_DIMENSIONS} (for OpenAI set the `dimensions` setting to {EMBEDDING_DIMENSIONS})"
                 )
-            out.append(tuple(float(x) for x in vector))
+            out.append(tuple(map(float, vector)))
         return out
 
     async def embed_documents(self, texts: Sequence[str]) -> list[tuple[float, ...]]:

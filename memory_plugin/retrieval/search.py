@@ -14,21 +14,29 @@ Speaker, date, time, importance, confidence and recency are computed as in SQL.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
+from ..quality.semantic import cosine_similarity
 from ..store.records import MemoryRecord
 from ..text import normalize_key
 from .query import QueryAnalysis
 from .scored import ScoreComponents, ScoredMemory
 from .weights import SearchWeights
 
-__all__ = ["BacklogItem", "EmbeddingUpdate", "SearchQuery", "record_from_json", "score_in_python", "search_params"]
+__all__ = [
+    "BacklogItem",
+    "EmbeddingUpdate",
+    "SearchQuery",
+    "StoredVector",
+    "record_from_json",
+    "score_in_python",
+    "search_params",
+]
 
 _WORD = re.compile(r"[\w']+")
 _STOP_WORDS = (
@@ -92,8 +100,8 @@ def vector_literal(values: Sequence[float]) -> str:
 
 
 def search_params(user_id: UUID, query: SearchQuery) -> dict[str, Any]:
-    """`public.memory_search`'s named arguments for `query`, as JSON values (PostgREST's RPC body; the
-    Postgres store passes the same values positionally)."""
+    """`public.memory_search`'s named arguments for `query`, as JSON values: PostgREST's RPC body, and the
+    Postgres store's named arguments (with casts)."""
     w = query.weights
     params: dict[str, Any] = {
         "p_user_id": str(user_id),
@@ -142,12 +150,6 @@ def _words(text: str) -> set[str]:
     return {w[:5] for w in _WORD.findall(normalize_key(text)) if w not in _STOP and len(w) > 1}
 
 
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
-
-
 def _date_score(occurred: datetime | None, analysis: QueryAnalysis, slack_days: float) -> float:
     if occurred is None:
         return 0.0
@@ -164,13 +166,24 @@ def _names_speaker(question: str, speaker: str) -> bool:
     return re.search(rf"\b{re.escape(speaker)}\b", question) is not None
 
 
+class StoredVector(NamedTuple):
+    """A fact's embedding as a store keeps it (`public.memory_search_docs`: the vector beside its text)."""
+
+    model: str
+    """The embedding model."""
+    vector: tuple[float, ...]
+    """The embedding."""
+    text: str
+    """The text it was computed from (a vector of an older text is never compared)."""
+
+
 def score_in_python(
     records: Sequence[MemoryRecord],
     query: SearchQuery,
-    embeddings: Mapping[UUID, tuple[str, tuple[float, ...]]] | None = None,
+    embeddings: Mapping[UUID, StoredVector] | None = None,
 ) -> list[ScoredMemory]:
-    """Rank `records` (one user's rows, in insertion order) for `query`; `embeddings` maps a row id to
-    (model, vector). Only valid, unexpired facts are returned; see the module docstring for the signals."""
+    """Rank `records` (one user's rows, in insertion order) for `query`; `embeddings` maps a row id to its
+    vector. Only valid, unexpired facts are returned; see the module docstring for the signals."""
     now = query.now or datetime.now(UTC)
     w = query.weights
     embeddings = embeddings or {}
@@ -182,9 +195,9 @@ def score_in_python(
         if record is None or query.embedding is None:
             return 0.0
         stored = embeddings.get(record.id)
-        if stored is None or stored[0] != query.model:
+        if stored is None or stored.model != query.model or stored.text != record.content:
             return 0.0
-        return _cosine(query.embedding, stored[1])
+        return cosine_similarity(query.embedding, stored.vector)
 
     previous: dict[UUID, MemoryRecord] = {}
     following: dict[UUID, MemoryRecord] = {}

@@ -18,7 +18,7 @@ from ..quality.matching import is_near_duplicate, trigram_similarity
 from ..quality.semantic import cosine_similarity
 from ..ranking import fact_score
 from ..retrieval.scored import ScoredMemory
-from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
+from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, StoredVector, score_in_python
 from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
 from .records import MemoryItem, MemoryKind, MemoryRecord, is_single_valued
 
@@ -35,7 +35,7 @@ class InMemoryStore:
         self._rows: dict[UUID, dict[str, MemoryRecord]] = {}
         self._applied_writes: dict[UUID, list[UUID]] = {}  # as public.memory_applied_writes (record_ids)
         # As public.memory_search_docs: row id -> (model, vector, the text it was computed from).
-        self._embeddings: dict[UUID, tuple[str, tuple[float, ...], str]] = {}
+        self._embeddings: dict[UUID, StoredVector] = {}
         self._lock = asyncio.Lock()
 
     @property
@@ -91,7 +91,7 @@ class InMemoryStore:
                     and item.embedding_model is not None
                     and record.content == item.content
                 ):
-                    self._embeddings[record.id] = (item.embedding_model, item.embedding, record.content)
+                    self._embeddings[record.id] = StoredVector(item.embedding_model, item.embedding, record.content)
                 if item.replaces is not None and item.replaces != record.id:
                     replacing.append((item.replaces, record))
             written_ids = {r.id for r in written}
@@ -141,8 +141,7 @@ class InMemoryStore:
             stored = self._embeddings.get(r.id)
             if (
                 stored is None
-                or stored[0] != item.embedding_model
-                or stored[2] != r.content  # a vector of an older text (the SQL drops those)
+                or not _has_vector(stored, item.embedding_model, r.content)
                 or r.kind != "fact"
                 or r.category != item.category
                 or r.match_guard != item.match_guard
@@ -150,7 +149,7 @@ class InMemoryStore:
                 or not r.is_current(now)
             ):
                 continue
-            similarity = cosine_similarity(stored[1], item.embedding)
+            similarity = cosine_similarity(stored.vector, item.embedding)
             if similarity >= threshold:
                 key = (-similarity, -r.last_reinforced_at.timestamp(), str(r.id))
                 if best is None or key < best[:3]:
@@ -315,9 +314,7 @@ class InMemoryStore:
     async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
         """The ranking of `public.memory_search` with simpler text signals (see `retrieval/search.py`), over
         every fact of the user: fine for tests and small users, linear in the history."""
-        rows = list(self._rows.get(user_id, {}).values())
-        vectors = {rid: (model, vector) for rid, (model, vector, _) in self._embeddings.items()}
-        return score_in_python(rows, query, vectors)
+        return score_in_python(list(self._rows.get(user_id, {}).values()), query, self._embeddings)
 
     async def set_embeddings(self, user_id: UUID, model: str, items: Sequence[EmbeddingUpdate]) -> int:
         """Vectors by content_hash, ignoring one computed from a text the fact no longer has."""
@@ -327,7 +324,7 @@ class InMemoryStore:
             for item in items:
                 record = rows.get(item.content_hash)
                 if record is not None and record.kind == "fact" and record.content == item.content:
-                    self._embeddings[record.id] = (model, item.embedding, record.content)
+                    self._embeddings[record.id] = StoredVector(model, item.embedding, record.content)
                     stored += 1
             return stored
 
@@ -336,7 +333,7 @@ class InMemoryStore:
         backlog = [
             BacklogItem(r.id, r.content_hash, r.content)
             for r in self._rows.get(user_id, {}).values()
-            if r.kind == "fact" and self._embeddings.get(r.id, ("",))[0] != model
+            if r.kind == "fact" and not _has_vector(self._embeddings.get(r.id), model, r.content)
         ]
         return backlog[:limit]
 
@@ -383,3 +380,9 @@ def _fold(target: str, group: Sequence[MemoryItem]) -> MemoryItem:
         expires_at=None if any(e is None for e in expiries) else max(e for e in expiries if e is not None),
         replaces=next((i.replaces for i in group if i.replaces is not None), None),
     )
+
+
+def _has_vector(stored: StoredVector | None, model: str, content: str) -> bool:
+    """Whether `stored` is a vector of `model` computed from `content` (a vector of an older text does not
+    count: the SQL drops it when the text changes)."""
+    return stored is not None and stored.model == model and stored.text == content

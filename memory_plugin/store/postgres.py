@@ -14,6 +14,7 @@ through `MemoryAdmin` instead.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -44,12 +45,14 @@ UPSERT_ITEMS_SQL = "select * from public.memory_upsert_items(%s, %s::jsonb, %s::
 UPSERT_EMBEDDED_SQL = (
     "select * from public.memory_upsert_embedded(%s, %s::jsonb, %s::real, %s::uuid, %s::real, %s, %s::real)"
 )
-SEARCH_SQL = (
-    "select * from public.memory_search(%s, %s, %s::extensions.vector, %s, %s, %s,"
-    " %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real, %s::real,"
-    " %s::real, %s::timestamptz[], %s::timestamptz[], %s::integer[], %s, %s::real, %s, %s,"
-    " coalesce(%s::timestamptz, now()))"
-)
+# The casts that resolve `memory_search`'s arguments (psycopg sends a Python float as float8, which does not
+# match a `real` parameter by itself); every argument not listed here is `real`.
+_SEARCH_CASTS = {
+    "p_user_id": "uuid", "p_query": "text", "p_embedding": "extensions.vector", "p_model": "text",
+    "p_limit": "integer", "p_candidates": "integer", "p_date_from": "timestamptz[]", "p_date_to": "timestamptz[]",
+    "p_months": "integer[]", "p_asks_when": "boolean", "p_exact_scan_below": "integer",
+    "p_text_scan_limit": "integer", "p_now": "timestamptz",
+}  # fmt: skip
 SET_EMBEDDINGS_SQL = "select public.memory_set_embeddings(%s, %s, %s::jsonb) as stored"
 EMBEDDING_BACKLOG_SQL = "select * from public.memory_embedding_backlog(%s, %s, %s)"
 CONTEXT_SQL = (
@@ -233,18 +236,10 @@ class PostgresStore:
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
-        """One call to `public.memory_search` (hybrid ranking, see the migration)."""
-        p = search_params(user_id, query)
-        params = (
-            user_id, p["p_query"], p["p_embedding"], p["p_model"], p["p_limit"], p["p_candidates"],
-            p["p_weight_text"], p["p_weight_vector"], p["p_weight_neighbour"], p["p_weight_trigram"],
-            p["p_weight_speaker"], p["p_weight_date"], p["p_weight_time"], p["p_weight_importance"],
-            p["p_weight_confidence"], p["p_weight_recency"], p["p_recency_window_days"],
-            [w.start for w in query.analysis.windows], [w.end for w in query.analysis.windows],
-            list(query.analysis.months), p["p_asks_when"], p["p_date_slack_days"], p["p_exact_scan_below"],
-            p["p_text_scan_limit"], query.now,
-        )  # fmt: skip
-        rows = await self._fetch(user_id, SEARCH_SQL, params)
+        """One call to `public.memory_search` (hybrid ranking, see the migration), with the same named
+        arguments the Supabase store sends (`search_params`)."""
+        params = search_params(user_id, query)
+        rows = await self._fetch(user_id, _search_sql(tuple(params)), tuple(params.values()))
         return [
             ScoredMemory(record_from_json(r["memory"]), float(r["score"]), ScoreComponents.from_row(r)) for r in rows
         ]
@@ -281,3 +276,11 @@ class PostgresStore:
     async def close(self) -> None:
         """Close the pool."""
         await self._pool.close()
+
+
+@functools.cache
+def _search_sql(names: tuple[str, ...]) -> str:
+    """`memory_search` called with `names` as named arguments (positional placeholders: the RLS prelude
+    shares the message)."""
+    args = ", ".join(f"{name} => %s::{_SEARCH_CASTS.get(name, 'real')}" for name in names)
+    return f"select * from public.memory_search({args})"

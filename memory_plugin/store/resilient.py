@@ -257,7 +257,7 @@ class ResilientStore:
             await self._ensure_primary()
         if self._primary is None:
             if self.require_primary:
-                raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+                raise self._unavailable()
             logger.warning(
                 "%s starting in fallback mode: long-term reads come from the cache, writes go to %s and are"
                 " replayed when the database answers",
@@ -351,7 +351,7 @@ class ResilientStore:
                 self._succeeded()
                 return records
         elif self.require_primary:
-            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+            raise self._unavailable()
         # Items without a time would get the replay's time: stamp them with the time they were written.
         now = datetime.now(UTC)
         items = [item if item.occurred_at else dataclasses.replace(item, occurred_at=now) for item in items]
@@ -379,24 +379,16 @@ class ResilientStore:
     async def read_context(self, user_id: UUID, query: ContextQuery) -> ContextRead:
         """The user's context from the primary, else (unreachable) the last one read, else nothing, saying
         which. Raises only with `require_primary`, or for errors other than unavailability."""
-        primary = self._primary
-        if primary is not None:
-            try:
-                records = await primary.context(user_id, query)
-            except StoreUnavailableError as exc:
-                self._failed("reading the context", exc)
-                if self.require_primary:
-                    raise
-            else:
-                self._succeeded()
-                now = datetime.now(UTC)
-                if query.max_facts > 0:
-                    self._remember(user_id, records, now)
-                else:  # a read that skipped the ranked facts keeps the cached ones
-                    self._remember(user_id, records + self._cached_ranked_facts(user_id), now)
-                return ContextRead(records, "primary", now)
-        elif self.require_primary:
-            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+        try:
+            records = await self._call("reading the context", lambda p: p.context(user_id, query))
+        except StoreUnavailableError:
+            if self.require_primary:
+                raise
+        else:
+            now = datetime.now(UTC)
+            # A read that skipped the ranked facts (a query-aware context) keeps the cached ones.
+            self._remember(user_id, records, now, keep_ranked_facts=query.max_facts == 0)
+            return ContextRead(records, "primary", now)
         self.fallback_reads += 1
         cached = self._cache.get(user_id)
         if cached is None:
@@ -414,16 +406,12 @@ class ResilientStore:
             kept = [r for r in cached[0] if not _is_ranked_fact(r) and r.id not in shown]
             self._cache[user_id] = (kept + list(facts), cached[1])
 
-    def _cached_ranked_facts(self, user_id: UUID) -> list[MemoryRecord]:
-        cached = self._cache.get(user_id)
-        return [] if cached is None else [r for r in cached[0] if _is_ranked_fact(r)]
-
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         """`read_context`'s records; a cached copy while the primary is unreachable (use `read_context` to
         know), `StoreUnavailableError` when there is none."""
         read = await self.read_context(user_id, query)
         if read.source == "unavailable":
-            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+            raise self._unavailable()
         return read.records
 
     async def list_records(
@@ -449,22 +437,14 @@ class ResilientStore:
         """The primary's hybrid search; while it is unreachable, the same ranking in Python (text, vectors
         absent) over the user's cached context (its facts only: a partial answer, never "nothing known"
         unless nothing is cached). Raises with `require_primary`, or when nothing is cached."""
-        primary = self._primary
-        if primary is not None:
-            try:
-                hits = await primary.search(user_id, query)
-            except StoreUnavailableError as exc:
-                self._failed("searching memory", exc)
-                if self.require_primary:
-                    raise
-            else:
-                self._succeeded()
-                return hits
-        elif self.require_primary:
-            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+        try:
+            return await self._call("searching memory", lambda p: p.search(user_id, query))
+        except StoreUnavailableError:
+            if self.require_primary:
+                raise
         cached = self._cache.get(user_id)
         if cached is None:
-            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+            raise self._unavailable()
         self.fallback_reads += 1
         return score_in_python(cached[0], query)
 
@@ -671,10 +651,15 @@ class ResilientStore:
             return True
 
     # --- helpers -----------------------------------------------------------------------------------------------------
+    def _unavailable(self) -> StoreUnavailableError:
+        return StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+
     async def _call(self, doing: str, operation: Callable[[LongTermStore], Awaitable[_T]]) -> _T:
+        """`operation` on the primary, recording the outcome; raises `StoreUnavailableError` while there is
+        no primary or it is unreachable."""
         primary = self._primary
         if primary is None:
-            raise StoreUnavailableError(self._last_error or "the long-term store is unreachable")
+            raise self._unavailable()
         try:
             result = await operation(primary)
         except StoreUnavailableError as exc:
@@ -683,10 +668,14 @@ class ResilientStore:
         self._succeeded()
         return result
 
-    def _remember(self, user_id: UUID, records: list[MemoryRecord], at: datetime) -> None:
+    def _remember(
+        self, user_id: UUID, records: list[MemoryRecord], at: datetime, *, keep_ranked_facts: bool = False
+    ) -> None:
         if self._cache_size <= 0:
             return
-        self._cache[user_id] = (list(records), at)
+        cached = self._cache.get(user_id)
+        kept = [r for r in cached[0] if _is_ranked_fact(r)] if keep_ranked_facts and cached is not None else []
+        self._cache[user_id] = (list(records) + kept, at)
         self._cache.move_to_end(user_id)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
