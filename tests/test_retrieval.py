@@ -4,6 +4,7 @@ question, on every backend (`any_memory`: Postgres, in-memory, Supabase API), wi
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
@@ -57,6 +58,29 @@ async def test_an_exact_keyword_match_beats_a_vague_semantic_one(any_memory: Mem
         "Likes strong, lightweight metals for aircraft parts",
     ]
     assert hits[0].components.text == 1.0
+
+
+async def test_the_text_score_is_bm25_of_every_question_word(pg_memory: MemoryManager, user_id: UUID) -> None:
+    # BM25 as memory_search computes it: idf = ln(1 + text_scan_limit / df), tf weight = tf * 2.2 / (tf + 1.2),
+    # normalised by the best candidate. A question word that no fact holds ("zebra") adds nothing and breaks
+    # nothing.
+    await pg_memory.remember(user_id, "copper wire, copper coil")  # copper twice: the best
+    await pg_memory.remember(user_id, "copper pipe")
+    await pg_memory.remember(user_id, "steel pipe fitting")  # fitting: rarer than copper
+    await pg_memory.remember(user_id, "steel pipe")
+
+    hits = await pg_memory.search(user_id, "copper fitting zebra", limit=4)
+
+    def idf(df: int) -> float:
+        return math.log(1 + pg_memory.settings.search_text_scan_limit / df)
+
+    best = idf(2) * 2 * 2.2 / 3.2
+    assert {h.memory.content: h.components.text for h in hits} == {
+        "copper wire, copper coil": pytest.approx(1.0),
+        "steel pipe fitting": pytest.approx(idf(1) / best),
+        "copper pipe": pytest.approx(idf(2) / best),
+        "steel pipe": 0,
+    }
 
 
 async def test_an_expired_fact_never_appears(any_memory: MemoryManager, user_id: UUID) -> None:

@@ -17,8 +17,9 @@
 -- that would find v_vk of them. Every row above chooses the faster side. The user's count comes from
 -- memory_search_counts (below: kept by row triggers, one row per user, every embedding model counted);
 -- the partition's size from the planner's statistics. And the function no longer lets the planner pick a
--- sequential scan (`set enable_seqscan = off`, why at the setting). Same signature and grants; the text
--- channel and the ranking are unchanged.
+-- sequential scan (`set enable_seqscan = off`, why at the setting). Same signature and grants; the ranking
+-- is unchanged, and the text channel's BM25 is computed in float8 instead of numeric, without Memoize (same
+-- scores; the BM25 statement at 100k facts 2.1 -> 1.35 ms).
 --
 -- Raw SQL as the user, 100 questions interleaved with the previous version in one run (the covering index
 -- below in place for both), p50 / p95 ms, lab data where the crowded users' facts were written after the
@@ -159,6 +160,10 @@ create or replace function public.memory_search(
     -- partition known, chose a sequential scan of the whole partition at a 20 % share (7 ms for 3,000
     -- vectors, 1.4 ms by the (user_id, embedding_model) index), a cost that grows with other users' rows.
     set enable_seqscan = off
+    -- The planner put a Memoize node over each word's postings in the BM25 statement, keyed by the word's
+    -- whole posting arrays: hashed once per word and never hit (each word is read once). Without it the
+    -- statement takes 1.35 instead of 1.5 ms at 100k facts; no other statement here used one.
+    set enable_memoize = off
 as $$
 declare
     v_k integer := greatest(p_candidates, p_limit);
@@ -218,11 +223,14 @@ begin
     -- in for the collection size, which keeps it monotone in df without counting the user's facts. Each
     -- word's postings and document frequency come from one read, then one aggregate per fact; the same
     -- statement picks the candidates (the text channel's top v_k, the vector channel's, the dated ones) and
-    -- gives each its BM25, so the ranking below joins nothing to find it.
+    -- gives each its BM25, so the ranking below joins nothing to find it. The arithmetic is float8 throughout
+    -- (each word's idf once): `tf * 2.2` with a numeric literal made every posting's weight and the sum
+    -- numeric, 3.5 ms against 1.4 for 1,200 postings of a 100k-fact user (the scan itself: 0.5 ms).
     with bm25 as materialized (
-        select p.memory_id, sum(ln(1 + p_text_scan_limit::float8 / a.df) * p.tf * 2.2 / (p.tf + 1.2)) as rank
+        select p.memory_id, sum(a.idf * p.tf * 2.2::float8 / (p.tf + 1.2::float8)) as rank
           from unnest(v_terms) as t(lexeme),
-               lateral (select array_agg(s.memory_id) as ids, array_agg(s.tf) as tfs, count(*) as df
+               lateral (select array_agg(s.memory_id) as ids, array_agg(s.tf) as tfs,
+                               ln(1 + p_text_scan_limit::float8 / nullif(count(*), 0)) as idf
                           from (select s.memory_id, s.tf from public.memory_search_terms s
                                  where s.user_id = p_user_id and s.lexeme = t.lexeme
                                  limit p_text_scan_limit) as s) as a,
