@@ -25,9 +25,9 @@ import re
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import psycopg
 from pydantic import SecretStr
@@ -196,14 +196,18 @@ def _plans(url: str, user: uuid.UUID, vector: tuple[float, ...], question: str) 
     return vec_plan, txt_plan
 
 
-async def _time(calls: int, op: Any) -> list[float]:
+Op = Callable[[int], Awaitable[object]]
+K = TypeVar("K")
+
+
+async def _time(calls: int, op: Op) -> list[float]:
     return (await _time_each(calls, {"": op}))[""]
 
 
-async def _time_each(calls: int, ops: dict[Any, Any]) -> dict[Any, list[float]]:
+async def _time_each(calls: int, ops: Mapping[K, Op]) -> dict[K, list[float]]:
     """Milliseconds of each of `ops`, called in turn (`calls` rounds after 10 of warm-up), so that every one of
     them meets the same background load of this shared machine: their ratios are measured side by side."""
-    out: dict[Any, list[float]] = {key: [] for key in ops}
+    out: dict[K, list[float]] = {key: [] for key in ops}
     for i in range(calls + 10):
         for key, op in ops.items():
             t0 = time.perf_counter()
