@@ -31,11 +31,11 @@ import numpy as np
 import psycopg
 
 from bench.locomo import turn_note
+from memory_plugin.database import EmbeddedPostgres
+from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import local_embedder
 from memory_plugin.retrieval import SearchWeights, analyze_query
 from memory_plugin.retrieval.search import TIME_EXPRESSION
-from memory_plugin.store import EmbeddedPostgres
-from memory_plugin.store.migrations import migrate
 from memory_plugin.text import normalize_key
 
 __all__ = ["main"]

@@ -54,12 +54,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 
 from memory_plugin import MemoryManager, MemorySettings, Message
+from memory_plugin.database import EmbeddedPostgres
+from memory_plugin.database.migrations import migrate
 from memory_plugin.dates import resolve_relative_dates
 from memory_plugin.extraction import LLMExtractor
 from memory_plugin.models import FactCategory
 from memory_plugin.privacy import sanitize_fact_text
-from memory_plugin.store import EmbeddedPostgres
-from memory_plugin.store.migrations import migrate
 from memory_plugin.text import normalize_key
 
 if TYPE_CHECKING:

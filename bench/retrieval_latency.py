@@ -36,10 +36,10 @@ from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSet
 from pydantic_ai.embeddings.result import EmbedInputType
 
 from memory_plugin import MemoryManager, MemorySettings
+from memory_plugin.database import EmbeddedPostgres
+from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder, local_available, local_embedder
 from memory_plugin.remember import Note
-from memory_plugin.store import EmbeddedPostgres
-from memory_plugin.store.migrations import migrate
 
 __all__ = ["main"]
 

@@ -43,9 +43,9 @@ from memory_plugin import (
     ResilientStore,
     SessionStore,
 )
+from memory_plugin.database import EmbeddedPostgres
+from memory_plugin.database.migrations import migrate
 from memory_plugin.quality import DecayPolicy
-from memory_plugin.store import EmbeddedPostgres
-from memory_plugin.store.migrations import migrate
 from memory_plugin.text import normalize_key
 
 __all__ = [

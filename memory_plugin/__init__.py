@@ -29,18 +29,12 @@ from .models import (
     ShortTermMemory,
     UserPreferences,
 )
+from .outage import BackendStatus, ResilientStore
 from .quality import WriteOutcome
+from .rows import MemoryRecord
 from .session import SessionStore
 from .settings import MemorySettings
-from .store import (
-    BackendStatus,
-    InMemoryStore,
-    LongTermStore,
-    MemoryRecord,
-    PostgresStore,
-    ResilientStore,
-    SupabaseStore,
-)
+from .store import InMemoryStore, LongTermStore, PostgresStore, SupabaseStore
 from .tools import memory_toolset
 
 __all__ = [

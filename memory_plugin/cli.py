@@ -38,14 +38,15 @@ from agents.fact_extractor import build_fact_extractor
 from agents.models import resolve_agent_model
 from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 
+from .database import EmbeddedPostgres
+from .database.admin import ArchiveReport, MemoryAdmin
+from .database.migrations import migrate
 from .errors import MemoryPluginError
 from .manager import MemoryManager
+from .outage.resilient import BackendStatus
 from .quality.decay import DecayPolicy
+from .rows import MemoryRecord
 from .settings import MemorySettings
-from .store import EmbeddedPostgres, MemoryRecord
-from .store.admin import ArchiveReport, MemoryAdmin
-from .store.migrations import migrate
-from .store.resilient import BackendStatus
 
 __all__ = ["DEMO_USER_ID", "app"]
 

@@ -22,10 +22,10 @@ from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
-import psycopg
-from psycopg_pool import PoolTimeout
 from pydantic import ValidationError
 
+from .conversions import fact_from_record, long_term_from_records
+from .database.connector import DatabaseConnector
 from .dates import resolve_relative_dates
 from .embeddings import MemoryEmbedder, default_embedder
 from .errors import (
@@ -50,20 +50,19 @@ from .models import (
     ShortTermMemory,
     UserPreferences,
 )
+from .outage.journal import WriteJournal
+from .outage.resilient import BackendStatus, ContextRead, ResilientStore, plain_status
 from .privacy import sanitize_fact_text, sanitize_item_text
 from .quality import DecayPolicy, WriteOutcome, fold_near_duplicates, fold_semantic_duplicates
 from .quality.slots import keep_latest_per_slot
 from .ranking import RankingWeights
 from .remember import Note, note_item
 from .retrieval import ScoredMemory, SearchQuery, SearchWeights, analyze_query
+from .rows import MemoryItem, MemoryRecord
 from .session import Clock, SessionStore
 from .settings import MemorySettings
-from .store import ContextQuery, EmbeddedPostgres, LongTermStore, MemoryRecord, PostgresStore
-from .store.admin import MemoryAdmin
-from .store.journal import WriteJournal, database_identity
-from .store.migrations import migrate
-from .store.records import MemoryItem, items_from_update, long_term_from_records
-from .store.resilient import BackendStatus, ContextRead, ResilientStore, plain_status
+from .store import ContextQuery, LongTermStore
+from .write.items import items_from_update
 
 __all__ = ["MemoryManager", "MemoryStats"]
 
@@ -164,56 +163,6 @@ def _check_text(value: str, what: str, limit: int) -> str:
     return value
 
 
-class _DatabaseConnector:
-    """Creates the manager's database store: starts the embedded server when no URL is set, connects,
-    migrates. `ResilientStore` calls it again in the background until it succeeds."""
-
-    def __init__(self, settings: MemorySettings) -> None:
-        self.settings = settings
-        self.url = settings.database_url.get_secret_value() if settings.database_url is not None else None
-        self._embedded: EmbeddedPostgres | None = None
-        # `identity` names the database the journal belongs to, known before connecting (see `journal_path`).
-        if self.url is not None:
-            self.identity = database_identity(self.url)
-        else:
-            self._embedded = EmbeddedPostgres.from_settings(settings)
-            self.identity = f"embedded:{self._embedded.pgdata.resolve()}/{self._embedded.database}"
-
-    async def __call__(self) -> PostgresStore:
-        s = self.settings
-        url = self.url
-        if self._embedded is not None:
-            try:
-                url = await asyncio.to_thread(self._embedded.start)
-            except Exception as exc:  # whatever stops the server from starting, memory falls back
-                raise StoreUnavailableError(f"cannot start the embedded PostgreSQL: {exc}") from exc
-            logger.info("%s embedded PostgreSQL ready at %s", LOG_PREFIX, url)
-            self.url = url
-        assert url is not None
-        store = await PostgresStore.connect(
-            url, min_size=s.pool_min_size, max_size=s.pool_max_size, connect_timeout=s.connect_timeout_seconds
-        )
-        if s.auto_migrate:
-            try:
-                if s.admin_database_url is not None:
-                    # The service path: the application's own role may (and in production should) be unable
-                    # to change the schema.
-                    async with await MemoryAdmin.connect(
-                        s.admin_database_url.get_secret_value(), connect_timeout=s.connect_timeout_seconds
-                    ) as admin:
-                        await admin.migrate()
-                else:
-                    async with store.pool.connection() as conn:
-                        await migrate(conn)
-            except (PoolTimeout, psycopg.OperationalError) as exc:
-                await store.close()
-                raise StoreUnavailableError(f"cannot migrate the database: {exc}") from exc
-            except BaseException:
-                await store.close()
-                raise
-        return store
-
-
 class MemoryManager:
     """Short-term sessions and long-term user memory for agents.
 
@@ -256,7 +205,7 @@ class MemoryManager:
         self._cursors = ExtractionCursors(settings.max_sessions)
         self._sweeper: asyncio.Task[None] | None = None
         self._last_store_warning: float | None = None
-        self._connector: _DatabaseConnector | None = None
+        self._connector: DatabaseConnector | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------------
     @classmethod
@@ -278,9 +227,9 @@ class MemoryManager:
         unless `require_pg_memory`, which raises `StoreUnavailableError` instead.
         """
         settings = settings or MemorySettings()
-        connector: _DatabaseConnector | None = None
+        connector: DatabaseConnector | None = None
         if store is None:
-            connector = _DatabaseConnector(settings)
+            connector = DatabaseConnector(settings)
             if settings.resilient_store:
                 store = ResilientStore(
                     None,
@@ -443,7 +392,7 @@ class MemoryManager:
             self._report_store_failure("searching the context's facts", exc)
             # The facts ranked without the query (read now: the first read skipped them).
             return await self._read_context(session_id, uid, short)
-        chosen = [h.memory.to_fact() for h in hits]
+        chosen = [fact_from_record(h.memory) for h in hits]
         ids = {f.id for f in chosen}
         # Rejections ("don't suggest X") reach the prompt whatever the message (seed 002); the read returns
         # them whether or not it ranks facts.
@@ -583,7 +532,7 @@ class MemoryManager:
         records = await self.store.fact_history(
             _parse_user_id(user_id), at=at, include_invalid=include_invalid, limit=limit
         )
-        return [r.to_fact() for r in records]
+        return [fact_from_record(r) for r in records]
 
     def _admit_fact(self, fact: MemorizedFact, user_id: UUID) -> MemorizedFact | None:
         """Validate and clean one fact for storage; None when it must not be stored (below threshold, or
@@ -830,7 +779,7 @@ class MemoryManager:
                 raise
             self._report_store_failure("reading candidate facts for extraction", exc)
             return []
-        return [r.to_fact() for r in records if r.kind == "fact"]
+        return [fact_from_record(r) for r in records if r.kind == "fact"]
 
     # --- remember and search (query-aware retrieval) -------------------------------------------------------
     async def _embed_items(self, items: list[MemoryItem]) -> list[MemoryItem]:
@@ -995,11 +944,11 @@ def _outcome(items: Sequence[MemoryItem], records: Sequence[MemoryRecord], folde
     redirected = sum(1 for i in items if i.kind == "fact" and i.content_hash not in landed)
     inserted = sum(1 for r in current if r.relevance_count == 0)
     return WriteOutcome(
-        stored=[r.to_fact() for r in current],
+        stored=[fact_from_record(r) for r in current],
         inserted=inserted,
         reinforced=len(current) - inserted,
         near_duplicates=folded + redirected,
-        superseded=[r.to_fact() for r in facts if r.invalid_at is not None],
+        superseded=[fact_from_record(r) for r in facts if r.invalid_at is not None],
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .models import CleanText, FactCategory, FactSource
-from .store.records import MemoryItem
+from .rows import MemoryItem
 from .text import content_hash
 
 __all__ = ["Note", "note_item"]

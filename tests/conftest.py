@@ -17,8 +17,8 @@ import pytest_asyncio
 from postgrest_transport import supabase_store
 
 from memory_plugin import InMemoryStore, LongTermStore, MemoryManager, MemorySettings
-from memory_plugin.store import EmbeddedPostgres
-from memory_plugin.store.migrations import migrate
+from memory_plugin.database import EmbeddedPostgres
+from memory_plugin.database.migrations import migrate
 
 # Tests never reach the internet and never pick up a developer's real configuration.
 for _name in list(os.environ):

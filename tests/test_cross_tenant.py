@@ -20,7 +20,7 @@ import pytest
 from psycopg import sql
 
 from memory_plugin.models import MemorizedFact, ProjectRecord, UserPreferences
-from memory_plugin.store.records import items_from_update
+from memory_plugin.write.items import items_from_update
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from memory_plugin import MemorySettings
-from memory_plugin.store import EmbeddedPostgres
-from memory_plugin.store.embedded import SETTINGS_FILE, default_shared_buffers_mb
+from memory_plugin.database import EmbeddedPostgres
+from memory_plugin.database.embedded import SETTINGS_FILE, default_shared_buffers_mb
 
 
 def _shared_buffers_mb(url: str) -> int:

@@ -31,9 +31,10 @@ from memory_plugin import (
     MemoryUpdate,
     ResilientStore,
 )
-from memory_plugin.store import EmbeddedPostgres, WriteJournal
-from memory_plugin.store.journal import database_identity
-from memory_plugin.store.records import items_from_update
+from memory_plugin.database import EmbeddedPostgres
+from memory_plugin.outage import WriteJournal
+from memory_plugin.outage.journal import database_identity
+from memory_plugin.write.items import items_from_update
 
 ROOT = Path(__file__).resolve().parents[1]
 AdminConn = psycopg.Connection[tuple[Any, ...]]

@@ -34,7 +34,7 @@ from memory_plugin import (
     StoreError,
     UserPreferences,
 )
-from memory_plugin.store import EmbeddedPostgres
+from memory_plugin.database import EmbeddedPostgres
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
 FENCE_OPEN = re.compile(r'^<memory id="([0-9a-f]{8})">$')

@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 
 from memory_plugin import MemorizedFact, MemoryManager, MemorySettings, MemoryUpdate, Message
 from memory_plugin.cli import app
+from memory_plugin.database.admin import MemoryAdmin
 from memory_plugin.extraction import LLMExtractor
+from memory_plugin.outage.journal import JournalEntry
 from memory_plugin.quality import DecayPolicy, detect_slot, match_guard, match_key, trigram_similarity
 from memory_plugin.quality.matching import _float4, is_near_duplicate, keys_of, match_words, no_word_swapped
-from memory_plugin.store.admin import MemoryAdmin
-from memory_plugin.store.journal import JournalEntry
-from memory_plugin.store.records import items_from_update
+from memory_plugin.write.items import items_from_update
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
 THRESHOLD = MemorySettings().near_duplicate_threshold

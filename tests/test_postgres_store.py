@@ -19,13 +19,14 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from memory_plugin import MemorizedFact, MemoryManager, MemoryUpdate, PostgresStore, ProjectRecord, UserPreferences
+from memory_plugin.database.migrations import load_migrations, migrate
 from memory_plugin.errors import StoreError
+from memory_plugin.outage import ResilientStore
 from memory_plugin.quality import DecayPolicy
 from memory_plugin.ranking import RankingWeights, fact_score
-from memory_plugin.store import ContextQuery, ResilientStore
-from memory_plugin.store.migrations import load_migrations, migrate
+from memory_plugin.store import ContextQuery
 from memory_plugin.store.postgres import IDENTITY_PRELUDE_SQL
-from memory_plugin.store.records import items_from_update
+from memory_plugin.write.items import items_from_update
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
 

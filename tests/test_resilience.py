@@ -37,11 +37,13 @@ from memory_plugin import (
     UserPreferences,
 )
 from memory_plugin.cli import app
+from memory_plugin.outage import WriteJournal
+from memory_plugin.outage.journal import database_identity, journal_path
+from memory_plugin.outage.resilient import backoff_delay
 from memory_plugin.retrieval import ScoredMemory, SearchQuery
-from memory_plugin.store import ContextQuery, MemoryItem, MemoryRecord, WriteJournal
-from memory_plugin.store.journal import database_identity, journal_path
-from memory_plugin.store.records import MemoryKind, items_from_update
-from memory_plugin.store.resilient import backoff_delay
+from memory_plugin.rows import MemoryItem, MemoryKind, MemoryRecord
+from memory_plugin.store import ContextQuery
+from memory_plugin.write.items import items_from_update
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
 

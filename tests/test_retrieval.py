@@ -16,7 +16,8 @@ from memory_plugin import InvalidMemoryInputError, MemorizedFact, MemoryManager,
 from memory_plugin.remember import Note
 from memory_plugin.retrieval import ScoredMemory, SearchQuery
 from memory_plugin.retrieval.search import vector_literal
-from memory_plugin.store import ContextQuery, MemoryRecord
+from memory_plugin.rows import MemoryRecord
+from memory_plugin.store import ContextQuery
 from memory_plugin.store.postgres import IDENTITY_PRELUDE_SQL, user_claims
 
 Conn = psycopg.Connection[tuple[object, ...]]

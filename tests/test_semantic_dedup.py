@@ -168,7 +168,7 @@ async def test_a_threshold_above_one_turns_the_rule_off(any_memory: MemoryManage
 async def test_a_replayed_write_reinforces_once(pg_memory: MemoryManager, user_id: UUID) -> None:
     from uuid import uuid4
 
-    from memory_plugin.store.records import items_from_update
+    from memory_plugin.write.items import items_from_update
 
     memory = manager(pg_memory)
     await write(memory, user_id, fact("Le gusta el aluminio 7075"))

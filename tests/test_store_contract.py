@@ -18,7 +18,7 @@ from memory_plugin import (
 )
 from memory_plugin.quality import WriteOutcome
 from memory_plugin.ranking import RankingWeights, fact_score
-from memory_plugin.store.records import items_from_update
+from memory_plugin.write.items import items_from_update
 
 
 def fact(content: str, *, confidence: float = 0.8, category: str = "preference", **kw: Any) -> MemorizedFact:

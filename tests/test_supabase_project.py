@@ -21,9 +21,10 @@ from pydantic import SecretStr
 
 from memory_plugin import MemorizedFact, MemoryManager, MemorySettings, MemoryUpdate
 from memory_plugin.cli import DEMO_USER_ID
+from memory_plugin.database.admin import MemoryAdmin
 from memory_plugin.errors import StoreError
-from memory_plugin.store import PostgresStore, ResilientStore
-from memory_plugin.store.admin import MemoryAdmin
+from memory_plugin.outage import ResilientStore
+from memory_plugin.store import PostgresStore
 
 SUPABASE = Path(__file__).resolve().parents[1] / "supabase"
 AdminConn = psycopg.Connection[tuple[Any, ...]]

@@ -32,9 +32,11 @@ from memory_plugin import (
     StoreUnavailableError,
     SupabaseStore,
 )
+from memory_plugin.outage import ResilientStore
 from memory_plugin.quality import DecayPolicy
 from memory_plugin.ranking import RankingWeights
-from memory_plugin.store import ContextQuery, MemoryItem, ResilientStore
+from memory_plugin.rows import MemoryItem
+from memory_plugin.store import ContextQuery
 from memory_plugin.text import content_hash
 
 ROW_TIME = "2026-11-22T10:00:00.123456+00:00"

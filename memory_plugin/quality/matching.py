@@ -27,12 +27,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
+from ..rows import MemoryItem, merge_items
 from ..text import normalize_key
-
-if TYPE_CHECKING:
-    from ..store.records import MemoryItem
 
 __all__ = [
     "NEGATION_WORDS",
@@ -256,7 +253,6 @@ def fold_similar(
     never), keeping the earlier wording (`merge_items`). Items whose group is None are kept as they are.
     Returns the items left and how many were folded; a threshold above 1 folds nothing. Shared by the trigram
     and the embedding rules, which differ only in their groups and their similarity."""
-    from ..store.records import merge_items
 
     if threshold > 1:
         return list(items), 0

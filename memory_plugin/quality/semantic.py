@@ -28,12 +28,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from ..rows import MemoryItem
 from .matching import fold_similar
-
-if TYPE_CHECKING:
-    from ..store.records import MemoryItem
 
 __all__ = ["DEFAULT_EMBEDDING_THRESHOLD", "cosine_similarity", "fold_semantic_duplicates"]
 

@@ -29,12 +29,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from ..rows import MemoryItem
 from ..text import normalize_key
-
-if TYPE_CHECKING:
-    from ..store.records import MemoryItem
 
 __all__ = ["MATERIAL_NAMES", "detect_slot", "keep_latest_per_slot"]
 

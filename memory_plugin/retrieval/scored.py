@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..store.records import MemoryRecord
+from ..rows import MemoryRecord
 
 __all__ = ["ScoreComponents", "ScoredMemory"]
 

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from ..quality.semantic import cosine_similarity
-from ..store.records import MemoryRecord
+from ..rows import MemoryRecord
 from ..text import normalize_key
 from .query import QueryAnalysis
 from .scored import ScoreComponents, ScoredMemory
@@ -75,18 +75,6 @@ class SearchQuery:
     """Validity and recency are computed at this time (`now()` when None)."""
 
 
-_UUID_COLUMNS = ("id", "user_id", "superseded_by")
-_TIME_COLUMNS = (
-    "created_at",
-    "updated_at",
-    "last_reinforced_at",
-    "occurred_at",
-    "expires_at",
-    "invalid_at",
-    "archived_at",
-)
-
-
 @functools.cache
 def _vector_format(dimensions: int) -> str:
     return "[" + ",".join(["%.9g"] * dimensions) + "]"
@@ -136,14 +124,7 @@ def search_params(user_id: UUID, query: SearchQuery) -> dict[str, Any]:
 
 def record_from_json(row: Mapping[str, Any]) -> MemoryRecord:
     """A `user_memory` row as JSON (`to_jsonb`, PostgREST) as a `MemoryRecord`."""
-    fields_: dict[str, Any] = dict(row)
-    for column in _UUID_COLUMNS:
-        if isinstance(fields_.get(column), str):
-            fields_[column] = UUID(fields_[column])
-    for column in _TIME_COLUMNS:
-        if isinstance(fields_.get(column), str):
-            fields_[column] = datetime.fromisoformat(fields_[column])
-    return MemoryRecord.from_row(fields_)
+    return MemoryRecord.from_row(row)
 
 
 def _words(text: str) -> set[str]:

@@ -15,7 +15,7 @@ from uuid import UUID
 from ..quality.decay import DecayPolicy
 from ..quality.semantic import DEFAULT_EMBEDDING_THRESHOLD
 from ..ranking import RankingWeights
-from .records import MemoryItem, MemoryKind, MemoryRecord
+from ..rows import MemoryItem, MemoryKind, MemoryRecord
 
 if TYPE_CHECKING:
     from ..retrieval import BacklogItem, EmbeddingUpdate, ScoredMemory, SearchQuery

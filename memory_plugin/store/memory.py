@@ -19,8 +19,8 @@ from ..quality.semantic import cosine_similarity
 from ..ranking import fact_score
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, StoredVector, score_in_python
+from ..rows import MemoryItem, MemoryKind, MemoryRecord, is_single_valued
 from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
-from .records import MemoryItem, MemoryKind, MemoryRecord, is_single_valued
 
 __all__ = ["InMemoryStore"]
 

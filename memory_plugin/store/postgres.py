@@ -35,8 +35,8 @@ from ..retrieval.search import (
     record_from_json,
     search_params,
 )
+from ..rows import MemoryItem, MemoryKind, MemoryRecord
 from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
-from .records import MemoryItem, MemoryKind, MemoryRecord
 
 __all__ = ["PostgresStore"]
 

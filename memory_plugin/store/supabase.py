@@ -34,9 +34,9 @@ from ..retrieval.search import (
     record_from_json,
     search_params,
 )
+from ..rows import MemoryItem, MemoryKind, MemoryRecord
 from ..settings import MemorySettings
 from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
-from .records import MemoryItem, MemoryKind, MemoryRecord
 
 if TYPE_CHECKING:
     from postgrest import AsyncPostgrestClient

@@ -41,10 +41,10 @@ from ..errors import StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
+from ..rows import MemoryItem, MemoryKind, MemoryRecord
 from ..settings import MemorySettings
-from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery, LongTermStore
+from ..store.base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery, LongTermStore
 from .journal import JournalEntry, WriteJournal
-from .records import MemoryItem, MemoryKind, MemoryRecord
 
 __all__ = ["BackendStatus", "ContextRead", "PrimaryConnector", "ResilientStore", "backoff_delay", "plain_status"]
 

@@ -20,15 +20,13 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 from uuid import UUID, uuid4
 
 from psycopg.conninfo import conninfo_to_dict
 
 from ..quality.semantic import DEFAULT_EMBEDDING_THRESHOLD
-from .records import MemoryItem
+from ..rows import MemoryItem
 
 try:  # POSIX; elsewhere only the in-process lock protects the file
     import fcntl
@@ -95,36 +93,8 @@ class JournalEntry:
             reinforcement_step=float(raw["reinforcement_step"]),
             near_duplicate_threshold=float(raw.get("near_duplicate_threshold", 0.8)),
             embedding_threshold=float(raw.get("embedding_threshold", DEFAULT_EMBEDDING_THRESHOLD)),
-            items=tuple(_item_from_json(i) for i in raw["items"]),
+            items=tuple(MemoryItem.from_json(i) for i in raw["items"]),
         )
-
-
-def _item_from_json(raw: dict[str, Any]) -> MemoryItem:
-    occurred = raw.get("occurred_at")
-    expires = raw.get("expires_at")
-    replaces = raw.get("replaces")
-    return MemoryItem(
-        kind=raw["kind"],
-        category=raw["category"],
-        content=raw["content"],
-        content_hash=raw["content_hash"],
-        confidence=float(raw["confidence"]),
-        source=raw["source"],
-        importance=int(raw["importance"]),
-        source_message_ids=tuple(raw.get("source_message_ids") or ()),
-        session_id=raw.get("session_id"),
-        attributes=dict(raw.get("attributes") or {}),
-        occurred_at=datetime.fromisoformat(occurred) if occurred else None,
-        expires_at=datetime.fromisoformat(expires) if expires else None,
-        metadata=dict(raw.get("metadata") or {}),
-        slot=raw.get("slot"),
-        match_key=raw.get("match_key"),
-        match_guard=raw.get("match_guard"),
-        match_words=tuple(raw["match_words"]) if raw.get("match_words") is not None else None,
-        replaces=UUID(replaces) if replaces else None,
-        embedding=tuple(float(x) for x in raw["embedding"]) if raw.get("embedding") else None,
-        embedding_model=raw.get("embedding_model"),
-    )
 
 
 class WriteJournal:
