@@ -32,6 +32,8 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "memory_search_docs": {"memory_id": "{b_fact}", "content": "injected"},
     "memory_search_terms": {"memory_id": "{b_fact}", "lexeme": "injected", "tf": 1},
     "memory_search_counts": {"docs": 1},
+    "memory_slots": {"slots": '{"goal": [{"text": "injected"}]}'},
+    "memory_summaries": {"scope": "user", "version": 9, "content": "injected", "kind": "model"},
 }
 
 
@@ -159,6 +161,16 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
             "update public.memory_search_docs set embedding = %s::extensions.halfvec, embedding_model = 'test'"
             " where user_id = %s",
             (_VECTOR, user),
+        )
+        # Context memory: slots and a rolling summary, so the attacks on those tables have rows to reach.
+        admin_conn.execute(
+            "insert into public.memory_slots (user_id, slots) values (%s, %s::jsonb)",
+            (user, json.dumps({"preferences": [{"text": f"{name} prefiere titanio"}]})),
+        )
+        admin_conn.execute(
+            "insert into public.memory_summaries (user_id, scope, version, content, kind) values (%s, 'user', 1, %s,"
+            " 'model')",
+            (user, f"{name} pide bridas de titanio"),
         )
     return a, b
 

@@ -1,0 +1,288 @@
+"""Where slots and rolling summaries live: `ContextStore`, in RAM or in Postgres under row-level security.
+
+Postgres tables `memory_slots` and `memory_summaries` (supabase/migrations/…_context_memory.sql). Every
+statement runs as the user (role `authenticated` with the user's JWT claims, transaction-local, as
+PostgREST does), so RLS keeps users apart whatever this code does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Literal, Protocol
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
+from ..models import MemorizedFact, UserPreferences, utc_now
+from ..store.postgres import IDENTITY_PRELUDE_SQL, user_claims
+from .slots import SlotPatch, Slots, patch_from_facts
+
+__all__ = [
+    "SUMMARY_VERSIONS_KEPT",
+    "ContextStore",
+    "InMemoryContextStore",
+    "PostgresContextStore",
+    "SummaryKind",
+    "SummaryVersion",
+    "apply_facts_to_slots",
+    "session_scope",
+]
+
+SUMMARY_VERSIONS_KEPT = 3
+"""Versions of each rolling summary kept for rollback (the newest is the current one)."""
+SummaryKind = Literal["model", "extractive", "resync"]
+"""Who wrote a summary: the summarizer model, the offline extractive fallback, or a resync from facts."""
+USER_SCOPE = "user"
+
+
+def session_scope(session_id: str) -> str:
+    """The summary scope of one session (the user's own scope is `"user"`)."""
+    return f"session:{session_id}"
+
+
+def _check_scope(scope: str) -> str:
+    if scope != USER_SCOPE and not (scope.startswith("session:") and len(scope) > len("session:")):
+        raise InvalidMemoryInputError(f"summary scope must be 'user' or 'session:<id>', got {scope!r}")
+    return scope
+
+
+class SummaryVersion(BaseModel):
+    """One version of a rolling summary."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: str
+    """`"user"` or `"session:<id>"`."""
+    version: int = Field(ge=1)
+    """1, 2, 3… (the newest is current)."""
+    content: str
+    """The summary text."""
+    kind: SummaryKind
+    """Who wrote it."""
+    language: str | None = None
+    """The conversation's language (`es`, `en`), when known."""
+    message_count: int = Field(default=0, ge=0)
+    """Messages the summary covers (new messages are counted from here)."""
+    created_at: datetime = Field(default_factory=utc_now)
+    """When it was written."""
+
+
+class ContextStore(Protocol):
+    """Slots and rolling summaries of users."""
+
+    async def read_slots(self, user_id: UUID) -> Slots:
+        """The user's slots (empty when none)."""
+        ...
+
+    async def patch_slots(self, user_id: UUID, patch: SlotPatch) -> bool:
+        """Apply `patch` if every field it changes still holds `patch.expected`; False when one does not
+        (re-read and retry). Fields the patch does not name are never touched."""
+        ...
+
+    async def summary_versions(self, user_id: UUID, scope: str) -> list[SummaryVersion]:
+        """The kept versions of a summary, newest first ([] when none)."""
+        ...
+
+    async def add_summary(
+        self, user_id: UUID, scope: str, content: str, *, kind: SummaryKind, language: str | None, message_count: int
+    ) -> SummaryVersion:
+        """Store a new current version; only the newest `SUMMARY_VERSIONS_KEPT` are kept."""
+        ...
+
+    async def drop_latest_summary(self, user_id: UUID, scope: str) -> SummaryVersion | None:
+        """Roll back: delete the current version; the previous one (returned, None if none) is current again."""
+        ...
+
+
+async def apply_facts_to_slots(
+    store: ContextStore,
+    user_id: UUID,
+    facts: Sequence[MemorizedFact] = (),
+    *,
+    superseded: Iterable[UUID] = (),
+    preferences: UserPreferences | None = None,
+    attempts: int = 5,
+) -> Slots:
+    """Patch the user's slots with newly stored facts and superseded fact ids; returns the slots after.
+
+    Read, compute the field-level patch, compare-and-set; when another writer changed one of the same
+    fields in between, read again and recompute (up to `attempts` times, then `StoreError`)."""
+    gone = list(superseded)
+    for _ in range(attempts):
+        slots = await store.read_slots(user_id)
+        patch = patch_from_facts(slots, facts, superseded=gone, preferences=preferences)
+        if patch.is_empty():
+            return slots
+        if await store.patch_slots(user_id, patch):
+            return patch.apply(slots)
+        await asyncio.sleep(0)
+    raise StoreError(f"the slots of user {user_id} kept changing under {attempts} patches; retry the write later")
+
+
+class InMemoryContextStore:
+    """`ContextStore` in RAM (tests, and deployments without a database)."""
+
+    def __init__(self) -> None:
+        self._slots: dict[UUID, Slots] = {}
+        self._summaries: dict[tuple[UUID, str], list[SummaryVersion]] = {}
+
+    async def read_slots(self, user_id: UUID) -> Slots:
+        """The user's slots."""
+        return self._slots.get(user_id, Slots())
+
+    async def patch_slots(self, user_id: UUID, patch: SlotPatch) -> bool:
+        """Compare-and-set per field."""
+        current = self._slots.get(user_id, Slots())
+        if patch.conflicts_with(current):
+            return False
+        self._slots[user_id] = patch.apply(current)
+        return True
+
+    async def summary_versions(self, user_id: UUID, scope: str) -> list[SummaryVersion]:
+        """Newest first."""
+        return list(reversed(self._summaries.get((user_id, _check_scope(scope)), [])))
+
+    async def add_summary(
+        self, user_id: UUID, scope: str, content: str, *, kind: SummaryKind, language: str | None, message_count: int
+    ) -> SummaryVersion:
+        """A new current version."""
+        versions = self._summaries.setdefault((user_id, _check_scope(scope)), [])
+        latest = versions[-1].version if versions else 0
+        added = SummaryVersion(
+            scope=scope, version=latest + 1, content=content, kind=kind, language=language, message_count=message_count
+        )
+        versions.append(added)
+        del versions[:-SUMMARY_VERSIONS_KEPT]
+        return added
+
+    async def drop_latest_summary(self, user_id: UUID, scope: str) -> SummaryVersion | None:
+        """Roll back one version."""
+        versions = self._summaries.get((user_id, _check_scope(scope)), [])
+        if versions:
+            versions.pop()
+        return versions[-1] if versions else None
+
+
+_READ_SLOTS_SQL = "select slots from public.memory_slots where user_id = %(user)s"
+# Field-level compare-and-set: insert the patched fields, or merge them into the stored document (`||`,
+# cleared fields removed with `-`) only if every field the patch changes still holds what the writer read.
+# A concurrent writer's row lock makes this one wait, then the WHERE is evaluated on the newest row.
+_PATCH_SLOTS_SQL = """
+insert into public.memory_slots as s (user_id, slots, updated_at)
+values (%(user)s, jsonb_strip_nulls(%(new)s::jsonb), now())
+on conflict (user_id) do update
+set slots = (s.slots || %(new)s::jsonb) - array(select e.key from jsonb_each(%(new)s::jsonb) e where e.value = 'null'),
+    updated_at = now()
+where not exists (
+    select 1 from jsonb_each(%(expected)s::jsonb) e
+    where coalesce(s.slots -> e.key, 'null'::jsonb) is distinct from e.value
+)
+returning 1
+"""
+_SUMMARY_COLUMNS = "scope, version, content, kind, language, message_count, created_at"
+_SUMMARY_VERSIONS_SQL = (
+    f"select {_SUMMARY_COLUMNS} from public.memory_summaries where user_id = %(user)s and scope = %(scope)s"
+    " order by version desc"
+)
+# One statement: the next version, and the versions beyond the newest kept ones deleted.
+_ADD_SUMMARY_SQL = f"""
+with added as (
+    insert into public.memory_summaries (user_id, scope, version, content, kind, language, message_count)
+    select %(user)s, %(scope)s, coalesce(max(version), 0) + 1, %(content)s, %(kind)s, %(language)s, %(count)s
+    from public.memory_summaries where user_id = %(user)s and scope = %(scope)s
+    returning {_SUMMARY_COLUMNS}
+), pruned as (
+    delete from public.memory_summaries m using added
+    where m.user_id = %(user)s and m.scope = %(scope)s and m.version <= added.version - %(kept)s
+)
+select * from added
+"""
+_DROP_LATEST_SQL = """
+delete from public.memory_summaries where user_id = %(user)s and scope = %(scope)s
+and version = (select max(version) from public.memory_summaries where user_id = %(user)s and scope = %(scope)s)
+"""
+
+
+class PostgresContextStore:
+    """`ContextStore` on Postgres (tables `memory_slots` and `memory_summaries`), every statement as the user.
+
+    Shares the long-term store's pool: `PostgresContextStore(postgres_store.pool)`."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+        self._pool = pool
+
+    async def _run(self, user_id: UUID, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                # Transaction-local role and claims: RLS applies, and nothing leaks to the pool's next user.
+                await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user_id),))
+                cursor = conn.cursor(row_factory=tuple_row)
+                await cursor.execute(query, {"user": user_id, **params})
+                return await cursor.fetchall() if cursor.description else []
+        except PoolTimeout as exc:
+            raise StoreUnavailableError(f"no Postgres connection available: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"Postgres rejected the context-memory operation: {exc}") from exc
+
+    async def read_slots(self, user_id: UUID) -> Slots:
+        """The user's slots."""
+        rows = await self._run(user_id, _READ_SLOTS_SQL, {})
+        return Slots.from_json(rows[0][0]) if rows else Slots()
+
+    async def patch_slots(self, user_id: UUID, patch: SlotPatch) -> bool:
+        """Compare-and-set per field, in one statement."""
+        params = {"new": json.dumps(patch.new_json()), "expected": json.dumps(patch.expected_json())}
+        return bool(await self._run(user_id, _PATCH_SLOTS_SQL, params))
+
+    async def summary_versions(self, user_id: UUID, scope: str) -> list[SummaryVersion]:
+        """Newest first."""
+        rows = await self._run(user_id, _SUMMARY_VERSIONS_SQL, {"scope": _check_scope(scope)})
+        return [_summary(row) for row in rows]
+
+    async def add_summary(
+        self, user_id: UUID, scope: str, content: str, *, kind: SummaryKind, language: str | None, message_count: int
+    ) -> SummaryVersion:
+        """A new current version (two writers racing for the same version number: the loser retries once)."""
+        params = {
+            "scope": _check_scope(scope),
+            "content": content,
+            "kind": kind,
+            "language": language,
+            "count": message_count,
+            "kept": SUMMARY_VERSIONS_KEPT,
+        }
+        try:
+            rows = await self._run(user_id, _ADD_SUMMARY_SQL, params)
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise
+            rows = await self._run(user_id, _ADD_SUMMARY_SQL, params)
+        return _summary(rows[0])
+
+    async def drop_latest_summary(self, user_id: UUID, scope: str) -> SummaryVersion | None:
+        """Roll back one version."""
+        await self._run(user_id, _DROP_LATEST_SQL, {"scope": _check_scope(scope)})
+        versions = await self.summary_versions(user_id, scope)
+        return versions[0] if versions else None
+
+
+def _summary(row: Sequence[Any]) -> SummaryVersion:
+    scope, version, content, kind, language, count, created = row
+    return SummaryVersion(
+        scope=scope,
+        version=version,
+        content=content,
+        kind=kind,
+        language=language,
+        message_count=count,
+        created_at=created,
+    )
