@@ -99,11 +99,11 @@ class BpeTokenCounter:
 @lru_cache(maxsize=2)
 def _encoding(name: Encoding) -> _Encoder:
     # Imported lazily: loading a vocabulary takes ~0.2 s, paid once per process and only when counting.
-    import bpe_openai
-
     with warnings.catch_warnings():
-        # bpe-openai 0.1.4 reads its vocabulary with importlib.resources.open_binary (deprecated, harmless).
+        # bpe-openai 0.1.4 reads its vocabularies with importlib.resources.open_binary (deprecated, harmless).
         warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai
+
         encoder: _Encoder = bpe_openai.get_encoding(name)
         encoder.encode_ordinary("load")  # the vocabulary is read on first use
     return encoder

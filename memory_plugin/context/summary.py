@@ -1,0 +1,357 @@
+"""The rolling summary: a short, versioned digest of a conversation, rewritten only when needed.
+
+When (`SummaryPolicy`, configurable): more than ~600 new characters, every 6–8 messages, a topic change
+("cambiando de tema", "another thing"…) or an explicit decision or rejection ("vamos con…", "no me
+sugieras…", "let's go with…"). Who writes it: a pydantic-ai summarizer agent in the conversation's own
+language, at most 600 tokens, with one `outdated: …` line per thing the user changed their mind about.
+Without a model (offline) an extractive summary is built from the messages and says that it is one.
+
+Safety: a failed or empty model answer keeps the previous version (the failure is logged); the newest three
+versions are kept, so `rollback` restores the previous one; `resync` rebuilds the summary from the user's
+current facts only, dropping anything that drifted in through successive rewrites.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal
+from uuid import UUID
+
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import AgentRunError, UserError
+from pydantic_ai.models import Model
+
+from ..extraction.policy import is_explicit_trigger, is_small_talk
+from ..logs import LOG_PREFIX, logger
+from ..models import MemorizedFact, Message, utc_now
+from .store import ContextStore, SummaryKind, SummaryVersion
+from .tokens import TokenCounter
+
+__all__ = [
+    "EXTRACTIVE_HEADER",
+    "RollingSummarizer",
+    "SummaryPolicy",
+    "SummaryReason",
+    "SummaryUpdate",
+    "detect_language",
+    "extractive_summary",
+    "summary_due",
+]
+
+SummaryReason = Literal["new_text", "cadence", "topic_change", "decision", "resync", "forced"]
+"""Why a summary was rewritten."""
+
+EXTRACTIVE_HEADER = {
+    "es": "[Resumen extractivo, sin modelo: frases literales de la conversación]",
+    "en": "[Extractive summary, no model: sentences quoted from the conversation]",
+}
+RESYNC_HEADER = {
+    "es": "[Resumen reconstruido a partir de los hechos vigentes]",
+    "en": "[Summary rebuilt from the current facts]",
+}
+
+
+@dataclass(frozen=True)
+class SummaryPolicy:
+    """When the rolling summary is rewritten (from `MemorySettings`)."""
+
+    min_new_chars: int = 600
+    """Rewrite when the messages since the last version hold more than this many characters."""
+    every_n_messages: int = 8
+    """Rewrite when this many messages (user and assistant) came since the last version."""
+    on_topic_change: bool = True
+    """Rewrite when the user changes the subject ("cambiando de tema", "another thing"…)."""
+    on_decision: bool = True
+    """Rewrite when the user decides or rejects something ("vamos con…", "no me sugieras…")."""
+    max_tokens: int = 600
+    """Longest summary kept; a longer model answer is cut at a line boundary."""
+    resync_after: timedelta = timedelta(days=7)
+    """A summary older than this since its last resync is rebuilt from the facts (seed: weekly)."""
+
+
+_TOPIC = re.compile(
+    r"\b(?:cambiando de tema|otra cosa|otro tema|por cierto|hablando de otra|nuevo proyecto|otra consulta"
+    r"|another thing|change of subject|changing the subject|new topic|by the way|on another note|new project)\b",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(
+    r"\b(?:vamos con|me quedo con|decidido|he decidido|hemos decidido|confirmo|confirmado|adelante con|descarta\w*"
+    r"|no me convence|no nos sirve|prefiero|let'?s go with|i'?ll take|we'?ll take|decided|confirmed|go ahead with"
+    r"|drop the|rule out|doesn'?t work for|instead of)\b",
+    re.IGNORECASE,
+)
+
+
+def summary_due(new_messages: Sequence[Message], policy: SummaryPolicy) -> SummaryReason | None:
+    """Why the summary should be rewritten now given the messages since its last version, or None."""
+    if not new_messages:
+        return None
+    user_texts = [m.content for m in new_messages if m.role == "user" and not is_small_talk(m.content)]
+    if policy.on_decision and any(_DECISION.search(t) or is_explicit_trigger(t) for t in user_texts):
+        return "decision"
+    if policy.on_topic_change and any(_TOPIC.search(t) for t in user_texts):
+        return "topic_change"
+    if sum(len(m.content) for m in new_messages) > policy.min_new_chars:
+        return "new_text"
+    if len(new_messages) >= policy.every_n_messages:
+        return "cadence"
+    return None
+
+
+_ES = frozenset(
+    [
+        "el",
+        "la",
+        "los",
+        "las",
+        "de",
+        "que",
+        "y",
+        "en",
+        "un",
+        "una",
+        "por",
+        "para",
+        "con",
+        "no",
+        "es",
+        "lo",
+        "me",
+        "se",
+        "del",
+        "al",
+        "más",
+        "pero",
+        "como",
+        "qué",
+        "cuánto",
+    ]
+)
+_EN = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "and",
+        "to",
+        "in",
+        "is",
+        "it",
+        "for",
+        "with",
+        "not",
+        "that",
+        "this",
+        "you",
+        "we",
+        "can",
+        "what",
+        "how",
+        "be",
+        "are",
+    ]
+)
+
+
+def detect_language(texts: Sequence[str]) -> Literal["es", "en"]:
+    """`es` or `en`, by stop words of the users' messages (ties and empty text: `es`, the shop's language)."""
+    words = re.findall(r"[a-záéíóúñü]+", " ".join(texts).lower())
+    es = sum(w in _ES for w in words) + 3 * sum(any(c in w for c in "ñáéíóú") for w in words)
+    en = sum(w in _EN for w in words)
+    return "en" if en > es else "es"
+
+
+def _line(text: str, limit: int = 220) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def clip_to_tokens(text: str, counter: TokenCounter, max_tokens: int) -> str:
+    """`text` cut at a line boundary to at most `max_tokens` (the first line cut by words if needed)."""
+    if counter.count(text) <= max_tokens:
+        return text
+    kept: list[str] = []
+    for line in text.splitlines():
+        if counter.count("\n".join([*kept, line])) > max_tokens:
+            break
+        kept.append(line)
+    if kept:
+        return "\n".join(kept)
+    words = text.split()
+    while words and counter.count(" ".join(words) + "…") > max_tokens:
+        words = words[: max(1, len(words) * 3 // 4)] if len(words) > 1 else []
+    return " ".join(words) + "…" if words else ""
+
+
+def extractive_summary(
+    previous: str | None,
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    *,
+    max_tokens: int,
+    outdated: Sequence[tuple[str, str]] = (),
+    language: Literal["es", "en"] = "es",
+) -> str:
+    """A summary without a model: decisions and memory instructions first, then the latest user messages,
+    `outdated:` lines for replaced facts; it says it is extractive. Never longer than `max_tokens`."""
+    user = [m.content for m in messages if m.role == "user" and not is_small_talk(m.content)]
+    key = [t for t in user if _DECISION.search(t) or is_explicit_trigger(t)]
+    lines = [EXTRACTIVE_HEADER[language]]
+    lines += [f"outdated: {_line(old, 100)} → {_line(new, 100)}" for old, new in outdated]
+    lines += [f"- {_line(t)}" for t in key]
+    lines += [f"- {_line(t)}" for t in user[-4:] if t not in key]
+    if previous:
+        # The earlier digest's lines after the new ones: when the budget is short, the oldest go first.
+        lines += [ln for ln in previous.splitlines() if ln and ln not in lines and ln not in EXTRACTIVE_HEADER.values()]
+    return clip_to_tokens("\n".join(lines), counter, max_tokens)
+
+
+_INSTRUCTIONS = """You keep the rolling summary of a conversation between a machining shop's assistant and a \
+customer. Rewrite the summary (at most {max_tokens} tokens) from the old summary and the new messages:
+- keep only what matters later: decisions, rejected options, constraints, preferences, the current focus;
+- when the user changed their mind, add one line `outdated: <old> → <new>` and do not state the old as current;
+- no quotes, recipes or details that only served one answer;
+- write in the conversation's language: {language_name}.
+Answer with the summary only."""
+_LANGUAGE_NAME = {"es": "Spanish (español)", "en": "English"}
+
+
+def _prompt(previous: str | None, messages: Sequence[Message], outdated: Sequence[tuple[str, str]]) -> str:
+    parts = ["[OLD SUMMARY]", previous or "(none)", "", "[NEW MESSAGES]"]
+    parts += [f"{m.role}: {_line(m.content, 2000)}" for m in messages]
+    if outdated:
+        parts += ["", "[REPLACED FACTS]"] + [f"{old} → {new}" for old, new in outdated]
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class SummaryUpdate:
+    """What `RollingSummarizer.update` did."""
+
+    current: SummaryVersion | None
+    """The current version after the call (the previous one when nothing was written)."""
+    written: bool
+    """True when a new version was stored."""
+    reason: SummaryReason | None
+    """Why it was rewritten (None: not due)."""
+    model_calls: int = 0
+    """Model calls made (0 or 1)."""
+    error: str | None = None
+    """Why the model's answer was not used, when it was not."""
+
+
+@dataclass
+class RollingSummarizer:
+    """Writes a user's or a session's rolling summary into a `ContextStore` when it is due."""
+
+    store: ContextStore
+    """Where versions are kept."""
+    counter: TokenCounter
+    """Counts the summary's tokens."""
+    model: Model | str | None = None
+    """The summarizer model (a pydantic-ai model or name); None: extractive summaries, no model call."""
+    policy: SummaryPolicy = field(default_factory=SummaryPolicy)
+    """When to rewrite."""
+
+    async def current(self, user_id: UUID, scope: str) -> SummaryVersion | None:
+        """The current version, or None."""
+        versions = await self.store.summary_versions(user_id, scope)
+        return versions[0] if versions else None
+
+    async def update(
+        self,
+        user_id: UUID,
+        scope: str,
+        messages: Sequence[Message],
+        *,
+        message_count: int | None = None,
+        outdated: Sequence[tuple[str, str]] = (),
+        force: bool = False,
+    ) -> SummaryUpdate:
+        """Rewrite the summary if due, from the messages it does not cover yet.
+
+        `messages` are the conversation's messages in order, the last `message_count` of all messages
+        ever seen (defaults to `len(messages)`); the ones after the current version's `message_count` are
+        new. `outdated`: (old, new) contents of facts replaced since, for `outdated:` lines. A failed or
+        empty model answer keeps the previous version."""
+        total = len(messages) if message_count is None else message_count
+        previous = await self.current(user_id, scope)
+        covered = previous.message_count if previous else 0
+        fresh = list(messages[max(0, len(messages) - (total - covered)) :]) if total > covered else []
+        reason: SummaryReason | None = "forced" if force and fresh else summary_due(fresh, self.policy)
+        if reason is None and outdated and fresh:
+            reason = "decision"
+        if reason is None:
+            return SummaryUpdate(previous, False, None)
+        language = detect_language([m.content for m in messages if m.role == "user"])
+        old_text = previous.content if previous else None
+        if self.model is None:
+            text = extractive_summary(
+                old_text, fresh, self.counter, max_tokens=self.policy.max_tokens, outdated=outdated, language=language
+            )
+            written = await self.store.add_summary(
+                user_id, scope, text, kind="extractive", language=language, message_count=total
+            )
+            return SummaryUpdate(written, True, reason)
+        try:
+            text = await self._ask(old_text, fresh, outdated, language)
+        except (AgentRunError, UserError, OSError, ValueError) as exc:
+            logger.warning("%s rolling summary not updated, previous version kept: %s", LOG_PREFIX, exc)
+            return SummaryUpdate(previous, False, reason, 1, str(exc))
+        if not text:
+            logger.warning("%s the summarizer answered nothing; previous version kept", LOG_PREFIX)
+            return SummaryUpdate(previous, False, reason, 1, "empty summary")
+        written = await self.store.add_summary(
+            user_id, scope, text, kind="model", language=language, message_count=total
+        )
+        return SummaryUpdate(written, True, reason, 1)
+
+    async def _ask(
+        self,
+        old: str | None,
+        fresh: Sequence[Message],
+        outdated: Sequence[tuple[str, str]],
+        language: Literal["es", "en"],
+    ) -> str:
+        assert self.model is not None
+        agent: Agent[None, str] = Agent(
+            self.model,
+            output_type=str,
+            instructions=_INSTRUCTIONS.format(
+                max_tokens=self.policy.max_tokens, language_name=_LANGUAGE_NAME[language]
+            ),
+            name="memory_summarizer",
+        )
+        result = await agent.run(_prompt(old, fresh, outdated))
+        return clip_to_tokens(result.output.strip(), self.counter, self.policy.max_tokens).strip()
+
+    async def rollback(self, user_id: UUID, scope: str) -> SummaryVersion | None:
+        """Drop the current version; the previous one (returned) is current again."""
+        return await self.store.drop_latest_summary(user_id, scope)
+
+    def resync_due(self, current: SummaryVersion | None, now: datetime | None = None) -> bool:
+        """True when the summary has not been rebuilt from facts for `policy.resync_after`."""
+        if current is None:
+            return False
+        return current.kind != "resync" and (now or utc_now()) - current.created_at >= self.policy.resync_after
+
+    async def resync(
+        self, user_id: UUID, scope: str, facts: Sequence[MemorizedFact], *, message_count: int = 0
+    ) -> SummaryVersion | None:
+        """Rebuild the summary from the user's current facts only (no earlier summary, no messages): what
+        drifted in through successive rewrites goes. None (nothing written) when no fact is current."""
+        valid = [f for f in facts if f.invalid_at is None]
+        if not valid:
+            return None
+        language = detect_language([f.content for f in valid])
+        ordered = sorted(valid, key=lambda f: (-f.importance, f.category))
+        lines = [RESYNC_HEADER[language]] + [f"- {f.category}: {_line(f.content)}" for f in ordered]
+        text = clip_to_tokens("\n".join(lines), self.counter, self.policy.max_tokens)
+        kind: SummaryKind = "resync"
+        previous = await self.current(user_id, scope)
+        count = max(message_count, previous.message_count if previous else 0)
+        return await self.store.add_summary(user_id, scope, text, kind=kind, language=language, message_count=count)
