@@ -1,0 +1,178 @@
+"""The conversation as pydantic-ai messages: conversion, token counts, safe cut points and compaction.
+
+History stays structured (a tool call and its result are parts of messages, not prose), and is only ever
+cut where no tool call is waiting for its result: before a `ModelRequest` that starts a user turn with
+every earlier call answered. Cutting anywhere else leaves a `tool_result` whose `tool_use` is gone (or a
+call without result), which providers reject with a 400.
+
+Compaction follows pydantic-ai's convention for a summary the application writes: a `CompactionPart`
+(without provider fields) at the start of a `ModelRequest`; every provider sends it as user-voice text
+framed as a summary written by a separate model. The rolling summary is that summary, so compaction within
+a run and rehydration in a new process hand the model the same digest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from ..models import Message
+from .tokens import TokenCounter
+
+__all__ = [
+    "COMPACTION_MARK",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "clamp_history",
+    "compact_history",
+    "cut_points",
+    "history_tokens",
+    "message_tokens",
+    "messages_from_session",
+    "rehydrated_history",
+]
+
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Tokens a chat API adds around each message (role and separators: 3-4 on OpenAI's chat format)."""
+COMPACTION_MARK = "memory_plugin.rolling_summary"
+"""`CompactionPart.metadata` key marking the summaries this package writes (not sent to the model)."""
+
+
+def messages_from_session(messages: Sequence[Message]) -> list[ModelMessage]:
+    """Session messages as pydantic-ai messages: user -> `ModelRequest`, assistant -> `ModelResponse`.
+
+    System messages are left out: instructions travel apart, never inside the history."""
+    converted: list[ModelMessage] = []
+    for m in messages:
+        if m.role == "user":
+            converted.append(ModelRequest(parts=[UserPromptPart(m.content, timestamp=m.timestamp)]))
+        elif m.role == "assistant":
+            converted.append(ModelResponse(parts=[TextPart(m.content)], timestamp=m.timestamp))
+    return converted
+
+
+def _part_text(part: object) -> str:
+    if isinstance(part, UserPromptPart):
+        return (
+            part.content if isinstance(part.content, str) else " ".join(c for c in part.content if isinstance(c, str))
+        )
+    if isinstance(part, TextPart | ThinkingPart | SystemPromptPart):
+        return part.content
+    if isinstance(part, CompactionPart):
+        return part.content or ""
+    if isinstance(part, ToolCallPart):
+        return f"{part.tool_name} {part.args_as_json_str()}"
+    if isinstance(part, ToolReturnPart):
+        return f"{part.tool_name} {part.model_response_str()}"
+    if isinstance(part, RetryPromptPart):
+        return part.model_response()
+    return ""
+
+
+def message_tokens(message: ModelMessage, counter: TokenCounter) -> int:
+    """Tokens `message` costs in a request: its parts' text plus the per-message overhead."""
+    return MESSAGE_OVERHEAD_TOKENS + sum(counter.count(_part_text(p)) for p in message.parts)
+
+
+def history_tokens(messages: Sequence[ModelMessage], counter: TokenCounter) -> int:
+    """Tokens of a whole history."""
+    return sum(message_tokens(m, counter) for m in messages)
+
+
+def _starts_user_turn(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and not any(
+        isinstance(p, ToolReturnPart | RetryPromptPart) for p in message.parts
+    )
+
+
+def cut_points(messages: Sequence[ModelMessage]) -> list[int]:
+    """Indexes where the history may start: a `ModelRequest` with no tool result in it, every tool call
+    before it answered. Index 0 is always one; `len(messages)` (nothing kept) is not listed."""
+    points = [0]
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        if index and not open_calls and _starts_user_turn(message):
+            points.append(index)
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                open_calls.add(part.tool_call_id)
+            elif isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id:
+                open_calls.discard(part.tool_call_id)
+    return points
+
+
+def clamp_history(
+    messages: Sequence[ModelMessage], counter: TokenCounter, *, max_tokens: int, min_messages: int = 4
+) -> list[ModelMessage]:
+    """The longest suffix of `messages` that starts at a cut point and fits `max_tokens`, but never fewer
+    than the last `min_messages` (moved back to the cut point before them, so no tool pair is split)."""
+    if not messages:
+        return []
+    points = cut_points(messages)
+    need = max(0, len(messages) - min_messages)
+    # The latest cut point at or before the first message that must be kept.
+    floor = max((p for p in points if p <= need), default=0)
+    suffix_tokens = [0] * (len(messages) + 1)
+    for index in range(len(messages) - 1, -1, -1):
+        suffix_tokens[index] = suffix_tokens[index + 1] + message_tokens(messages[index], counter)
+    start = floor
+    for point in points:
+        if point <= floor and suffix_tokens[point] <= max_tokens:
+            start = point
+            break
+    return list(messages[start:])
+
+
+def summary_request(summary: str) -> ModelRequest:
+    """The rolling summary as pydantic-ai's application-written compaction: a `CompactionPart` in a request."""
+    return ModelRequest(parts=[CompactionPart(summary, metadata={COMPACTION_MARK: True})])
+
+
+def compact_history(
+    messages: Sequence[ModelMessage],
+    summary: str | None,
+    counter: TokenCounter,
+    *,
+    max_tokens: int,
+    min_messages: int = 4,
+) -> list[ModelMessage]:
+    """`messages` within `max_tokens`: the recent suffix that fits (cut at a safe point), preceded by
+    `summary` as a `CompactionPart` when anything was dropped. Earlier compaction parts this package wrote
+    are dropped with the messages they summarised; the new summary replaces them. Unchanged when it fits."""
+    if history_tokens(messages, counter) <= max_tokens:
+        return list(messages)
+    head = [summary_request(summary)] if summary else []
+    room = max_tokens - history_tokens(head, counter)
+    kept = [
+        _without_own_compaction(m) for m in clamp_history(messages, counter, max_tokens=room, min_messages=min_messages)
+    ]
+    return [*head, *(m for m in kept if m.parts)]
+
+
+def _without_own_compaction(message: ModelMessage) -> ModelMessage:
+    if not isinstance(message, ModelRequest):
+        return message
+    parts = [
+        p for p in message.parts if not (isinstance(p, CompactionPart) and (p.metadata or {}).get(COMPACTION_MARK))
+    ]
+    return message if len(parts) == len(message.parts) else replace(message, parts=parts)
+
+
+def rehydrated_history(
+    session: Sequence[Message], counter: TokenCounter, *, max_tokens: int, min_messages: int = 4
+) -> list[ModelMessage]:
+    """A session's stored messages as the clamped history a new process resumes with."""
+    return clamp_history(messages_from_session(session), counter, max_tokens=max_tokens, min_messages=min_messages)
