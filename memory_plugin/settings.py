@@ -278,6 +278,46 @@ class MemorySettings(BaseSettings):
     message_chars_in_prompt: int = Field(default=280, ge=20)
     """Each repeated message is cut to this many characters in the memory block."""
 
+    # --- context budget, slots and rolling summary (memory_plugin/context/) ----------------------------------
+    context_budget_tokens: int = Field(default=1000, ge=50)
+    """Tokens memory and recent history may take together in each request (the current message and the
+    agent's own instructions are not counted)."""
+
+    context_slots_tokens: int = Field(default=250, ge=0)
+    """Most the structured slots (goal, constraints, rejections, preferences…) may take."""
+
+    context_summary_tokens: int = Field(default=600, ge=0)
+    """Most the rolling summary may take (a longer summary is cut at a line boundary)."""
+
+    context_summary_pressure_tokens: int = Field(default=450, ge=0)
+    """What the summary is cut to when memory and history do not fit the budget."""
+
+    context_min_recent_messages: int = Field(default=4, ge=0)
+    """Recent messages always sent, whatever the budget (moved back so a tool call keeps its result)."""
+
+    token_model: str | None = None
+    """Model whose tokenizer counts the budget (`openai:gpt-4o`…). Unset: `agent_model`; OpenAI models are
+    counted exactly offline (o200k_base/cl100k_base), others approximated with o200k_base."""
+
+    summary_model: str | None = None
+    """pydantic-ai model that writes the rolling summary. Unset: `extraction_model`; neither: an extractive
+    summary built offline (it says it is one)."""
+
+    summary_min_new_chars: int = Field(default=600, ge=1)
+    """Rewrite the summary when the messages since its last version hold more than this many characters."""
+
+    summary_every_n_messages: int = Field(default=8, ge=1)
+    """Rewrite the summary every this many messages (user and assistant)."""
+
+    summary_on_topic_change: bool = True
+    """Rewrite the summary when the user changes the subject ("cambiando de tema", "another thing"…)."""
+
+    summary_on_decision: bool = True
+    """Rewrite the summary when the user decides or rejects something ("vamos con…", "no me sugieras…")."""
+
+    summary_resync_days: float = Field(default=7.0, gt=0)
+    """Rebuild the summary from the user's current facts when its last rebuild is this old."""
+
     # --- background housekeeping ----------------------------------------------------------------------------
     session_sweep_interval_seconds: float = Field(default=60.0, gt=0)
     """How often the manager's background task releases expired sessions' RAM. Expired sessions are never

@@ -26,6 +26,7 @@ from .slots import SlotPatch, Slots, patch_from_facts
 
 __all__ = [
     "SUMMARY_VERSIONS_KEPT",
+    "USER_SCOPE",
     "ContextStore",
     "InMemoryContextStore",
     "PostgresContextStore",
@@ -40,6 +41,7 @@ SUMMARY_VERSIONS_KEPT = 3
 SummaryKind = Literal["model", "extractive", "resync"]
 """Who wrote a summary: the summarizer model, the offline extractive fallback, or a resync from facts."""
 USER_SCOPE = "user"
+"""The summary scope of the user across sessions (what a new session starts from)."""
 
 
 def session_scope(session_id: str) -> str:

@@ -1,0 +1,229 @@
+"""`ContextBuilder`: reads slots, summaries, facts and history for a turn, assembles them within the budget,
+and keeps slots and summaries up to date after the turn.
+
+The I/O around the pure `assemble_context`. A capability calls `build` before the model request (memory
+as instructions, the returned history as the messages) and `after_turn` once the exchange is recorded.
+After a process restart, `build` for the same user resumes with the summary, the slots, the facts and
+whatever recent history the caller still has, within the same budget (rehydration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+from uuid import UUID
+
+from opentelemetry import trace
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
+
+from ..conversions import fact_from_record
+from ..errors import StoreError
+from ..logs import LOG_PREFIX, logger
+from ..models import MemorizedFact, MemoryContext, Message, UserPreferences
+from ..rows import MemoryRecord
+from ..settings import MemorySettings
+from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
+from .history import messages_from_session
+from .slots import SlotPatch, Slots, preferences_from_slots, slots_from_facts
+from .store import USER_SCOPE, ContextStore, SummaryVersion, apply_facts_to_slots, session_scope
+from .summary import RollingSummarizer, SummaryPolicy, SummaryUpdate
+from .tokens import TokenCounter, token_counter
+
+__all__ = ["ContextBuilder", "MemorySource", "budget_settings", "summary_policy"]
+
+
+class MemorySource(Protocol):
+    """What the builder reads from the memory manager (`MemoryManager` satisfies it)."""
+
+    async def get_memory_context(
+        self, session_id: str, user_id: str | UUID | None = None, *, query: str | None = None
+    ) -> MemoryContext:
+        """The session's short-term state and the user's relevant long-term memory."""
+        ...
+
+    async def list_memory(self, user_id: str | UUID, *, limit: int = 1000) -> list[MemoryRecord]:
+        """Every stored item of the user, newest first."""
+        ...
+
+
+def budget_settings(settings: MemorySettings) -> BudgetSettings:
+    """The budget from the settings."""
+    return BudgetSettings(
+        total_tokens=settings.context_budget_tokens,
+        slots_tokens=settings.context_slots_tokens,
+        summary_tokens=settings.context_summary_tokens,
+        summary_pressure_tokens=min(settings.context_summary_pressure_tokens, settings.context_summary_tokens),
+        min_recent_messages=settings.context_min_recent_messages,
+    )
+
+
+def summary_policy(settings: MemorySettings) -> SummaryPolicy:
+    """When to rewrite the rolling summary, from the settings."""
+    return SummaryPolicy(
+        min_new_chars=settings.summary_min_new_chars,
+        every_n_messages=settings.summary_every_n_messages,
+        on_topic_change=settings.summary_on_topic_change,
+        on_decision=settings.summary_on_decision,
+        max_tokens=settings.context_summary_tokens,
+        resync_after=timedelta(days=settings.summary_resync_days),
+    )
+
+
+def _current_facts(records: Sequence[MemoryRecord]) -> list[MemorizedFact]:
+    now = datetime.now(UTC)
+    return [fact_from_record(r) for r in records if r.kind == "fact" and r.is_current(now)]
+
+
+@dataclass
+class ContextBuilder:
+    """Builds each turn's context within the token budget and maintains slots and rolling summaries."""
+
+    memory: MemorySource
+    """The memory manager (facts, preferences, the session's messages)."""
+    store: ContextStore
+    """Where slots and summaries live."""
+    counter: TokenCounter
+    """Counts tokens for the model that will answer."""
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    """The budget."""
+    summarizer: RollingSummarizer | None = None
+    """Writes summaries; None: an extractive one (no model) with the default policy."""
+
+    def __post_init__(self) -> None:
+        if self.summarizer is None:
+            self.summarizer = RollingSummarizer(self.store, self.counter)
+
+    @classmethod
+    def from_settings(
+        cls, memory: MemorySource, store: ContextStore, settings: MemorySettings, *, model: Model | str | None = None
+    ) -> ContextBuilder:
+        """A builder configured by `settings` (`model`, else `summary_model`, else `extraction_model`)."""
+        counter = token_counter(settings.token_model or settings.agent_model)
+        summarizer_model = model or settings.summary_model or settings.extraction_model
+        summarizer = RollingSummarizer(store, counter, summarizer_model, summary_policy(settings))
+        return cls(memory, store, counter, budget_settings(settings), summarizer)
+
+    @property
+    def _summarizer(self) -> RollingSummarizer:
+        assert self.summarizer is not None  # set in __post_init__
+        return self.summarizer
+
+    async def build(
+        self,
+        session_id: str,
+        user_id: str | UUID | None,
+        *,
+        query: str | None = None,
+        history: Sequence[ModelMessage] | None = None,
+    ) -> AssembledContext:
+        """The context for the next request: memory as instructions, the clamped history, the report.
+
+        `history`: the messages the caller passes (`message_history`); None: the session's recorded
+        messages. The report is logged and set on the current OpenTelemetry span (the agent run's, when
+        the agent is instrumented) as `memory.context.*` attributes."""
+        context = await self.memory.get_memory_context(session_id, user_id, query=query)
+        uid = context.user_id
+        slots, summary = Slots(), None
+        if uid is not None:
+            slots = await self._slots(uid, context)
+            summary = await self._summary(uid, session_id)
+        profile: UserPreferences = preferences_from_slots(slots)
+        if profile.is_empty():
+            profile = context.long_term.preferences
+        notice = None
+        if not context.long_term_available:
+            notice = "Long-term memory is temporarily unavailable; do not assume the user is new."
+        messages = list(history) if history is not None else messages_from_session(context.short_term.messages)
+        inputs = ContextInputs(
+            profile=profile,
+            slots=slots,
+            summary=summary.content if summary else None,
+            facts=context.long_term.facts,
+            history=messages,
+            notice=notice,
+        )
+        assembled = assemble_context(inputs, self.counter, self.budget)
+        logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())
+        trace.get_current_span().set_attributes(assembled.report.as_attributes())
+        return assembled
+
+    async def _slots(self, uid: UUID, context: MemoryContext) -> Slots:
+        try:
+            slots = await self.store.read_slots(uid)
+            if slots.is_empty() and not context.long_term.is_empty():
+                # A user known before the slots existed: fill them once from every current fact.
+                slots = await self.resync_slots(uid)
+        except StoreError as exc:
+            logger.warning("%s slots unavailable for this turn: %s", LOG_PREFIX, exc)
+            return Slots()
+        return slots
+
+    async def _summary(self, uid: UUID, session_id: str) -> SummaryVersion | None:
+        try:
+            return await self._summarizer.current(uid, session_scope(session_id)) or await self._summarizer.current(
+                uid, USER_SCOPE
+            )
+        except StoreError as exc:
+            logger.warning("%s rolling summary unavailable for this turn: %s", LOG_PREFIX, exc)
+            return None
+
+    async def resync_slots(self, user_id: UUID) -> Slots:
+        """Rebuild the slots from the user's current facts (fields no fact fills are kept)."""
+        facts = _current_facts(await self.memory.list_memory(user_id))
+        current = await self.store.read_slots(user_id)
+        target = slots_from_facts(facts, keep=current)
+        # One patch per changed field, compared against what was read.
+        names = {*current.fields, *target.fields}
+        changed = {n: target.get(n) for n in names if target.get(n) != current.get(n)}
+        if changed:
+            patch = SlotPatch(expected={n: current.get(n) for n in changed}, new=changed)
+            if not await self.store.patch_slots(user_id, patch):
+                return await self.store.read_slots(user_id)
+        return target
+
+    async def after_turn(
+        self,
+        session_id: str,
+        user_id: str | UUID,
+        messages: Sequence[Message],
+        *,
+        message_count: int | None = None,
+        stored: Sequence[MemorizedFact] = (),
+        superseded: Sequence[MemorizedFact] = (),
+        preferences: UserPreferences | None = None,
+    ) -> SummaryUpdate:
+        """After an exchange: patch the slots with the facts just stored (`WriteOutcome.stored` and
+        `.superseded`), and rewrite the session's rolling summary if due; a new session summary is also the
+        user's (what the next session starts from). `messages`: the session's messages, oldest first;
+        `message_count`: how many the session has had in all (defaults to `len(messages)`)."""
+        uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
+        if stored or superseded or preferences is not None:
+            await apply_facts_to_slots(
+                self.store, uid, stored, superseded=[f.id for f in superseded], preferences=preferences
+            )
+        by_id = {f.id: f.content for f in stored}
+        replaced = {f.replaces: f.content for f in stored if f.replaces}
+        outdated = [
+            (old.content, replaced.get(old.id) or by_id.get(old.superseded_by) or "")  # type: ignore[arg-type]
+            for old in superseded
+        ]
+        outdated = [(old, new) for old, new in outdated if new]
+        scope = session_scope(session_id)
+        update = await self._summarizer.update(uid, scope, messages, message_count=message_count, outdated=outdated)
+        if update.written and update.current is not None:
+            version = update.current
+            await self.store.add_summary(
+                uid,
+                USER_SCOPE,
+                version.content,
+                kind=version.kind,
+                language=version.language,
+                message_count=version.message_count,
+            )
+        if self._summarizer.resync_due(await self._summarizer.current(uid, USER_SCOPE)):
+            facts = _current_facts(await self.memory.list_memory(uid))
+            await self._summarizer.resync(uid, USER_SCOPE, facts)
+        return update

@@ -1,0 +1,223 @@
+"""ContextBuilder on the real Postgres: standing knowledge every turn, slots and summary after a turn,
+rehydration after a restart, and what a model receives through a capability that uses it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest_asyncio
+from psycopg_pool import AsyncConnectionPool
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import RunContext
+
+from memory_plugin.context.budget import BudgetSettings
+from memory_plugin.context.builder import ContextBuilder
+from memory_plugin.context.history import compact_history
+from memory_plugin.context.store import PostgresContextStore, session_scope
+from memory_plugin.context.tokens import token_counter
+from memory_plugin.manager import MemoryManager
+from memory_plugin.models import MemorizedFact, MemoryUpdate, Message
+from memory_plugin.settings import MemorySettings
+
+COUNTER = token_counter("openai:gpt-4o")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def context_store(database_url: str) -> AsyncIterator[PostgresContextStore]:
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(database_url, min_size=1, max_size=4, open=False)
+    await pool.open(wait=True)
+    try:
+        yield PostgresContextStore(pool)
+    finally:
+        await pool.close()
+
+
+def pref(content: str, category: str = "preference") -> MemorizedFact:
+    return MemorizedFact(content=content, category=category, confidence=0.9, source="explicit")  # type: ignore[arg-type]
+
+
+async def test_a_stated_preference_reaches_an_unrelated_question(
+    pg_memory: MemoryManager, context_store: PostgresContextStore
+) -> None:
+    user = uuid4()
+    await pg_memory.update_memory(
+        MemoryUpdate(user_id=user, new_facts=[pref("Prefiere aluminio 7075"), pref("Trabaja en Sevilla", "contact")])
+    )
+    builder = ContextBuilder(pg_memory, context_store, COUNTER)
+    built = await builder.build("s-plazo", user, query="¿qué plazo tendríais para 10 piezas?")
+    assert "aluminio 7075" in built.instructions
+    # Filled once from the facts, the slots now hold it for every later turn.
+    assert [e.text for e in (await context_store.read_slots(user)).get("preferences")] == ["Prefiere aluminio 7075"]
+    assert built.report.total <= 1000
+
+
+async def test_after_turn_patches_slots_with_confirmed_facts_and_writes_the_summary(
+    pg_memory: MemoryManager, context_store: PostgresContextStore
+) -> None:
+    user, session = uuid4(), "s-after"
+    builder = ContextBuilder(pg_memory, context_store, COUNTER)
+    old = (
+        await pg_memory.update_memory_detailed(MemoryUpdate(user_id=user, new_facts=[pref("Prefiere latón")]))
+    ).stored
+    await builder.after_turn(session, user, [Message(role="user", content="Recuerda que prefiero latón")], stored=old)
+    new = pref("Prefiere aluminio 7075").model_copy(update={"replaces": old[0].id})
+    outcome = await pg_memory.update_memory_detailed(MemoryUpdate(user_id=user, new_facts=[new]))
+    messages = [
+        Message(role="user", content="Recuerda que prefiero latón"),
+        Message(role="user", content="Ya no quiero latón, mejor aluminio 7075"),
+    ]
+    update = await builder.after_turn(session, user, messages, stored=outcome.stored, superseded=outcome.superseded)
+    slots = await context_store.read_slots(user)
+    assert [e.text for e in slots.get("preferences")] == ["Prefiere aluminio 7075"]
+    assert update.written
+    assert update.current is not None
+    assert "outdated: Prefiere latón → Prefiere aluminio 7075" in update.current.content
+    # The session's summary is also the user's, for the next session.
+    user_summary = await builder._summarizer.current(user, "user")
+    assert user_summary is not None
+    assert user_summary.content == update.current.content
+
+
+async def test_rehydration_after_a_restart(
+    pg_settings: MemorySettings, context_store: PostgresContextStore, database_url: str
+) -> None:
+    user, session = uuid4(), "s-restart"
+    async with MemoryManager.open(pg_settings) as first:
+        builder = ContextBuilder(first, context_store, COUNTER)
+        stored = (
+            await first.update_memory_detailed(
+                MemoryUpdate(user_id=user, new_facts=[pref("No sugerir acero inoxidable", "rejection")])
+            )
+        ).stored
+        said = ["Vamos con 50 bridas de aluminio 7075", "No me sugieras acero inoxidable"]
+        for text in said:
+            await first.add_message(session, Message(role="user", content=text))
+        short = await first.get_short_term(session)
+        await builder.after_turn(session, user, short.messages, stored=stored)
+    # A new process: sessions in RAM are gone; slots, summary and facts are in Postgres.
+    async with MemoryManager.open(pg_settings) as second:
+        assert (await second.get_short_term(session)).messages == []
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(database_url, min_size=1, max_size=2, open=False)
+        await pool.open(wait=True)
+        try:
+            builder = ContextBuilder(second, PostgresContextStore(pool), COUNTER)
+            caller_history = [m for i in range(40) for m in turn(i)]
+            built = await builder.build(session, user, query="¿Y el plazo?", history=caller_history)
+        finally:
+            await pool.close()
+    assert "50 bridas" in built.instructions  # the summary
+    assert "acero inoxidable" in built.instructions  # the slots
+    assert 4 <= len(built.history) < len(caller_history)
+    assert built.report.total <= 1000
+
+
+def turn(i: int) -> list[ModelMessage]:
+    return [
+        ModelRequest(parts=[UserPromptPart(f"pregunta número {i} sobre el pedido de bridas")]),
+        ModelResponse(parts=[TextPart(f"respuesta número {i}: el plazo es de dos semanas")]),
+    ]
+
+
+@dataclass
+class BudgetedMemory(AbstractCapability[Any]):
+    """How a capability wires the builder: memory in the instructions, the clamped history as messages,
+    compaction of a long run with the rolling summary as a `CompactionPart`."""
+
+    builder: ContextBuilder
+    session_id: str
+    user_id: UUID
+    _instructions: str = field(default="", init=False)
+    _history: list[ModelMessage] = field(default_factory=list, init=False)
+    _summary: str | None = field(default=None, init=False)
+
+    async def for_run(self, ctx: RunContext[Any]) -> BudgetedMemory:
+        run = BudgetedMemory(self.builder, self.session_id, self.user_id)
+        prompt = ctx.prompt if isinstance(ctx.prompt, str) else None
+        given = ctx.messages[:-1] if ctx.messages else None
+        built = await self.builder.build(self.session_id, self.user_id, query=prompt, history=given or None)
+        run._instructions, run._history = built.instructions, built.history
+        summary = await self.builder._summarizer.current(self.user_id, session_scope(self.session_id))
+        run._summary = summary.content if summary else None
+        return run
+
+    def get_instructions(self) -> str | None:
+        return self._instructions or None
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        messages = request_context.messages
+        if len(messages) == 1 or ctx.run_step == 1:
+            # The run's first request: the session's clamped history, then the new prompt.
+            messages = [*self._history, messages[-1]]
+        else:
+            messages = compact_history(messages, self._summary, COUNTER, max_tokens=self.builder.budget.total_tokens)
+        request_context.messages = messages
+        return request_context
+
+
+async def test_the_model_receives_memory_as_instructions_and_history_as_messages(
+    pg_memory: MemoryManager, context_store: PostgresContextStore
+) -> None:
+    user, session = uuid4(), "s-agent"
+    await pg_memory.update_memory(MemoryUpdate(user_id=user, new_facts=[pref("Prefiere aluminio 7075")]))
+    for i in range(30):
+        await pg_memory.add_message(session, Message(role="user", content=f"pregunta número {i} sobre bridas"))
+        await pg_memory.add_message(session, Message(role="assistant", content=f"respuesta número {i}"))
+    await context_store.add_summary(
+        user, session_scope(session), "Pidió 50 bridas.", kind="model", language="es", message_count=60
+    )
+    seen: list[tuple[str | None, list[ModelMessage]]] = []
+    calls = 0
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        seen.append((info.instructions, list(messages)))
+        if calls < 12:  # a long run of tool calls, so compaction has to step in
+            return ModelResponse(parts=[ToolCallPart("stock", {"ref": "x" * 300}, tool_call_id=f"c{calls}")])
+        return ModelResponse(parts=[TextPart("Plazo: dos semanas")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(answer))
+
+    @agent.tool_plain
+    def stock(ref: str) -> str:
+        return "120 unidades en almacén " * 20
+
+    builder = ContextBuilder(pg_memory, context_store, COUNTER, BudgetSettings(total_tokens=1000))
+    result = await agent.run(
+        "¿qué plazo tendríais para 10 piezas?", capabilities=[BudgetedMemory(builder, session, user)]
+    )
+    assert result.output == "Plazo: dos semanas"
+    instructions, first = seen[0]
+    assert instructions is not None
+    assert "aluminio 7075" in instructions
+    assert "Pidió 50 bridas" in instructions
+    # The history arrives as messages (the session keeps its last 20), not repeated in the instructions.
+    texts = [p.content for m in first for p in m.parts if isinstance(p, UserPromptPart)]
+    assert texts[-1] == "¿qué plazo tendríais para 10 piezas?"
+    assert texts[:-1] == [f"pregunta número {i} sobre bridas" for i in range(20, 30)]
+    assert "pregunta número" not in instructions
+    # Later in the run, compaction: the summary as a CompactionPart, tool pairs whole, within the budget.
+    _, last = seen[-1]
+    compactions = [p for m in last for p in m.parts if isinstance(p, CompactionPart)]
+    assert [p.content for p in compactions] == ["Pidió 50 bridas."]
+    calls_ids = {p.tool_call_id for m in last for p in m.parts if isinstance(p, ToolCallPart)}
+    returns_ids = {p.tool_call_id for m in last for p in m.parts if isinstance(p, ToolReturnPart)}
+    assert calls_ids == returns_ids
