@@ -167,3 +167,23 @@ async def test_postgres_keeps_three_versions_per_scope_and_rolls_back(database_u
             await store.summary_versions(uid, "everyone")
     finally:
         await pool.close()
+
+
+async def test_offline_summary_stops_quoting_a_replaced_preference() -> None:
+    summarizer = RollingSummarizer(InMemoryContextStore(), COUNTER)
+    uid = uuid4()
+    msgs = [user("Recuerda que prefiero aluminio 7075")]
+    await summarizer.update(uid, "user", msgs)
+    msgs.append(user("Ya no quiero aluminio 7075, mejor titanio grado 5"))
+    done = await summarizer.update(uid, "user", msgs, outdated=[("Prefiere aluminio 7075", "Prefiere titanio grado 5")])
+    assert done.current is not None
+    lines = done.current.content.splitlines()
+    assert "outdated: Prefiere aluminio 7075 → Prefiere titanio grado 5" in lines
+    assert [ln for ln in lines if "7075" in ln and not ln.startswith("outdated:")] == []
+
+
+def test_a_long_exchange_triggers_but_many_short_ones_only_by_count() -> None:
+    policy = SummaryPolicy(min_new_chars=600, every_n_messages=8)
+    short = [user("¿Plazo para 10 piezas?"), bot("Dos semanas " * 20)]  # ~260 characters
+    assert summary_due(short * 3, policy) is None  # 780 characters over three exchanges: not one long one
+    assert summary_due([user("¿Plazo?"), bot("Dos semanas " * 60)], policy) == "new_text"

@@ -59,7 +59,8 @@ class SummaryPolicy:
     """When the rolling summary is rewritten (from `MemorySettings`)."""
 
     min_new_chars: int = 600
-    """Rewrite when the messages since the last version hold more than this many characters."""
+    """Rewrite when the latest exchange (the user's message and the answer) holds more than this many
+    characters."""
     every_n_messages: int = 8
     """Rewrite when this many messages (user and assistant) came since the last version."""
     on_topic_change: bool = True
@@ -94,7 +95,8 @@ def summary_due(new_messages: Sequence[Message], policy: SummaryPolicy) -> Summa
         return "decision"
     if policy.on_topic_change and any(_TOPIC.search(t) for t in user_texts):
         return "topic_change"
-    if sum(len(m.content) for m in new_messages) > policy.min_new_chars:
+    # Seed 000's "more than 600 new characters": one exchange (the user's message and the answer) that long.
+    if sum(len(m.content) for m in new_messages[-2:]) > policy.min_new_chars:
         return "new_text"
     if len(new_messages) >= policy.every_n_messages:
         return "cadence"
@@ -198,7 +200,14 @@ def extractive_summary(
 ) -> str:
     """A summary without a model: decisions and memory instructions first, then the latest user messages,
     `outdated:` lines for replaced facts; it says it is extractive. Never longer than `max_tokens`."""
-    user = [m.content for m in messages if m.role == "user" and not is_small_talk(m.content)]
+    # A quoted sentence that states a replaced fact would read as current: its `outdated:` line says it.
+    stale = [_marks(old) for old, _ in outdated]
+
+    def current(text: str) -> bool:
+        marks = _marks(text)
+        return not any(len(m) >= 2 and m <= marks for m in stale)
+
+    user = [m.content for m in messages if m.role == "user" and not is_small_talk(m.content) and current(m.content)]
     key = [t for t in user if _DECISION.search(t) or is_explicit_trigger(t)]
     lines = [EXTRACTIVE_HEADER[language]]
     lines += [f"outdated: {_line(old, 100)} → {_line(new, 100)}" for old, new in outdated]
@@ -206,8 +215,41 @@ def extractive_summary(
     lines += [f"- {_line(t)}" for t in user[-4:] if t not in key]
     if previous:
         # The earlier digest's lines after the new ones: when the budget is short, the oldest go first.
-        lines += [ln for ln in previous.splitlines() if ln and ln not in lines and ln not in EXTRACTIVE_HEADER.values()]
+        lines += [
+            ln
+            for ln in previous.splitlines()
+            if ln
+            and ln not in lines
+            and ln not in EXTRACTIVE_HEADER.values()
+            and (ln.startswith("outdated:") or current(ln))
+        ]
     return clip_to_tokens("\n".join(lines), counter, max_tokens)
+
+
+_MARK = re.compile(r"\d+|[^\W\d_]{4,}")
+_VERBS = frozenset(
+    [
+        "prefiere",
+        "prefiero",
+        "prefer",
+        "prefers",
+        "quiere",
+        "quiero",
+        "want",
+        "wants",
+        "necesita",
+        "necesito",
+        "need",
+        "needs",
+        "usar",
+        "use",
+    ]
+)
+
+
+def _marks(text: str) -> frozenset[str]:
+    """The distinctive words of a text (numbers and words of 4+ letters, without the usual verbs)."""
+    return frozenset(w for w in _MARK.findall(text.casefold()) if w not in _VERBS)
 
 
 _INSTRUCTIONS = """You keep the rolling summary of a conversation between a machining shop's assistant and a \
