@@ -315,6 +315,10 @@ class MemorySettings(BaseSettings):
     summary_on_decision: bool = True
     """Rewrite the summary when the user decides or rejects something ("vamos con…", "no me sugieras…")."""
 
+    summary_with_extraction: bool = False
+    """Rewrite the summary only on turns where a fact extraction runs, so that both can share one model call
+    (the summary's triggers then wait for the extraction's cadence or memory instructions)."""
+
     summary_resync_days: float = Field(default=7.0, gt=0)
     """Rebuild the summary from the user's current facts when its last rebuild is this old."""
 

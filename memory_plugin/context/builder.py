@@ -67,6 +67,7 @@ def summary_policy(settings: MemorySettings) -> SummaryPolicy:
         every_n_messages=settings.summary_every_n_messages,
         on_topic_change=settings.summary_on_topic_change,
         on_decision=settings.summary_on_decision,
+        with_extraction=settings.summary_with_extraction,
         max_tokens=settings.context_summary_tokens,
         resync_after=timedelta(days=settings.summary_resync_days),
     )
@@ -194,11 +195,13 @@ class ContextBuilder:
         stored: Sequence[MemorizedFact] = (),
         superseded: Sequence[MemorizedFact] = (),
         preferences: UserPreferences | None = None,
+        extraction_ran: bool | None = None,
     ) -> SummaryUpdate:
         """After an exchange: patch the slots with the facts just stored (`WriteOutcome.stored` and
         `.superseded`), and rewrite the session's rolling summary if due; a new session summary is also the
         user's (what the next session starts from). `messages`: the session's messages, oldest first;
-        `message_count`: how many the session has had in all (defaults to `len(messages)`)."""
+        `message_count`: how many the session has had in all (defaults to `len(messages)`); `extraction_ran`:
+        whether a fact extraction ran on this turn (`summary_with_extraction` waits for one)."""
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
         if stored or superseded or preferences is not None:
             await apply_facts_to_slots(
@@ -212,7 +215,9 @@ class ContextBuilder:
         ]
         outdated = [(old, new) for old, new in outdated if new]
         scope = session_scope(session_id)
-        update = await self._summarizer.update(uid, scope, messages, message_count=message_count, outdated=outdated)
+        update = await self._summarizer.update(
+            uid, scope, messages, message_count=message_count, outdated=outdated, extraction_ran=extraction_ran
+        )
         if update.written and update.current is not None:
             version = update.current
             await self.store.add_summary(

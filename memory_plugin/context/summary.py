@@ -69,6 +69,9 @@ class SummaryPolicy:
     """Rewrite when the user decides or rejects something ("vamos con…", "no me sugieras…")."""
     max_tokens: int = 600
     """Longest summary kept; a longer model answer is cut at a line boundary."""
+    with_extraction: bool = False
+    """Rewrite only on a turn where a fact extraction also runs (the caller says so), so that one model call
+    can serve both: the summary's own triggers then wait for the extraction's."""
     resync_after: timedelta = timedelta(days=7)
     """A summary older than this since its last resync is rebuilt from the facts (seed: weekly)."""
 
@@ -313,13 +316,15 @@ class RollingSummarizer:
         message_count: int | None = None,
         outdated: Sequence[tuple[str, str]] = (),
         force: bool = False,
+        extraction_ran: bool | None = None,
     ) -> SummaryUpdate:
         """Rewrite the summary if due, from the messages it does not cover yet.
 
         `messages` are the conversation's messages in order, the last `message_count` of all messages
         ever seen (defaults to `len(messages)`); the ones after the current version's `message_count` are
         new. `outdated`: (old, new) contents of facts replaced since, for `outdated:` lines. A failed or
-        empty model answer keeps the previous version."""
+        empty model answer keeps the previous version. `extraction_ran`: whether a fact extraction runs on
+        this turn (with `policy.with_extraction`, the summary waits for one)."""
         total = len(messages) if message_count is None else message_count
         previous = await self.current(user_id, scope)
         covered = previous.message_count if previous else 0
@@ -327,6 +332,8 @@ class RollingSummarizer:
         reason: SummaryReason | None = "forced" if force and fresh else summary_due(fresh, self.policy)
         if reason is None and outdated and fresh:
             reason = "decision"
+        if self.policy.with_extraction and extraction_ran is False and not force:
+            reason = None
         if reason is None:
             return SummaryUpdate(previous, False, None)
         language = detect_language([m.content for m in messages if m.role == "user"])

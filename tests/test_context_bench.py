@@ -1,0 +1,15 @@
+"""The context-budget bench runs end to end on a short conversation and keeps every stated fact."""
+
+from __future__ import annotations
+
+from bench.context_budget import run
+
+
+async def test_short_run_keeps_facts_within_the_budget() -> None:
+    result = await run(12, with_model=True)
+    assert result.present  # the first eight turns state facts
+    assert all(result.present.values())
+    assert result.memory_max <= 1000
+    assert all(c.sent <= 1000 for c in result.checkpoints)
+    assert result.extraction_calls > 0
+    assert result.summary_calls > 0
