@@ -94,6 +94,18 @@ class MemorySettings(BaseSettings):
     max_fact_chars: int = Field(default=500, ge=10)
     """Longest fact content accepted. Facts are short statements; long text belongs in messages."""
 
+    write_rate_per_second: float = Field(default=100.0, ge=0)
+    """Items (facts, notes, preferences…) one user may write per second once `write_burst` is spent; a write
+    over the limit raises `MemoryLimitError` with `retry_after`. 0 turns the limit off. 100/s is far above what
+    a conversation produces and far below what one user needs to slow everyone else down (a flood of 100,000
+    facts in 65 s doubled a neighbour's write p50)."""
+
+    write_burst: int = Field(default=10_000, ge=1)
+    """Items one user may write at once (an import of a long history: a LoCoMo conversation is ~700 turns)."""
+
+    max_memory_block_chars: int = Field(default=12_000, ge=500)
+    """The memory block given to an agent is cut to this many characters, whatever the session holds."""
+
     max_facts_in_context: int = Field(default=12, ge=0)
     """Facts placed in the context per call (seed 000's top K)."""
 
