@@ -321,7 +321,7 @@ class MemoryManager:
         return True
 
     def should_extract(self, messages_seen: int) -> bool:
-        """The seed's plain count: True after every `extract_every_n_messages` messages of a session.
+        """A plain count: True after every `extract_every_n_messages` messages of a session.
 
         Kept for callers that count messages themselves; the capability and the workflow use the extraction
         policy instead (`extract_if_due`), which batches, follows explicit triggers and skips small talk."""
@@ -422,9 +422,9 @@ class MemoryManager:
         return await self.extraction.extract(messages, parse_user_id(user_id), known_facts=known_facts)
 
     async def remember_from_session(self, session_id: str, user_id: str | UUID) -> list[MemorizedFact]:
-        """Extract facts from the session's messages not extracted yet and store them, now (the seed's
-        step 7 on demand). Failures are reported (logged, counted) and return []; they never lose the
-        session, and the messages stay pending for the next extraction."""
+        """Extract facts from the session's messages not extracted yet and store them, now. Failures are
+        reported (logged, counted) and return []; they never lose the session, and the messages stay pending
+        for the next extraction."""
         self._check_open()
         uid = parse_user_id(user_id)
         run = await self.extraction.run(check_session_id(session_id), uid, force=True)
@@ -515,8 +515,7 @@ class MemoryManager:
 
     async def backend_status(self) -> BackendStatus:
         """Which backend serves long-term memory, whether the database answers (pinged now), the journal's
-        length, the last connection error and the fallback/replay counters (seed 001's
-        `get_backend_status`)."""
+        length, the last connection error and the fallback/replay counters."""
         self._check_open()
         return await self.store.status(require_primary=self.settings.require_pg_memory)
 

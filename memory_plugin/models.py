@@ -1,7 +1,6 @@
 """The plugin's data: messages, facts, preferences, projects, patterns and the context handed to agents.
 
-Shapes follow the seed design (`MemorizedFact`, `UserPreferences`, `MemoryContext`, `MemoryUpdate`), in
-pydantic so that bad input fails at the boundary with a clear message and nothing partial is stored.
+In pydantic so that bad input fails at the boundary with a clear message and nothing partial is stored.
 """
 
 from __future__ import annotations
@@ -36,12 +35,12 @@ __all__ = [
 Role = Literal["user", "assistant", "system"]
 # fmt: off
 FactCategory = Literal[
-    "preference", "requirement", "constraint", "feedback",  # seed 004
-    "rejection",  # seed 002: "don't suggest X" — always reaches the prompt
-    "goal", "routine", "contact", "health_note", "fact",  # seed 000's GOAL, ROUTINE, CONTACT, HEALTH_NOTE, FACT
+    "preference", "requirement", "constraint", "feedback",
+    "rejection",  # "don't suggest X": always reaches the prompt
+    "goal", "routine", "contact", "health_note", "fact",
 ]
 # fmt: on
-"""Seed 004's categories: what the user likes, needs, cannot exceed, and thinks of past work."""
+"""What kind of fact it is (`memory_plugin.taxonomy` describes each)."""
 FactSource = Literal["explicit", "inferred"]
 """`explicit`: the user said it; `inferred`: the extractor concluded it."""
 CommunicationStyle = Literal["technical", "simple"]
@@ -120,7 +119,7 @@ class Message(MemoryModel):
 
 
 class MemorizedFact(MemoryModel):
-    """A long-term fact about a user, as in seed 004, plus its owner and provenance.
+    """A long-term fact about a user, with its owner and provenance.
 
     `MemorizedFact(content="Prefiere aluminio 7075", category="preference", confidence=0.9, source="explicit")`
     """
@@ -146,7 +145,7 @@ class MemorizedFact(MemoryModel):
     source_message_ids: tuple[str, ...] = ()
     """Ids of the messages the fact was extracted from."""
     importance: int = Field(default=3, ge=1, le=5)
-    """1 (trivia) to 5 (must never be forgotten); seed 000's ranking weight."""
+    """1 (trivia) to 5 (must never be forgotten); a ranking weight."""
     last_reinforced_at: StorableTime | None = None
     """When the fact was last stated again (None: never repeated)."""
     expires_at: StorableTime | None = None
@@ -160,7 +159,7 @@ class MemorizedFact(MemoryModel):
 
 
 class UserPreferences(MemoryModel):
-    """Seed 004's structured preferences. Stored as one `user_memory` row per value."""
+    """Structured preferences. Stored as one `user_memory` row per value."""
 
     preferred_materials: list[CleanText] = Field(default_factory=list)
     """Materials the user asks for, most recent first (e.g. "aluminio 7075")."""
