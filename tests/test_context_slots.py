@@ -171,3 +171,26 @@ async def test_postgres_rows_are_under_rls(database_url: str) -> None:
             r[0] for r in conn.execute("select user_id from public.memory_slots where user_id in (%s, %s)", (a, b))
         }
     assert owners == {a, b}
+
+
+async def test_erasing_a_user_erases_their_slots_and_summaries(database_url: str) -> None:
+    from memory_plugin.database.admin import MemoryAdmin
+
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(database_url, min_size=1, max_size=2, open=False)
+    await pool.open(wait=True)
+    try:
+        store = PostgresContextStore(pool)
+        user, other = uuid4(), uuid4()
+        for uid in (user, other):
+            await apply_facts_to_slots(store, uid, [fact("Prefiere aluminio 7075")])
+            await store.add_summary(uid, "user", "Pidió bridas", kind="model", language="es", message_count=2)
+        admin = await MemoryAdmin.connect(database_url)
+        try:
+            assert await admin.erase_user(user) >= 2
+        finally:
+            await admin.close()
+        assert (await store.read_slots(user)).is_empty()
+        assert await store.summary_versions(user, "user") == []
+        assert not (await store.read_slots(other)).is_empty()
+    finally:
+        await pool.close()
