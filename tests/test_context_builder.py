@@ -28,7 +28,7 @@ from pydantic_ai.tools import RunContext
 
 from memory_plugin.context.budget import BudgetSettings
 from memory_plugin.context.builder import ContextBuilder
-from memory_plugin.context.history import compact_history
+from memory_plugin.context.history import messages_for_request
 from memory_plugin.context.store import PostgresContextStore, session_scope
 from memory_plugin.context.tokens import token_counter
 from memory_plugin.manager import MemoryManager
@@ -145,12 +145,13 @@ class BudgetedMemory(AbstractCapability[Any]):
     _instructions: str = field(default="", init=False)
     _history: list[ModelMessage] = field(default_factory=list, init=False)
     _summary: str | None = field(default=None, init=False)
+    _given: list[ModelMessage] = field(default_factory=list, init=False)
 
     async def for_run(self, ctx: RunContext[Any]) -> BudgetedMemory:
         run = BudgetedMemory(self.builder, self.session_id, self.user_id)
         prompt = ctx.prompt if isinstance(ctx.prompt, str) else None
-        given = ctx.messages[:-1] if ctx.messages else None
-        built = await self.builder.build(self.session_id, self.user_id, query=prompt, history=given or None)
+        run._given = ctx.messages[:-1] if ctx.messages else []
+        built = await self.builder.build(self.session_id, self.user_id, query=prompt, history=run._given or None)
         run._instructions, run._history = built.instructions, built.history
         summary = await self.builder._summarizer.current(self.user_id, session_scope(self.session_id))
         run._summary = summary.content if summary else None
@@ -162,13 +163,15 @@ class BudgetedMemory(AbstractCapability[Any]):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        messages = request_context.messages
-        if len(messages) == 1 or ctx.run_step == 1:
-            # The run's first request: the session's clamped history, then the new prompt.
-            messages = [*self._history, messages[-1]]
-        else:
-            messages = compact_history(messages, self._summary, COUNTER, max_tokens=self.builder.budget.total_tokens)
-        request_context.messages = messages
+        request_context.messages = messages_for_request(
+            request_context.messages,
+            first_request=ctx.run_step == 1,
+            history=self._history,
+            given=len(self._given),
+            summary=self._summary,
+            counter=self.builder.counter,
+            max_tokens=self.builder.budget.total_tokens,
+        )
         return request_context
 
 
@@ -221,3 +224,51 @@ async def test_the_model_receives_memory_as_instructions_and_history_as_messages
     calls_ids = {p.tool_call_id for m in last for p in m.parts if isinstance(p, ToolCallPart)}
     returns_ids = {p.tool_call_id for m in last for p in m.parts if isinstance(p, ToolReturnPart)}
     assert calls_ids == returns_ids
+
+
+async def test_after_an_extraction_that_does_not_say_what_it_superseded(
+    pg_memory: MemoryManager, context_store: PostgresContextStore
+) -> None:
+    user, session = uuid4(), "s-extraction"
+    builder = ContextBuilder(pg_memory, context_store, COUNTER)
+    old = (
+        await pg_memory.update_memory_detailed(MemoryUpdate(user_id=user, new_facts=[pref("Prefiere latón")]))
+    ).stored
+    await builder.after_turn(session, user, [Message(role="user", content="Prefiero latón")], stored=old)
+    new = pref("Prefiere aluminio 7075").model_copy(update={"replaces": old[0].id})
+    stored = await pg_memory.update_memory(MemoryUpdate(user_id=user, new_facts=[new]))
+    # What `ExtractionRun.stored` gives: the stored facts, not the superseded ones (and a fact may supersede
+    # another without naming it in `replaces`: the store's rules can).
+    stored = [f.model_copy(update={"replaces": None}) for f in stored]
+    await builder.after_turn(
+        session,
+        user,
+        [Message(role="user", content="Ya no quiero latón, mejor aluminio 7075")],
+        stored=stored,
+        superseded=None,
+    )
+    assert [e.text for e in (await context_store.read_slots(user)).get("preferences")] == ["Prefiere aluminio 7075"]
+
+
+async def test_a_callers_message_history_is_clamped_not_doubled(
+    pg_memory: MemoryManager, context_store: PostgresContextStore
+) -> None:
+    user, session = uuid4(), "s-given"
+    await pg_memory.add_message(session, Message(role="user", content="mensaje de la sesión en RAM"))
+    seen: list[list[ModelMessage]] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        return ModelResponse(parts=[TextPart("Dos semanas")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(answer))
+    builder = ContextBuilder(pg_memory, context_store, COUNTER, BudgetSettings(total_tokens=600))
+    given = [m for i in range(60) for m in turn(i)]
+    await agent.run("¿Y el plazo?", message_history=given, capabilities=[BudgetedMemory(builder, session, user)])
+    [sent] = seen
+    texts = [p.content for m in sent for p in m.parts if isinstance(p, UserPromptPart)]
+    assert texts[-1] == "¿Y el plazo?"
+    assert "pregunta número 59 sobre el pedido de bridas" in texts
+    assert "pregunta número 0 sobre el pedido de bridas" not in texts
+    assert "mensaje de la sesión en RAM" not in texts  # the caller's history replaces the session's
+    assert len(texts) == len(set(texts))

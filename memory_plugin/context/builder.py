@@ -193,20 +193,26 @@ class ContextBuilder:
         *,
         message_count: int | None = None,
         stored: Sequence[MemorizedFact] = (),
-        superseded: Sequence[MemorizedFact] = (),
+        superseded: Sequence[MemorizedFact] | None = (),
         preferences: UserPreferences | None = None,
         extraction_ran: bool | None = None,
     ) -> SummaryUpdate:
-        """After an exchange: patch the slots with the facts just stored (`WriteOutcome.stored` and
-        `.superseded`), and rewrite the session's rolling summary if due; a new session summary is also the
-        user's (what the next session starts from). `messages`: the session's messages, oldest first;
+        """After an exchange: patch the slots with the facts just stored and those they superseded
+        (`WriteOutcome.stored` and `.superseded`; `superseded=None` when unknown, as after `extract_if_due`:
+        they are read back), and rewrite the session's rolling summary if due; a new session summary is also
+        the user's (what the next session starts from). `messages`: the session's messages, oldest first;
         `message_count`: how many the session has had in all (defaults to `len(messages)`); `extraction_ran`:
         whether a fact extraction ran on this turn (`summary_with_extraction` waits for one)."""
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
-        if stored or superseded or preferences is not None:
-            await apply_facts_to_slots(
-                self.store, uid, stored, superseded=[f.id for f in superseded], preferences=preferences
-            )
+        if superseded is None:
+            # The caller does not know what the write superseded (`ExtractionRun` lists only what it stored):
+            # the facts whose `superseded_by` names one of them.
+            ids = {f.id for f in stored}
+            records = await self.memory.list_memory(uid) if ids else []
+            superseded = [fact_from_record(r) for r in records if r.kind == "fact" and r.superseded_by in ids]
+        gone = [f.id for f in superseded] + [f.replaces for f in stored if f.replaces]
+        if stored or gone or preferences is not None:
+            await apply_facts_to_slots(self.store, uid, stored, superseded=gone, preferences=preferences)
         by_id = {f.id: f.content for f in stored}
         replaced = {f.replaces: f.content for f in stored if f.replaces}
         outdated = [

@@ -41,6 +41,7 @@ __all__ = [
     "cut_points",
     "history_tokens",
     "message_tokens",
+    "messages_for_request",
     "messages_from_session",
     "rehydrated_history",
 ]
@@ -176,3 +177,25 @@ def rehydrated_history(
 ) -> list[ModelMessage]:
     """A session's stored messages as the clamped history a new process resumes with."""
     return clamp_history(messages_from_session(session), counter, max_tokens=max_tokens, min_messages=min_messages)
+
+
+def messages_for_request(
+    sent: Sequence[ModelMessage],
+    *,
+    first_request: bool,
+    history: Sequence[ModelMessage],
+    given: int,
+    summary: str | None,
+    counter: TokenCounter,
+    max_tokens: int,
+    min_messages: int = 4,
+) -> list[ModelMessage]:
+    """What a capability's `before_model_request` sends instead of `sent` (the run's messages).
+
+    On the run's first request: `history` (the assembled, clamped history) in place of the `given`
+    messages the caller passed as `message_history` (0 when none: the session's history is added), then
+    the new prompt. On later requests of the same run (tool calls): the messages compacted to `max_tokens`
+    with `summary` as a `CompactionPart` when anything had to go. The run's own messages are not changed."""
+    if first_request:
+        return [*history, *sent[given:]]
+    return compact_history(sent, summary, counter, max_tokens=max_tokens, min_messages=min_messages)
