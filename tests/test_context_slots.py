@@ -194,3 +194,15 @@ async def test_erasing_a_user_erases_their_slots_and_summaries(database_url: str
         assert not (await store.read_slots(other)).is_empty()
     finally:
         await pool.close()
+
+
+def test_preferences_merge_into_the_profile_instead_of_replacing_it() -> None:
+    slots = slots_from_facts([], preferences=UserPreferences(preferred_materials=["latón"], location="Bilbao"))
+    patch = patch_from_facts(
+        slots, preferences=UserPreferences(preferred_materials=["aluminio 7075"], industry="naval")
+    )
+    view = preferences_from_slots(patch.apply(slots))
+    assert view == UserPreferences(preferred_materials=["aluminio 7075", "latón"], location="Bilbao", industry="naval")
+    # A resync from facts keeps the profile.
+    rebuilt = slots_from_facts([fact("Prefiere titanio")], keep=patch.apply(slots))
+    assert preferences_from_slots(rebuilt) == view

@@ -156,7 +156,7 @@ class ContextBuilder:
             slots = await self.store.read_slots(uid)
             if slots.is_empty() and not context.long_term.is_empty():
                 # A user known before the slots existed: fill them once from every current fact.
-                slots = await self.resync_slots(uid)
+                slots = await self.resync_slots(uid, preferences=context.long_term.preferences)
         except StoreError as exc:
             logger.warning("%s slots unavailable for this turn: %s", LOG_PREFIX, exc)
             return Slots()
@@ -171,11 +171,12 @@ class ContextBuilder:
             logger.warning("%s rolling summary unavailable for this turn: %s", LOG_PREFIX, exc)
             return None
 
-    async def resync_slots(self, user_id: UUID) -> Slots:
-        """Rebuild the slots from the user's current facts (fields no fact fills are kept)."""
+    async def resync_slots(self, user_id: UUID, *, preferences: UserPreferences | None = None) -> Slots:
+        """Rebuild the slots from the user's current facts (fields no fact fills are kept; `preferences`, the
+        stored ones, are merged into the profile)."""
         facts = _current_facts(await self.memory.list_memory(user_id))
         current = await self.store.read_slots(user_id)
-        target = slots_from_facts(facts, keep=current)
+        target = slots_from_facts(facts, preferences=preferences, keep=current)
         # One patch per changed field, compared against what was read.
         names = {*current.fields, *target.fields}
         changed = {n: target.get(n) for n in names if target.get(n) != current.get(n)}

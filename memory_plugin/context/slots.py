@@ -29,6 +29,7 @@ __all__ = [
     "SlotField",
     "SlotPatch",
     "Slots",
+    "merge_preferences",
     "patch_from_facts",
     "preferences_from_slots",
     "render_slots",
@@ -207,7 +208,7 @@ def patch_from_facts(
         kept = [e for e in current if _normalise(e.text) != key and e.fact_id != fact.id]
         touched[name] = [_entry(fact), *kept][:max_entries]
     if preferences is not None and not preferences.is_empty():
-        touched["profile"] = _profile_entries(preferences)
+        touched["profile"] = _profile_entries(merge_preferences(preferences_from_slots(slots), preferences))
     changed = {name: entries for name, entries in touched.items() if _texts(entries) != _texts(slots.get(name))}
     return SlotPatch(expected={name: slots.get(name) for name in changed}, new=changed)
 
@@ -216,10 +217,12 @@ def slots_from_facts(
     facts: Sequence[MemorizedFact], *, preferences: UserPreferences | None = None, keep: Slots | None = None
 ) -> Slots:
     """The slots rebuilt from the user's current facts (a full resync); the fields no fact fills
-    (`targets`, `progress_markers`, `reminder_pref`) are kept from `keep`."""
+    (`targets`, `progress_markers`, `reminder_pref`, and the profile, into which `preferences` are merged)
+    are kept from `keep`."""
     fields: dict[SlotField, list[SlotEntry]] = {}
     if keep is not None:
-        for name in ("targets", "progress_markers", "reminder_pref"):
+        # Fields no fact fills; the profile too unless new preferences are given (they are merged into it).
+        for name in ("targets", "progress_markers", "reminder_pref", "profile"):
             if keep.get(name):
                 fields[name] = keep.get(name)
     return patch_from_facts(Slots(fields=fields), facts, preferences=preferences).apply(Slots(fields=fields))
@@ -237,6 +240,22 @@ def _profile_entries(prefs: UserPreferences) -> list[SlotEntry]:
         ("location", prefs.location),
     ]
     return [SlotEntry(text=f"{key}: {value}") for key, value in values if value]
+
+
+def merge_preferences(current: UserPreferences, new: UserPreferences) -> UserPreferences:
+    """`new` merged into `current` as the manager merges preferences: materials added (newest first, no
+    repeats), single values replaced when given."""
+    seen = {m.casefold() for m in new.preferred_materials}
+    return UserPreferences(
+        preferred_materials=[
+            *new.preferred_materials,
+            *(m for m in current.preferred_materials if m.casefold() not in seen),
+        ],
+        typical_quantities=new.typical_quantities or current.typical_quantities,
+        communication_style=new.communication_style or current.communication_style,
+        industry=new.industry or current.industry,
+        location=new.location or current.location,
+    )
 
 
 def preferences_from_slots(slots: Slots) -> UserPreferences:
