@@ -3,15 +3,19 @@ rehydration after a restart, and what a model receives through a capability that
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import random
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID, uuid4
 
 import pytest_asyncio
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Tracer, TracerProvider
 from psycopg_pool import AsyncConnectionPool
 from pydantic_ai import Agent
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, Instrumentation
 from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
@@ -24,9 +28,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.instrumented import InstrumentationSettings
 from pydantic_ai.tools import RunContext
 
-from memory_plugin.context.budget import BudgetSettings
+from memory_plugin.context.budget import BudgetSettings, ContextReport
 from memory_plugin.context.builder import ContextBuilder
 from memory_plugin.context.history import messages_for_request
 from memory_plugin.context.store import PostgresContextStore, session_scope
@@ -146,19 +151,26 @@ class BudgetedMemory(AbstractCapability[Any]):
     _history: list[ModelMessage] = field(default_factory=list, init=False)
     _summary: str | None = field(default=None, init=False)
     _given: list[ModelMessage] = field(default_factory=list, init=False)
+    _report: ContextReport | None = field(default=None, init=False)
 
     async def for_run(self, ctx: RunContext[Any]) -> BudgetedMemory:
         run = BudgetedMemory(self.builder, self.session_id, self.user_id)
         prompt = ctx.prompt if isinstance(ctx.prompt, str) else None
         run._given = ctx.messages[:-1] if ctx.messages else []
         built = await self.builder.build(self.session_id, self.user_id, query=prompt, history=run._given or None)
-        run._instructions, run._history = built.instructions, built.history
+        run._instructions, run._history, run._report = built.instructions, built.history, built.report
         summary = await self.builder._summarizer.current(self.user_id, session_scope(self.session_id))
         run._summary = summary.content if summary else None
         return run
 
     def get_instructions(self) -> str | None:
         return self._instructions or None
+
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
+        # Instrumentation is the outermost capability: here the current span is the agent run's.
+        if self._report is not None:
+            trace.get_current_span().set_attributes(self._report.as_attributes())
+        return await handler()
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
@@ -272,3 +284,68 @@ async def test_a_callers_message_history_is_clamped_not_doubled(
     assert "pregunta número 0 sobre el pedido de bridas" not in texts
     assert "mensaje de la sesión en RAM" not in texts  # the caller's history replaces the session's
     assert len(texts) == len(set(texts))
+
+
+class RecordingSpan(NonRecordingSpan):
+    """A span that keeps its attributes (the OpenTelemetry SDK is not installed)."""
+
+    def __init__(self, name: str, attributes: Any) -> None:
+        ids = random.Random(name)
+        super().__init__(SpanContext(ids.getrandbits(128), ids.getrandbits(64), False, TraceFlags(1)))
+        self.name = name
+        self.attributes: dict[str, Any] = dict(attributes or {})
+
+    def is_recording(self) -> bool:
+        return True
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attributes[key] = value
+
+    def set_attributes(self, attributes: Any) -> None:
+        self.attributes.update(attributes)
+
+
+class RecordingTracer(Tracer):
+    def __init__(self) -> None:
+        self.spans: list[RecordingSpan] = []
+
+    def start_span(
+        self, name: str, context: Any = None, kind: Any = None, attributes: Any = None, *a: Any, **k: Any
+    ) -> RecordingSpan:
+        span = RecordingSpan(name, attributes)
+        self.spans.append(span)
+        return span
+
+    @contextmanager  # type: ignore[override]
+    def start_as_current_span(
+        self, name: str, *a: Any, attributes: Any = None, end_on_exit: bool = True, **k: Any
+    ) -> Iterator[RecordingSpan]:
+        span = self.start_span(name, attributes=attributes)
+        with trace.use_span(span, end_on_exit=end_on_exit):
+            yield span
+
+
+class RecordingProvider(TracerProvider):
+    def __init__(self) -> None:
+        self.tracer = RecordingTracer()
+
+    def get_tracer(self, *a: Any, **k: Any) -> RecordingTracer:
+        return self.tracer
+
+
+async def test_the_report_is_an_attribute_of_the_agent_run_span(
+    pg_memory: MemoryManager, context_store: PostgresContextStore
+) -> None:
+    user, session = uuid4(), "s-span"
+    await pg_memory.update_memory(MemoryUpdate(user_id=user, new_facts=[pref("Prefiere aluminio 7075")]))
+    provider = RecordingProvider()
+    agent: Agent[None, str] = Agent(
+        FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("Dos semanas")])),
+        capabilities=[Instrumentation(InstrumentationSettings(tracer_provider=provider))],
+    )
+    builder = ContextBuilder(pg_memory, context_store, COUNTER)
+    await agent.run("¿Plazo para 10 piezas?", capabilities=[BudgetedMemory(builder, session, user)])
+    [run_span] = [s for s in provider.tracer.spans if s.attributes.get("gen_ai.operation.name") == "invoke_agent"]
+    assert run_span.attributes["memory.context.budget"] == 1000
+    assert 0 < run_span.attributes["memory.context.slots"] <= 250
+    assert run_span.attributes["memory.context.total"] <= 1000
