@@ -182,3 +182,15 @@ def test_compaction_puts_the_summary_in_a_request_and_replaces_an_older_one() ->
     summaries = [p.content for m in again for p in m.parts if isinstance(p, CompactionPart)]
     assert summaries == ["resumen 2"]
     assert compact_history(history, "x", COUNTER, max_tokens=10**6) == history  # fits: unchanged
+
+
+def test_projects_and_requests_come_after_the_facts_and_go_before_them() -> None:
+    facts = [fact(f"Hecho relevante número {i} sobre tolerancias y acabados") for i in range(12)]
+    notes = [f"project 2026-11-0{i}: 50 bridas modelo {i} (quoted)" for i in range(1, 6)]
+    inputs = ContextInputs(PROFILE, SLOTS, None, facts, turns(2), notes=notes)
+    roomy = assemble_context(inputs, COUNTER)
+    assert roomy.instructions.index("número 11 ") < roomy.instructions.index("modelo 1 ")
+    tight = assemble_context(inputs, COUNTER, BudgetSettings(total_tokens=500))
+    assert tight.report.facts_dropped > 0
+    assert "número 0 " in tight.instructions
+    assert "modelo 5 " not in tight.instructions

@@ -5,12 +5,14 @@ Parts, in the order they are placed and kept (default budget 1,000 tokens, `Memo
 1. profile: the user's `UserPreferences` (the profile slot);
 2. slots: goal, constraints, rejections, preferences, schedule… (at most 250 tokens, filled fields only);
 3. rolling summary (at most 600 tokens; 450 under pressure);
-4. relevant long-term facts (query-aware; rejections always, with the slots);
+4. relevant long-term facts (query-aware; rejections always, with the slots), then past projects and
+   frequent requests;
 5. recent messages by the remaining budget, but never fewer than the last 4.
 
 Over budget, what goes first: recent messages beyond the last 4, then the summary down to 450 tokens, then
-relevant facts (lowest ranked first), then the rest of the summary. Profile, slots, rejections and the
-last 4 messages are never cut; if they alone exceed the budget, the report says so (`over_budget`).
+projects and frequent requests, then relevant facts (lowest ranked first), then the rest of the summary.
+Profile, slots, rejections and the last 4 messages are never cut; if they alone exceed the budget, the
+report says so (`over_budget`).
 
 `assemble_context` is pure (no I/O, no clock): the same inputs give the same instructions, which keeps
 prompt caches warm. The history goes back as pydantic-ai messages and is never repeated in the
@@ -65,6 +67,8 @@ class ContextInputs:
     """Relevant long-term facts, best first; rejections among them are always kept."""
     history: Sequence[ModelMessage] = ()
     """The conversation so far, as pydantic-ai messages, oldest first."""
+    notes: Sequence[str] = ()
+    """Other long-term lines (past projects, frequent requests): placed after the facts, cut before them."""
     notice: str | None = None
     """A line the agent must read whatever the budget (e.g. long-term memory temporarily unavailable)."""
 
@@ -208,7 +212,8 @@ def assemble_context(
         "\n".join(["Never suggest (the user rejected these):", *map(_fact_line, rejections)]) if rejections else ""
     )
     relevant = [f for f in inputs.facts if f.category != "rejection" and not shown_in_slots(f)]
-    fact_lines = [_fact_line(f) for f in relevant]
+    # Notes after the facts: when lines are cut from the end, they go first.
+    fact_lines = [_fact_line(f) for f in relevant] + [f"- {_flat(n)}" for n in inputs.notes]
     notice = _flat(inputs.notice, 400) if inputs.notice else ""
 
     summary_full = clip_to_tokens(inputs.summary.strip(), counter, s.summary_tokens) if inputs.summary else ""

@@ -78,6 +78,13 @@ def _current_facts(records: Sequence[MemoryRecord]) -> list[MemorizedFact]:
     return [fact_from_record(r) for r in records if r.kind == "fact" and r.is_current(now)]
 
 
+def _notes(context: MemoryContext) -> list[str]:
+    long = context.long_term
+    notes = [f"project {p.timestamp.date().isoformat()}: {p.description} ({p.status})" for p in long.projects]
+    notes += [f"frequent request: {p.description} (x{p.occurrences})" for p in long.patterns]
+    return notes
+
+
 @dataclass
 class ContextBuilder:
     """Builds each turn's context within the token budget and maintains slots and rolling summaries."""
@@ -145,6 +152,7 @@ class ContextBuilder:
             facts=context.long_term.facts,
             history=messages,
             notice=notice,
+            notes=_notes(context),
         )
         assembled = assemble_context(inputs, self.counter, self.budget)
         logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())

@@ -9,6 +9,11 @@ Compaction follows pydantic-ai's convention for a summary the application writes
 (without provider fields) at the start of a `ModelRequest`; every provider sends it as user-voice text
 framed as a summary written by a separate model. The rolling summary is that summary, so compaction within
 a run and rehydration in a new process hand the model the same digest.
+
+pydantic-ai-harness's `SummarizingCompaction` / `SlidingWindowCompaction` do the same job, but each harness
+release pins `pydantic-ai-slim` to one exact version; a library that depended on it would force that core
+version on its users. So this module follows the harness's design (request-side `CompactionPart`, cut
+points at user turns) in about a hundred lines of its own, with no dependency.
 """
 
 from __future__ import annotations
