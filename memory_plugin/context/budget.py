@@ -30,6 +30,7 @@ from pydantic_ai.messages import ModelMessage
 
 from ..models import MemorizedFact, UserPreferences
 from .history import clamp_history, history_tokens
+from .lines import one_line, safe_lines
 from .slots import Slots, render_slots
 from .summary import clip_to_tokens
 from .tokens import TokenCounter
@@ -150,16 +151,10 @@ class AssembledContext:
     """Tokens per part."""
 
 
-def _flat(text: str, limit: int = 300) -> str:
-    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    flat = flat.replace("<", "‹").replace(">", "›")
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
 def _profile_text(profile: UserPreferences) -> str:
     parts = []
     if profile.preferred_materials:
-        parts.append("materials: " + ", ".join(_flat(m, 60) for m in profile.preferred_materials))
+        parts.append("materials: " + ", ".join(one_line(m, 60) for m in profile.preferred_materials))
     for label, value in (
         ("quantities", profile.typical_quantities),
         ("style", profile.communication_style),
@@ -167,12 +162,12 @@ def _profile_text(profile: UserPreferences) -> str:
         ("location", profile.location),
     ):
         if value:
-            parts.append(f"{label}: {_flat(value, 80)}")
+            parts.append(f"{label}: {one_line(value, 80)}")
     return ("Profile: " + "; ".join(parts)) if parts else ""
 
 
 def _fact_line(fact: MemorizedFact) -> str:
-    return f"- [{fact.category}] {_flat(fact.content)}"
+    return f"- [{fact.category}] {one_line(fact.content)}"
 
 
 def _block(sections: Sequence[str]) -> str:
@@ -213,10 +208,10 @@ def assemble_context(
     )
     relevant = [f for f in inputs.facts if f.category != "rejection" and not shown_in_slots(f)]
     # Notes after the facts: when lines are cut from the end, they go first.
-    fact_lines = [_fact_line(f) for f in relevant] + [f"- {_flat(n)}" for n in inputs.notes]
-    notice = _flat(inputs.notice, 400) if inputs.notice else ""
+    fact_lines = [_fact_line(f) for f in relevant] + [f"- {one_line(n)}" for n in inputs.notes]
+    notice = one_line(inputs.notice, 400) if inputs.notice else ""
 
-    summary_full = clip_to_tokens(inputs.summary.strip(), counter, s.summary_tokens) if inputs.summary else ""
+    summary_full = clip_to_tokens(safe_lines(inputs.summary), counter, s.summary_tokens) if inputs.summary else ""
     history = list(inputs.history)
     minimum = clamp_history(history, counter, max_tokens=0, min_messages=s.min_recent_messages)
     min_history = history_tokens(minimum, counter)

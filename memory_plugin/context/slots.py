@@ -21,6 +21,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..models import MemorizedFact, UserPreferences, utc_now
+from .lines import one_line
 from .tokens import TokenCounter
 
 __all__ = [
@@ -275,12 +276,6 @@ def preferences_from_slots(slots: Slots) -> UserPreferences:
     )
 
 
-def _line(text: str, limit: int = 200) -> str:
-    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    flat = flat.replace("<", "‹").replace(">", "›")
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
 def render_slots(slots: Slots, counter: TokenCounter, *, max_tokens: int, skip: Iterable[SlotField] = ()) -> str:
     """The filled slots as compact lines within `max_tokens` ("" when empty).
 
@@ -290,7 +285,9 @@ def render_slots(slots: Slots, counter: TokenCounter, *, max_tokens: int, skip: 
     fields = [(name, slots.get(name)) for name in SLOT_FIELDS if name not in skipped and slots.get(name)]
 
     def text(chosen: list[tuple[SlotField, list[SlotEntry]]]) -> str:
-        return "\n".join(f"{_LABELS[name]}: " + "; ".join(_line(e.text) for e in entries) for name, entries in chosen)
+        return "\n".join(
+            f"{_LABELS[name]}: " + "; ".join(one_line(e.text, 200) for e in entries) for name, entries in chosen
+        )
 
     chosen = [(name, list(entries)) for name, entries in fields]
     while chosen and counter.count(text(chosen)) > max_tokens:

@@ -27,6 +27,7 @@ from pydantic_ai.models import Model
 from ..extraction.policy import is_explicit_trigger, is_small_talk
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, Message, utc_now
+from .lines import one_line
 from .store import ContextStore, SummaryKind, SummaryVersion
 from .tokens import TokenCounter
 
@@ -170,11 +171,6 @@ def detect_language(texts: Sequence[str]) -> Literal["es", "en"]:
     return "en" if en > es else "es"
 
 
-def _line(text: str, limit: int = 220) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
 def clip_to_tokens(text: str, counter: TokenCounter, max_tokens: int) -> str:
     """`text` cut at a line boundary to at most `max_tokens` (the first line cut by words if needed)."""
     if counter.count(text) <= max_tokens:
@@ -213,9 +209,9 @@ def extractive_summary(
     user = [m.content for m in messages if m.role == "user" and not is_small_talk(m.content) and current(m.content)]
     key = [t for t in user if _DECISION.search(t) or is_explicit_trigger(t)]
     lines = [EXTRACTIVE_HEADER[language]]
-    lines += [f"outdated: {_line(old, 100)} → {_line(new, 100)}" for old, new in outdated]
-    lines += [f"- {_line(t)}" for t in key]
-    lines += [f"- {_line(t)}" for t in user[-4:] if t not in key]
+    lines += [f"outdated: {one_line(old, 100)} → {one_line(new, 100)}" for old, new in outdated]
+    lines += [f"- {one_line(t, 220)}" for t in key]
+    lines += [f"- {one_line(t, 220)}" for t in user[-4:] if t not in key]
     if previous:
         # The earlier digest's lines after the new ones: when the budget is short, the oldest go first.
         lines += [
@@ -267,7 +263,7 @@ _LANGUAGE_NAME = {"es": "Spanish (español)", "en": "English"}
 
 def _prompt(previous: str | None, messages: Sequence[Message], outdated: Sequence[tuple[str, str]]) -> str:
     parts = ["[OLD SUMMARY]", previous or "(none)", "", "[NEW MESSAGES]"]
-    parts += [f"{m.role}: {_line(m.content, 2000)}" for m in messages]
+    parts += [f"{m.role}: {one_line(m.content, 2000)}" for m in messages]
     if outdated:
         parts += ["", "[REPLACED FACTS]"] + [f"{old} → {new}" for old, new in outdated]
     return "\n".join(parts)
@@ -398,7 +394,7 @@ class RollingSummarizer:
             return None
         language = detect_language([f.content for f in valid])
         ordered = sorted(valid, key=lambda f: (-f.importance, f.category))
-        lines = [RESYNC_HEADER[language]] + [f"- {f.category}: {_line(f.content)}" for f in ordered]
+        lines = [RESYNC_HEADER[language]] + [f"- {f.category}: {one_line(f.content, 220)}" for f in ordered]
         text = clip_to_tokens("\n".join(lines), self.counter, self.policy.max_tokens)
         kind: SummaryKind = "resync"
         previous = await self.current(user_id, scope)
