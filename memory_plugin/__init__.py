@@ -31,6 +31,7 @@ from .models import (
 )
 from .outage import BackendStatus, ResilientStore
 from .quality import WriteOutcome
+from .remember import Note
 from .rows import MemoryRecord
 from .session import SessionStore
 from .settings import MemorySettings
@@ -57,6 +58,7 @@ __all__ = [
     "MemoryStats",
     "MemoryUpdate",
     "Message",
+    "Note",
     "PostgresStore",
     "ProjectRecord",
     "RequestPattern",
