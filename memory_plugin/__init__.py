@@ -29,14 +29,16 @@ from .models import (
     ShortTermMemory,
     UserPreferences,
 )
-from .outage import BackendStatus, ResilientStore
+from .outage import ResilientStore
 from .quality import WriteOutcome
 from .remember import Note
 from .rows import MemoryRecord
 from .session import SessionStore
 from .settings import MemorySettings
 from .store import InMemoryStore, LongTermStore, PostgresStore, SupabaseStore
+from .store.status import BackendStatus
 from .tools import memory_toolset
+from .write.notes import Note
 
 __all__ = [
     "BackendStatus",
