@@ -31,7 +31,6 @@ from .models import (
 )
 from .outage import ResilientStore
 from .quality import WriteOutcome
-from .remember import Note
 from .rows import MemoryRecord
 from .session import SessionStore
 from .settings import MemorySettings
