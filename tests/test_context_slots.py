@@ -206,3 +206,11 @@ def test_preferences_merge_into_the_profile_instead_of_replacing_it() -> None:
     # A resync from facts keeps the profile.
     rebuilt = slots_from_facts([fact("Prefiere titanio")], keep=patch.apply(slots))
     assert preferences_from_slots(rebuilt) == view
+
+
+async def test_profile_entries_without_a_fact_patch_again(context_store: ContextStore) -> None:
+    user = uuid4()
+    await apply_facts_to_slots(context_store, user, preferences=UserPreferences(location="Bilbao"))
+    await apply_facts_to_slots(context_store, user, preferences=UserPreferences(industry="naval"))
+    view = preferences_from_slots(await context_store.read_slots(user))
+    assert view == UserPreferences(location="Bilbao", industry="naval")

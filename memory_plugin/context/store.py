@@ -178,7 +178,7 @@ _READ_SLOTS_SQL = "select slots from public.memory_slots where user_id = %(user)
 # A concurrent writer's row lock makes this one wait, then the WHERE is evaluated on the newest row.
 _PATCH_SLOTS_SQL = """
 insert into public.memory_slots as s (user_id, slots, updated_at)
-values (%(user)s, jsonb_strip_nulls(%(new)s::jsonb), now())
+values (%(user)s, %(new)s::jsonb - array(select e.key from jsonb_each(%(new)s::jsonb) e where e.value = 'null'), now())
 on conflict (user_id) do update
 set slots = (s.slots || %(new)s::jsonb) - array(select e.key from jsonb_each(%(new)s::jsonb) e where e.value = 'null'),
     updated_at = now()
