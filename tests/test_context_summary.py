@@ -187,3 +187,27 @@ def test_a_long_exchange_triggers_but_many_short_ones_only_by_count() -> None:
     short = [user("¿Plazo para 10 piezas?"), bot("Dos semanas " * 20)]  # ~260 characters
     assert summary_due(short * 3, policy) is None  # 780 characters over three exchanges: not one long one
     assert summary_due([user("¿Plazo?"), bot("Dos semanas " * 60)], policy) == "new_text"
+
+
+async def test_a_sliding_window_of_messages_keeps_feeding_the_summary() -> None:
+    seen: list[str] = []
+    summarizer = RollingSummarizer(InMemoryContextStore(), COUNTER, summarizer_model([f"v{i}" for i in range(9)], seen))
+    uid = uuid4()
+    said: list[Message] = []
+    for i in range(3):
+        said.append(user(f"Vamos con el pedido número {i}"))
+        window = said[-2:]  # a session keeps only its last messages
+        done = await summarizer.update(uid, SCOPE, window)
+        assert done.written
+        assert f"pedido número {i}" in seen[-1]
+        assert f"pedido número {i - 1}" not in seen[-1]  # covered by the previous version
+    current = await summarizer.current(uid, SCOPE)
+    assert current is not None
+    assert current.message_count == 3
+
+
+async def test_a_first_session_summary_builds_on_the_users() -> None:
+    seen: list[str] = []
+    summarizer = RollingSummarizer(InMemoryContextStore(), COUNTER, summarizer_model(["nuevo"], seen))
+    await summarizer.update(uuid4(), SCOPE, [user("Vamos con titanio")], start_from="Pidió 50 bridas en 2025")
+    assert "Pidió 50 bridas en 2025" in seen[0]

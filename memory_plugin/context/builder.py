@@ -209,8 +209,9 @@ class ContextBuilder:
         """After an exchange: patch the slots with the facts just stored and those they superseded
         (`WriteOutcome.stored` and `.superseded`; `superseded=None` when unknown, as after `extract_if_due`:
         they are read back), and rewrite the session's rolling summary if due; a new session summary is also
-        the user's (what the next session starts from). `messages`: the session's messages, oldest first;
-        `message_count`: how many the session has had in all (defaults to `len(messages)`); `extraction_ran`:
+        the user's (what the next session starts from). `messages`: the session's messages, oldest first
+        (its recent window is enough: new ones are told by timestamp, or by `message_count`, how many the
+        session has had in all); `extraction_ran`:
         whether a fact extraction ran on this turn (`summary_with_extraction` waits for one)."""
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
         if superseded is None:
@@ -230,8 +231,19 @@ class ContextBuilder:
         ]
         outdated = [(old, new) for old, new in outdated if new]
         scope = session_scope(session_id)
+        # A session's first summary builds on the user's: what earlier sessions handed over is kept.
+        handed_over = None
+        if await self._summarizer.current(uid, scope) is None:
+            user_summary = await self._summarizer.current(uid, USER_SCOPE)
+            handed_over = user_summary.content if user_summary else None
         update = await self._summarizer.update(
-            uid, scope, messages, message_count=message_count, outdated=outdated, extraction_ran=extraction_ran
+            uid,
+            scope,
+            messages,
+            message_count=message_count,
+            outdated=outdated,
+            extraction_ran=extraction_ran,
+            start_from=handed_over,
         )
         if update.written and update.current is not None:
             version = update.current
@@ -242,6 +254,7 @@ class ContextBuilder:
                 kind=version.kind,
                 language=version.language,
                 message_count=version.message_count,
+                covered_until=version.covered_until,
             )
         if self._summarizer.resync_due(await self._summarizer.current(uid, USER_SCOPE)):
             facts = _current_facts(await self.memory.list_memory(uid))

@@ -71,7 +71,9 @@ class SummaryVersion(BaseModel):
     language: str | None = None
     """The conversation's language (`es`, `en`), when known."""
     message_count: int = Field(default=0, ge=0)
-    """Messages the summary covers (new messages are counted from here)."""
+    """Messages the summary covers."""
+    covered_until: datetime | None = None
+    """Timestamp of the newest message it covers: later messages are new."""
     created_at: datetime = Field(default_factory=utc_now)
     """When it was written."""
 
@@ -93,7 +95,15 @@ class ContextStore(Protocol):
         ...
 
     async def add_summary(
-        self, user_id: UUID, scope: str, content: str, *, kind: SummaryKind, language: str | None, message_count: int
+        self,
+        user_id: UUID,
+        scope: str,
+        content: str,
+        *,
+        kind: SummaryKind,
+        language: str | None,
+        message_count: int,
+        covered_until: datetime | None = None,
     ) -> SummaryVersion:
         """Store a new current version; only the newest `SUMMARY_VERSIONS_KEPT` are kept."""
         ...
@@ -152,13 +162,27 @@ class InMemoryContextStore:
         return list(reversed(self._summaries.get((user_id, _check_scope(scope)), [])))
 
     async def add_summary(
-        self, user_id: UUID, scope: str, content: str, *, kind: SummaryKind, language: str | None, message_count: int
+        self,
+        user_id: UUID,
+        scope: str,
+        content: str,
+        *,
+        kind: SummaryKind,
+        language: str | None,
+        message_count: int,
+        covered_until: datetime | None = None,
     ) -> SummaryVersion:
         """A new current version."""
         versions = self._summaries.setdefault((user_id, _check_scope(scope)), [])
         latest = versions[-1].version if versions else 0
         added = SummaryVersion(
-            scope=scope, version=latest + 1, content=content, kind=kind, language=language, message_count=message_count
+            scope=scope,
+            version=latest + 1,
+            content=content,
+            kind=kind,
+            language=language,
+            message_count=message_count,
+            covered_until=covered_until,
         )
         versions.append(added)
         del versions[:-SUMMARY_VERSIONS_KEPT]
@@ -188,7 +212,7 @@ where not exists (
 )
 returning 1
 """
-_SUMMARY_COLUMNS = "scope, version, content, kind, language, message_count, created_at"
+_SUMMARY_COLUMNS = "scope, version, content, kind, language, message_count, covered_until, created_at"
 _SUMMARY_VERSIONS_SQL = (
     f"select {_SUMMARY_COLUMNS} from public.memory_summaries where user_id = %(user)s and scope = %(scope)s"
     " order by version desc"
@@ -196,8 +220,10 @@ _SUMMARY_VERSIONS_SQL = (
 # One statement: the next version, and the versions beyond the newest kept ones deleted.
 _ADD_SUMMARY_SQL = f"""
 with added as (
-    insert into public.memory_summaries (user_id, scope, version, content, kind, language, message_count)
-    select %(user)s, %(scope)s, coalesce(max(version), 0) + 1, %(content)s, %(kind)s, %(language)s, %(count)s
+    insert into public.memory_summaries
+        (user_id, scope, version, content, kind, language, message_count, covered_until)
+    select %(user)s, %(scope)s, coalesce(max(version), 0) + 1, %(content)s, %(kind)s, %(language)s, %(count)s,
+        %(covered)s
     from public.memory_summaries where user_id = %(user)s and scope = %(scope)s
     returning {_SUMMARY_COLUMNS}
 ), pruned as (
@@ -251,7 +277,15 @@ class PostgresContextStore:
         return [_summary(row) for row in rows]
 
     async def add_summary(
-        self, user_id: UUID, scope: str, content: str, *, kind: SummaryKind, language: str | None, message_count: int
+        self,
+        user_id: UUID,
+        scope: str,
+        content: str,
+        *,
+        kind: SummaryKind,
+        language: str | None,
+        message_count: int,
+        covered_until: datetime | None = None,
     ) -> SummaryVersion:
         """A new current version (two writers racing for the same version number: the loser retries once)."""
         params = {
@@ -260,6 +294,7 @@ class PostgresContextStore:
             "kind": kind,
             "language": language,
             "count": message_count,
+            "covered": covered_until,
             "kept": SUMMARY_VERSIONS_KEPT,
         }
         try:
@@ -278,7 +313,7 @@ class PostgresContextStore:
 
 
 def _summary(row: Sequence[Any]) -> SummaryVersion:
-    scope, version, content, kind, language, count, created = row
+    scope, version, content, kind, language, count, covered, created = row
     return SummaryVersion(
         scope=scope,
         version=version,
@@ -286,5 +321,6 @@ def _summary(row: Sequence[Any]) -> SummaryVersion:
         kind=kind,
         language=language,
         message_count=count,
+        covered_until=covered,
         created_at=created,
     )

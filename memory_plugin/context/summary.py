@@ -313,18 +313,28 @@ class RollingSummarizer:
         outdated: Sequence[tuple[str, str]] = (),
         force: bool = False,
         extraction_ran: bool | None = None,
+        start_from: str | None = None,
     ) -> SummaryUpdate:
         """Rewrite the summary if due, from the messages it does not cover yet.
 
-        `messages` are the conversation's messages in order, the last `message_count` of all messages
-        ever seen (defaults to `len(messages)`); the ones after the current version's `message_count` are
-        new. `outdated`: (old, new) contents of facts replaced since, for `outdated:` lines. A failed or
-        empty model answer keeps the previous version. `extraction_ran`: whether a fact extraction runs on
-        this turn (with `policy.with_extraction`, the summary waits for one)."""
-        total = len(messages) if message_count is None else message_count
+        `messages`: the conversation's messages in order (a session's recent window is enough). The new ones
+        are those after the newest message the current version covers (by timestamp); or, with
+        `message_count` (how many messages there have been in all, `messages` being the last of them), those
+        beyond the version's count. `outdated`: (old, new) contents of facts replaced since, for `outdated:`
+        lines. A failed or empty model answer keeps the previous version. `extraction_ran`: whether a fact
+        extraction runs on this turn (with `policy.with_extraction`, the summary waits for one). `start_from`:
+        the text a first version builds on (a new session starts from the user's summary)."""
         previous = await self.current(user_id, scope)
         covered = previous.message_count if previous else 0
-        fresh = list(messages[max(0, len(messages) - (total - covered)) :]) if total > covered else []
+        if message_count is not None:
+            fresh = (
+                list(messages[max(0, len(messages) - (message_count - covered)) :]) if message_count > covered else []
+            )
+        else:
+            until = previous.covered_until if previous else None
+            fresh = [m for m in messages if until is None or m.timestamp > until]
+        total = message_count if message_count is not None else covered + len(fresh)
+        covered_until = max((m.timestamp for m in fresh), default=previous.covered_until if previous else None)
         reason: SummaryReason | None = "forced" if force and fresh else summary_due(fresh, self.policy)
         if reason is None and outdated and fresh:
             reason = "decision"
@@ -333,13 +343,19 @@ class RollingSummarizer:
         if reason is None:
             return SummaryUpdate(previous, False, None)
         language = detect_language([m.content for m in messages if m.role == "user"])
-        old_text = previous.content if previous else None
+        old_text = previous.content if previous else start_from
         if self.model is None:
             text = extractive_summary(
                 old_text, fresh, self.counter, max_tokens=self.policy.max_tokens, outdated=outdated, language=language
             )
             written = await self.store.add_summary(
-                user_id, scope, text, kind="extractive", language=language, message_count=total
+                user_id,
+                scope,
+                text,
+                kind="extractive",
+                language=language,
+                message_count=total,
+                covered_until=covered_until,
             )
             return SummaryUpdate(written, True, reason)
         try:
@@ -351,7 +367,7 @@ class RollingSummarizer:
             logger.warning("%s the summarizer answered nothing; previous version kept", LOG_PREFIX)
             return SummaryUpdate(previous, False, reason, 1, "empty summary")
         written = await self.store.add_summary(
-            user_id, scope, text, kind="model", language=language, message_count=total
+            user_id, scope, text, kind="model", language=language, message_count=total, covered_until=covered_until
         )
         return SummaryUpdate(written, True, reason, 1)
 
@@ -399,4 +415,12 @@ class RollingSummarizer:
         kind: SummaryKind = "resync"
         previous = await self.current(user_id, scope)
         count = max(message_count, previous.message_count if previous else 0)
-        return await self.store.add_summary(user_id, scope, text, kind=kind, language=language, message_count=count)
+        return await self.store.add_summary(
+            user_id,
+            scope,
+            text,
+            kind=kind,
+            language=language,
+            message_count=count,
+            covered_until=previous.covered_until if previous else None,
+        )

@@ -30,8 +30,9 @@ create table public.memory_summaries (
     -- from the user's current facts.
     kind          text        not null check (kind in ('model', 'extractive', 'resync')),
     language      text,
-    -- Messages covered so far (the trigger counts new ones from here).
+    -- Messages covered so far, and the newest one's timestamp: later messages are the new ones.
     message_count integer     not null default 0 check (message_count >= 0),
+    covered_until timestamptz,
     created_at    timestamptz not null default now(),
     primary key (user_id, scope, version)
 );
