@@ -349,3 +349,18 @@ async def test_the_report_is_an_attribute_of_the_agent_run_span(
     assert run_span.attributes["memory.context.budget"] == 1000
     assert 0 < run_span.attributes["memory.context.slots"] <= 250
     assert run_span.attributes["memory.context.total"] <= 1000
+
+
+async def test_open_uses_the_managers_database_and_closes(
+    pg_memory: MemoryManager, pg_settings: MemorySettings
+) -> None:
+    builder = await ContextBuilder.open(pg_memory, pg_settings, database_url=pg_memory.database_url)
+    try:
+        assert isinstance(builder.store, PostgresContextStore)
+        user = uuid4()
+        await pg_memory.update_memory(MemoryUpdate(user_id=user, new_facts=[pref("Prefiere aluminio 7075")]))
+        built = await builder.build("s-open", user, query="¿plazo?")
+        assert "aluminio 7075" in built.instructions
+        assert builder.counter.name == "~o200k_base"  # no agent or token model set: approximated
+    finally:
+        await builder.close()

@@ -28,7 +28,15 @@ from ..settings import MemorySettings
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
 from .history import messages_from_session
 from .slots import SlotPatch, Slots, preferences_from_slots, slots_from_facts
-from .store import USER_SCOPE, ContextStore, SummaryVersion, apply_facts_to_slots, session_scope
+from .store import (
+    USER_SCOPE,
+    ContextStore,
+    InMemoryContextStore,
+    PostgresContextStore,
+    SummaryVersion,
+    apply_facts_to_slots,
+    session_scope,
+)
 from .summary import RollingSummarizer, SummaryPolicy, SummaryUpdate
 from .tokens import TokenCounter, token_counter
 
@@ -113,6 +121,28 @@ class ContextBuilder:
         summarizer_model = model or settings.summary_model or settings.extraction_model
         summarizer = RollingSummarizer(store, counter, summarizer_model, summary_policy(settings))
         return cls(memory, store, counter, budget_settings(settings), summarizer)
+
+    @classmethod
+    async def open(
+        cls,
+        memory: MemorySource,
+        settings: MemorySettings,
+        *,
+        database_url: str | None,
+        model: Model | str | None = None,
+    ) -> ContextBuilder:
+        """A builder on Postgres at `database_url` (its own small pool: `MemoryManager.database_url`), or in
+        RAM when None (a manager on `InMemoryStore`). Close it with `close`."""
+        store: ContextStore = (
+            await PostgresContextStore.connect(database_url, connect_timeout=settings.connect_timeout_seconds)
+            if database_url
+            else InMemoryContextStore()
+        )
+        return cls.from_settings(memory, store, settings, model=model)
+
+    async def close(self) -> None:
+        """Release the store's connections (nothing to do in RAM)."""
+        await self.store.close()
 
     @property
     def _summarizer(self) -> RollingSummarizer:

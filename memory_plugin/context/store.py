@@ -112,6 +112,10 @@ class ContextStore(Protocol):
         """Roll back: delete the current version; the previous one (returned, None if none) is current again."""
         ...
 
+    async def close(self) -> None:
+        """Release connections (nothing to do in RAM)."""
+        ...
+
 
 async def apply_facts_to_slots(
     store: ContextStore,
@@ -195,6 +199,9 @@ class InMemoryContextStore:
             versions.pop()
         return versions[-1] if versions else None
 
+    async def close(self) -> None:
+        """Nothing to release."""
+
 
 _READ_SLOTS_SQL = "select slots from public.memory_slots where user_id = %(user)s"
 # Field-level compare-and-set: insert the patched fields, or merge them into the stored document (`||`,
@@ -245,6 +252,23 @@ class PostgresContextStore:
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
+
+    @classmethod
+    async def connect(cls, url: str, *, max_size: int = 4, connect_timeout: float = 5.0) -> PostgresContextStore:
+        """A store with its own small pool on `url` (close it with `close`)."""
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            url, min_size=1, max_size=max_size, timeout=connect_timeout, open=False, name="memory_plugin_context"
+        )
+        try:
+            await pool.open(wait=True, timeout=connect_timeout)
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            await pool.close()
+            raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
+        return cls(pool)
+
+    async def close(self) -> None:
+        """Close the pool."""
+        await self._pool.close()
 
     async def _run(self, user_id: UUID, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         try:
