@@ -156,11 +156,10 @@ class BudgetedMemory(AbstractCapability[Any]):
     async def for_run(self, ctx: RunContext[Any]) -> BudgetedMemory:
         run = BudgetedMemory(self.builder, self.session_id, self.user_id)
         prompt = ctx.prompt if isinstance(ctx.prompt, str) else None
-        run._given = ctx.messages[:-1] if ctx.messages else []
+        run._given = list(ctx.messages)  # the caller's message_history (the prompt comes later)
         built = await self.builder.build(self.session_id, self.user_id, query=prompt, history=run._given or None)
         run._instructions, run._history, run._report = built.instructions, built.history, built.report
-        summary = await self.builder._summarizer.current(self.user_id, session_scope(self.session_id))
-        run._summary = summary.content if summary else None
+        run._summary = built.summary
         return run
 
     def get_instructions(self) -> str | None:
@@ -284,6 +283,8 @@ async def test_a_callers_message_history_is_clamped_not_doubled(
     assert "pregunta número 0 sobre el pedido de bridas" not in texts
     assert "mensaje de la sesión en RAM" not in texts  # the caller's history replaces the session's
     assert len(texts) == len(set(texts))
+    # The history ends with the caller's last message, whole, just before the new prompt.
+    assert sent[-2] == given[-1]
 
 
 class RecordingSpan(NonRecordingSpan):

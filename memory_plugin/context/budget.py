@@ -149,6 +149,8 @@ class AssembledContext:
     """The recent history to send, oldest first (a suffix of the input, cut at a safe point)."""
     report: ContextReport
     """Tokens per part."""
+    summary: str | None = None
+    """The rolling summary given (before any cut): what compaction later in the run hands the model."""
 
 
 def _profile_text(profile: UserPreferences) -> str:
@@ -270,4 +272,4 @@ def assemble_context(
         summary_cut=summary_cut,
         over_budget=over_budget,
     )
-    return AssembledContext(instructions, kept, report)
+    return AssembledContext(instructions, kept, report, inputs.summary)
