@@ -131,14 +131,15 @@ def clamp_history(
     need = max(0, len(messages) - min_messages)
     # The latest cut point at or before the first message that must be kept.
     floor = max((p for p in points if p <= need), default=0)
-    suffix_tokens = [0] * (len(messages) + 1)
+    allowed = {p for p in points if p <= floor}
+    # Walk back from the newest message: only the messages that fit (and one more) are counted.
+    start, total = floor, 0
     for index in range(len(messages) - 1, -1, -1):
-        suffix_tokens[index] = suffix_tokens[index + 1] + message_tokens(messages[index], counter)
-    start = floor
-    for point in points:
-        if point <= floor and suffix_tokens[point] <= max_tokens:
-            start = point
+        total += message_tokens(messages[index], counter)
+        if total > max_tokens:
             break
+        if index in allowed:
+            start = index
     return list(messages[start:])
 
 
