@@ -211,3 +211,18 @@ async def test_a_first_session_summary_builds_on_the_users() -> None:
     summarizer = RollingSummarizer(InMemoryContextStore(), COUNTER, summarizer_model(["nuevo"], seen))
     await summarizer.update(uuid4(), SCOPE, [user("Vamos con titanio")], start_from="Pidió 50 bridas en 2025")
     assert "Pidió 50 bridas en 2025" in seen[0]
+
+
+async def test_the_summarizer_is_told_the_conversations_language() -> None:
+    told: list[str | None] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        told.append(info.instructions)
+        return ModelResponse(parts=[TextPart("resumen")])
+
+    summarizer = RollingSummarizer(InMemoryContextStore(), COUNTER, FunctionModel(answer))
+    await summarizer.update(uuid4(), SCOPE, [user("Vamos con el aluminio, ¿qué plazo tendríais?")])
+    await summarizer.update(uuid4(), SCOPE, [user("Let's go with brass, what lead time can you do?")])
+    assert "Spanish" in (told[0] or "")
+    assert "English" in (told[1] or "")
+    assert "outdated:" in (told[0] or "")
