@@ -226,3 +226,20 @@ async def test_the_summarizer_is_told_the_conversations_language() -> None:
     assert "Spanish" in (told[0] or "")
     assert "English" in (told[1] or "")
     assert "outdated:" in (told[0] or "")
+
+
+async def test_resync_is_due_a_week_after_the_last_one_however_often_the_summary_changes() -> None:
+    summarizer = RollingSummarizer(InMemoryContextStore(), COUNTER)
+    uid = uuid4()
+    msgs = [user("Vamos con bridas")]
+    first = (await summarizer.update(uid, "user", msgs)).current
+    assert first is not None
+    msgs.append(user("Vamos con titanio"))
+    second = (await summarizer.update(uid, "user", msgs)).current
+    assert second is not None
+    assert second.resynced_at == first.resynced_at  # carried, not restarted by each rewrite
+    assert summarizer.resync_due(second, first.created_at + timedelta(days=8))
+    fact = MemorizedFact(content="Prefiere titanio", category="preference", confidence=0.9, source="explicit")
+    rebuilt = await summarizer.resync(uid, "user", [fact])
+    assert rebuilt is not None
+    assert not summarizer.resync_due(rebuilt, rebuilt.created_at + timedelta(days=6))

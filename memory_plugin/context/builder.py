@@ -285,6 +285,7 @@ class ContextBuilder:
                 language=version.language,
                 message_count=version.message_count,
                 covered_until=version.covered_until,
+                resynced_at=version.resynced_at,
             )
         if self._summarizer.resync_due(await self._summarizer.current(uid, USER_SCOPE)):
             facts = _current_facts(await self.memory.list_memory(uid))

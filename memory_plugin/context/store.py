@@ -74,6 +74,8 @@ class SummaryVersion(BaseModel):
     """Messages the summary covers."""
     covered_until: datetime | None = None
     """Timestamp of the newest message it covers: later messages are new."""
+    resynced_at: datetime | None = None
+    """When the summary was last rebuilt from the facts (the first version starts the clock)."""
     created_at: datetime = Field(default_factory=utc_now)
     """When it was written."""
 
@@ -104,6 +106,7 @@ class ContextStore(Protocol):
         language: str | None,
         message_count: int,
         covered_until: datetime | None = None,
+        resynced_at: datetime | None = None,
     ) -> SummaryVersion:
         """Store a new current version; only the newest `SUMMARY_VERSIONS_KEPT` are kept."""
         ...
@@ -175,6 +178,7 @@ class InMemoryContextStore:
         language: str | None,
         message_count: int,
         covered_until: datetime | None = None,
+        resynced_at: datetime | None = None,
     ) -> SummaryVersion:
         """A new current version."""
         versions = self._summaries.setdefault((user_id, _check_scope(scope)), [])
@@ -187,6 +191,7 @@ class InMemoryContextStore:
             language=language,
             message_count=message_count,
             covered_until=covered_until,
+            resynced_at=resynced_at,
         )
         versions.append(added)
         del versions[:-SUMMARY_VERSIONS_KEPT]
@@ -219,7 +224,7 @@ where not exists (
 )
 returning 1
 """
-_SUMMARY_COLUMNS = "scope, version, content, kind, language, message_count, covered_until, created_at"
+_SUMMARY_COLUMNS = "scope, version, content, kind, language, message_count, covered_until, resynced_at, created_at"
 _SUMMARY_VERSIONS_SQL = (
     f"select {_SUMMARY_COLUMNS} from public.memory_summaries where user_id = %(user)s and scope = %(scope)s"
     " order by version desc"
@@ -228,9 +233,9 @@ _SUMMARY_VERSIONS_SQL = (
 _ADD_SUMMARY_SQL = f"""
 with added as (
     insert into public.memory_summaries
-        (user_id, scope, version, content, kind, language, message_count, covered_until)
+        (user_id, scope, version, content, kind, language, message_count, covered_until, resynced_at)
     select %(user)s, %(scope)s, coalesce(max(version), 0) + 1, %(content)s, %(kind)s, %(language)s, %(count)s,
-        %(covered)s
+        %(covered)s, %(resynced)s
     from public.memory_summaries where user_id = %(user)s and scope = %(scope)s
     returning {_SUMMARY_COLUMNS}
 ), pruned as (
@@ -310,6 +315,7 @@ class PostgresContextStore:
         language: str | None,
         message_count: int,
         covered_until: datetime | None = None,
+        resynced_at: datetime | None = None,
     ) -> SummaryVersion:
         """A new current version (two writers racing for the same version number: the loser retries once)."""
         params = {
@@ -319,6 +325,7 @@ class PostgresContextStore:
             "language": language,
             "count": message_count,
             "covered": covered_until,
+            "resynced": resynced_at,
             "kept": SUMMARY_VERSIONS_KEPT,
         }
         try:
@@ -337,7 +344,7 @@ class PostgresContextStore:
 
 
 def _summary(row: Sequence[Any]) -> SummaryVersion:
-    scope, version, content, kind, language, count, covered, created = row
+    scope, version, content, kind, language, count, covered, resynced, created = row
     return SummaryVersion(
         scope=scope,
         version=version,
@@ -346,5 +353,6 @@ def _summary(row: Sequence[Any]) -> SummaryVersion:
         language=language,
         message_count=count,
         covered_until=covered,
+        resynced_at=resynced,
         created_at=created,
     )

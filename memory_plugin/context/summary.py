@@ -335,6 +335,8 @@ class RollingSummarizer:
             fresh = [m for m in messages if until is None or m.timestamp > until]
         total = message_count if message_count is not None else covered + len(fresh)
         covered_until = max((m.timestamp for m in fresh), default=previous.covered_until if previous else None)
+        # The resync clock starts with the first version and is carried forward.
+        resynced_at = (previous.resynced_at if previous else None) or utc_now()
         reason: SummaryReason | None = "forced" if force and fresh else summary_due(fresh, self.policy)
         if reason is None and outdated and fresh:
             reason = "decision"
@@ -356,6 +358,7 @@ class RollingSummarizer:
                 language=language,
                 message_count=total,
                 covered_until=covered_until,
+                resynced_at=resynced_at,
             )
             return SummaryUpdate(written, True, reason)
         try:
@@ -367,7 +370,14 @@ class RollingSummarizer:
             logger.warning("%s the summarizer answered nothing; previous version kept", LOG_PREFIX)
             return SummaryUpdate(previous, False, reason, 1, "empty summary")
         written = await self.store.add_summary(
-            user_id, scope, text, kind="model", language=language, message_count=total, covered_until=covered_until
+            user_id,
+            scope,
+            text,
+            kind="model",
+            language=language,
+            message_count=total,
+            covered_until=covered_until,
+            resynced_at=resynced_at,
         )
         return SummaryUpdate(written, True, reason, 1)
 
@@ -398,7 +408,8 @@ class RollingSummarizer:
         """True when the summary has not been rebuilt from facts for `policy.resync_after`."""
         if current is None:
             return False
-        return current.kind != "resync" and (now or utc_now()) - current.created_at >= self.policy.resync_after
+        since = current.resynced_at or current.created_at
+        return (now or utc_now()) - since >= self.policy.resync_after
 
     async def resync(
         self, user_id: UUID, scope: str, facts: Sequence[MemorizedFact], *, message_count: int = 0
@@ -423,4 +434,5 @@ class RollingSummarizer:
             language=language,
             message_count=count,
             covered_until=previous.covered_until if previous else None,
+            resynced_at=utc_now(),
         )

@@ -33,6 +33,8 @@ create table public.memory_summaries (
     -- Messages covered so far, and the newest one's timestamp: later messages are the new ones.
     message_count integer     not null default 0 check (message_count >= 0),
     covered_until timestamptz,
+    -- When the summary was last rebuilt from the facts (carried from version to version).
+    resynced_at   timestamptz,
     created_at    timestamptz not null default now(),
     primary key (user_id, scope, version)
 );
