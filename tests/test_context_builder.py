@@ -365,3 +365,13 @@ async def test_open_uses_the_managers_database_and_closes(
         assert builder.counter.name == "~o200k_base"  # no agent or token model set: approximated
     finally:
         await builder.close()
+
+
+async def test_a_forgotten_fact_leaves_the_slots(pg_memory: MemoryManager, context_store: PostgresContextStore) -> None:
+    user = uuid4()
+    [stored] = await pg_memory.update_memory(MemoryUpdate(user_id=user, new_facts=[pref("Prefiere latón")]))
+    builder = ContextBuilder(pg_memory, context_store, COUNTER)
+    assert "latón" in (await builder.build("s-forget", user)).instructions
+    assert await pg_memory.forget(user, stored.id)
+    await builder.forget(user, [stored.id])
+    assert "latón" not in (await builder.build("s-forget", user)).instructions

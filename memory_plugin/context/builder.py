@@ -9,6 +9,7 @@ whatever recent history the caller still has, within the same budget (rehydratio
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -93,6 +94,9 @@ def _notes(context: MemoryContext) -> list[str]:
     return notes
 
 
+_FILLED_USERS = 10_000
+
+
 @dataclass
 class ContextBuilder:
     """Builds each turn's context within the token budget and maintains slots and rolling summaries."""
@@ -107,6 +111,10 @@ class ContextBuilder:
     """The budget."""
     summarizer: RollingSummarizer | None = None
     """Writes summaries; None: an extractive one (no model) with the default policy."""
+
+    _filled: OrderedDict[UUID, None] = field(default_factory=OrderedDict, init=False, repr=False)
+    """Users whose empty slots were already filled from their facts by this process (bounded LRU), so a user
+    whose facts fill no slot is not read again every turn."""
 
     def __post_init__(self) -> None:
         if self.summarizer is None:
@@ -192,9 +200,12 @@ class ContextBuilder:
     async def _slots(self, uid: UUID, context: MemoryContext) -> Slots:
         try:
             slots = await self.store.read_slots(uid)
-            if slots.is_empty() and not context.long_term.is_empty():
+            if slots.is_empty() and not context.long_term.is_empty() and uid not in self._filled:
                 # A user known before the slots existed: fill them once from every current fact.
                 slots = await self.resync_slots(uid, preferences=context.long_term.preferences)
+                self._filled[uid] = None
+                if len(self._filled) > _FILLED_USERS:
+                    self._filled.popitem(last=False)
         except StoreError as exc:
             logger.warning("%s slots unavailable for this turn: %s", LOG_PREFIX, exc)
             return Slots()
@@ -288,6 +299,13 @@ class ContextBuilder:
                 resynced_at=version.resynced_at,
             )
         if self._summarizer.resync_due(await self._summarizer.current(uid, USER_SCOPE)):
+            # The weekly rebuild from the facts: the summary, and the slots (a fact deleted or expired since
+            # leaves them here).
             facts = _current_facts(await self.memory.list_memory(uid))
             await self._summarizer.resync(uid, USER_SCOPE, facts)
+            await self.resync_slots(uid)
         return update
+
+    async def forget(self, user_id: UUID, fact_ids: Sequence[UUID]) -> Slots:
+        """Remove deleted facts from the slots (call it with the ids `MemoryManager.forget` deleted)."""
+        return await apply_facts_to_slots(self.store, user_id, superseded=fact_ids)
