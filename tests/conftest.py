@@ -1,12 +1,16 @@
 """Shared fixtures: one real embedded PostgreSQL per test session, migrated from supabase/migrations/.
 
 Tests isolate themselves by user id (a fresh UUID each), not by database, so the server starts once.
+Test runs isolate themselves by directory: everything a run writes (its PostgreSQL cluster and socket, the
+default `MEMORY_DATA_DIR` with its ONNX cache and journal, temporary files of benches and subprocesses) is
+under the run's own base directory, so several runs on one machine never share a file or a port.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -38,6 +42,27 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """This run's private base directory: pytest's base temporary directory, a new numbered one per run
+    (`/tmp/pytest-of-<user>/pytest-<n>`, locked while the run lasts, so concurrent runs never share one).
+
+    The defaults that would otherwise point at shared places point into it for the whole run, in this
+    process and the subprocesses tests start: `MEMORY_DATA_DIR` (the library's default is the user's data
+    directory, e.g. ~/.local/share/memory-plugin, where the ONNX export cache and the journal live) and the
+    temporary directory (`TMPDIR`, `tempfile.tempdir`) where the benches create their clusters.
+    """
+    base = tmp_path_factory.getbasetemp()
+    temporary = base / "tmp"
+    temporary.mkdir(exist_ok=True)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("MEMORY_DATA_DIR", str(base / "default-data"))
+    patch.setenv("TMPDIR", str(temporary))
+    patch.setattr(tempfile, "tempdir", str(temporary))
+    yield base
+    patch.undo()
 
 
 @pytest.fixture
