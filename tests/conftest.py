@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -44,10 +45,36 @@ class FakeClock:
         self.now += seconds
 
 
+_CREATED_BASETEMP: list[Path] = []
+"""The base directory this run made for itself (empty when the caller chose one with --basetemp)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the run a base temporary directory of its own, unless --basetemp names one.
+
+    Not pytest's default `/tmp/pytest-of-<user>/pytest-<n>`: every run starting re-applies mode 0700 to the
+    shared `pytest-of-<user>` directory, and when the tests run as root the embedded PostgreSQL runs as
+    another user that must traverse it, so one run starting broke the database of every other run on the
+    machine (pg_ctl: "could not access directory ... Permission denied").
+    """
+    if config.option.basetemp is None:
+        base = Path(tempfile.mkdtemp(prefix="memory-plugin-tests-"))
+        config.option.basetemp = str(base)
+        _CREATED_BASETEMP.append(base)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the run's own base directory if every test passed (a failed run keeps it, to look at)."""
+    if exitstatus == 0:
+        for base in _CREATED_BASETEMP:
+            shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def run_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """This run's private base directory: pytest's base temporary directory, a new numbered one per run
-    (`/tmp/pytest-of-<user>/pytest-<n>`, locked while the run lasts, so concurrent runs never share one).
+    """This run's private base directory (see `pytest_configure`): every `tmp_path` and the session's
+    PostgreSQL cluster and socket live under it.
 
     The defaults that would otherwise point at shared places point into it for the whole run, in this
     process and the subprocesses tests start: `MEMORY_DATA_DIR` (the library's default is the user's data
