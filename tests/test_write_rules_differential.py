@@ -26,12 +26,18 @@ import pytest_asyncio
 
 from memory_plugin import InMemoryStore, MemorizedFact, MemorySettings, PostgresStore, UserPreferences
 from memory_plugin.models import FactCategory, FactSource
+from memory_plugin.quality.rules import WriteRules
 from memory_plugin.rows import MemoryItem, MemoryRecord
 from memory_plugin.store import LongTermStore
 from memory_plugin.text import content_hash
 from memory_plugin.write.items import items_from_update
 
 SETTINGS = MemorySettings()
+RULES = WriteRules(
+    reinforcement_step=SETTINGS.reinforcement_step,
+    near_duplicate_threshold=SETTINGS.near_duplicate_threshold,
+    embedding_threshold=SETTINGS.dedup_embedding_threshold,
+)
 MODEL = "fake-embedder-384"
 DIMENSIONS = 384  # the width of memory_search_docs' vectors
 # Per-component noise of a rewording's vector around its meaning: cosine ≈ 1 / sqrt(1 + 384 · 0.01²) ≈ 0.98,
@@ -341,13 +347,7 @@ async def test_memory_and_postgres_apply_the_same_write_rules(pg_store: Postgres
         for name, store in stores.items():
             items = items_for(batch, current_ids(rows[name], now), session_id)
             try:
-                result = await store.upsert(
-                    user_id,
-                    items,
-                    reinforcement_step=SETTINGS.reinforcement_step,
-                    near_duplicate_threshold=SETTINGS.near_duplicate_threshold,
-                    embedding_threshold=SETTINGS.dedup_embedding_threshold,
-                )
+                result = await store.upsert(user_id, items, RULES)
             except Exception as exc:
                 raise AssertionError(f"{name} failed on {context}") from exc
             rows[name] = await stored(store, user_id)
