@@ -15,6 +15,7 @@ from rich.console import Console
 from bench.run import QUICK, bench_add_message, bench_context, bench_session_memory, main, render, to_markdown
 
 
+@pytest.mark.slow
 async def test_add_message_bench_reports_both_paths() -> None:
     table = await bench_add_message(QUICK)
     assert table.row_labels() == ["MemoryManager.add_message (awaited)", "SessionStore.add_message (raw)"]

@@ -63,6 +63,7 @@ def test_inspect_fresh_user_prints_an_empty_table(runner: CliRunner, database_ur
     assert "Nothing is stored for this user yet." in output
 
 
+@pytest.mark.slow
 def test_chat_answers_and_inspect_shows_what_was_learned(runner: CliRunner, database_url: str) -> None:
     user = uuid4()
     env = {**WIDE, "MEMORY_DATABASE_URL": database_url, "OPENAI_API_KEY": ""}
