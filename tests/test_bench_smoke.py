@@ -81,6 +81,7 @@ async def test_context_bench_on_its_own_embedded_postgres(monkeypatch: pytest.Mo
     os.rmdir(private)  # empty: the bench removed what it created
 
 
+@pytest.mark.slow
 async def test_tables_render_as_markdown() -> None:
     table = await bench_add_message(QUICK)
     text = to_markdown(table)
