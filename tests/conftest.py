@@ -71,6 +71,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             shutil.rmtree(base, ignore_errors=True)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    """Say where a failed run's files are (its clusters, data directory and temporary files)."""
+    for base in _CREATED_BASETEMP:
+        if base.exists():
+            terminalreporter.write_line(f"this run's files are kept in {base} (remove it when done)")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def run_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """This run's private base directory (see `pytest_configure`): every `tmp_path` and the session's
