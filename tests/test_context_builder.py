@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID, uuid4
 
+import pytest
 import pytest_asyncio
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Tracer, TracerProvider
@@ -375,3 +376,15 @@ async def test_a_forgotten_fact_leaves_the_slots(pg_memory: MemoryManager, conte
     assert await pg_memory.forget(user, stored.id)
     await builder.forget(user, [stored.id])
     assert "latón" not in (await builder.build("s-forget", user)).instructions
+
+
+async def test_a_bad_user_id_is_the_managers_typed_error(
+    pg_memory: MemoryManager, context_store: PostgresContextStore
+) -> None:
+    from memory_plugin.errors import InvalidMemoryInputError
+
+    builder = ContextBuilder(pg_memory, context_store, COUNTER)
+    with pytest.raises(InvalidMemoryInputError):
+        await builder.build("s-bad", "not-a-uuid")
+    anonymous = await builder.build("s-anon", None, query="hola")
+    assert anonymous.report.slots == 0

@@ -9,6 +9,7 @@ whatever recent history the caller still has, within the same budget (rehydratio
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -170,12 +171,11 @@ class ContextBuilder:
         `history`: the messages the caller passes (`message_history`); None: the session's recorded
         messages. The report is logged and set on the current OpenTelemetry span (the agent run's, when
         the agent is instrumented) as `memory.context.*` attributes."""
-        context = await self.memory.get_memory_context(session_id, user_id, query=query)
+        context, summary = await asyncio.gather(
+            self.memory.get_memory_context(session_id, user_id, query=query), self._summary(user_id, session_id)
+        )
         uid = context.user_id
-        slots, summary = Slots(), None
-        if uid is not None:
-            slots = await self._slots(uid, context)
-            summary = await self._summary(uid, session_id)
+        slots = await self._slots(uid, context) if uid is not None else Slots()
         profile: UserPreferences = preferences_from_slots(slots)
         if profile.is_empty():
             profile = context.long_term.preferences
@@ -211,7 +211,14 @@ class ContextBuilder:
             return Slots()
         return slots
 
-    async def _summary(self, uid: UUID, session_id: str) -> SummaryVersion | None:
+    async def _summary(self, user_id: str | UUID | None, session_id: str) -> SummaryVersion | None:
+        try:
+            # A bad id is reported by get_memory_context, read alongside.
+            uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id)) if user_id is not None else None
+        except ValueError:
+            return None
+        if uid is None:
+            return None
         try:
             return await self._summarizer.current(uid, session_scope(session_id)) or await self._summarizer.current(
                 uid, USER_SCOPE
