@@ -388,3 +388,34 @@ async def test_a_bad_user_id_is_the_managers_typed_error(
         await builder.build("s-bad", "not-a-uuid")
     anonymous = await builder.build("s-anon", None, query="hola")
     assert anonymous.report.slots == 0
+
+
+async def test_a_session_summary_is_left_out_while_the_history_still_holds_what_it_covers(
+    pg_memory: MemoryManager, context_store: PostgresContextStore
+) -> None:
+    user, session = uuid4(), f"s-{uuid4()}"
+    builder = ContextBuilder(pg_memory, context_store, COUNTER, BudgetSettings(total_tokens=700))
+    said: list[Message] = []
+    for i in range(3):
+        for message in (
+            Message(role="user", content=f"Vamos con el pedido número {i} de bridas"),
+            Message(role="assistant", content=f"Anotado el pedido número {i}. " + "Plazo de dos semanas. " * 12),
+        ):
+            await pg_memory.add_message(session, message)
+            said.append(message)
+        await builder.after_turn(session, user, said)
+    assert await builder._summarizer.current(user, session_scope(session)) is not None
+    short = await builder.build(session, user)
+    assert "Summary of the conversation" not in short.instructions  # the messages say it all
+    assert short.report.messages_dropped == 0
+    for i in range(3, 12):
+        for message in (
+            Message(role="user", content=f"Vamos con el pedido número {i} de bridas"),
+            Message(role="assistant", content=f"Anotado el pedido número {i}. " + "Plazo de dos semanas. " * 12),
+        ):
+            await pg_memory.add_message(session, message)
+            said.append(message)
+        await builder.after_turn(session, user, said[-20:])
+    long = await builder.build(session, user)
+    assert long.report.messages_dropped > 0
+    assert "Summary of the conversation" in long.instructions  # it stands for the dropped messages

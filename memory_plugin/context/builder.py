@@ -10,6 +10,7 @@ whatever recent history the caller still has, within the same budget (rehydratio
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from ..models import MemorizedFact, MemoryContext, Message, UserPreferences
 from ..rows import MemoryRecord
 from ..settings import MemorySettings
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
-from .history import messages_from_session
+from .history import message_time, messages_from_session
 from .slots import SlotPatch, Slots, preferences_from_slots, slots_from_facts
 from .store import (
     USER_SCOPE,
@@ -193,6 +194,13 @@ class ContextBuilder:
             notes=_notes(context),
         )
         assembled = assemble_context(inputs, self.counter, self.budget)
+        if summary is not None and summary.covered_from is not None:
+            # When the history, given the summary's room, reaches back to the summary's first message, the
+            # summary would only repeat the messages: leave it out.
+            lean = assemble_context(dataclasses.replace(inputs, summary=None), self.counter, self.budget)
+            oldest = message_time(lean.history[0]) if lean.history else None
+            if oldest is not None and oldest <= summary.covered_from:
+                assembled = lean
         logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())
         trace.get_current_span().set_attributes(assembled.report.as_attributes())
         return assembled

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from pydantic_ai.messages import (
     CompactionPart,
@@ -45,6 +46,7 @@ __all__ = [
     "compact_history",
     "cut_points",
     "history_tokens",
+    "message_time",
     "message_tokens",
     "messages_for_request",
     "messages_from_session",
@@ -86,6 +88,15 @@ def _part_text(part: object) -> str:
     if isinstance(part, RetryPromptPart):
         return part.model_response()
     return ""
+
+
+def message_time(message: ModelMessage) -> datetime | None:
+    """When a message was made: a response's timestamp, a request's or its first timestamped part's."""
+    if isinstance(message, ModelResponse):
+        return message.timestamp
+    if message.timestamp is not None:
+        return message.timestamp
+    return next((p.timestamp for p in message.parts if isinstance(p, UserPromptPart | ToolReturnPart)), None)
 
 
 def message_tokens(message: ModelMessage, counter: TokenCounter) -> int:

@@ -74,6 +74,9 @@ class SummaryVersion(BaseModel):
     """Messages the summary covers."""
     covered_until: datetime | None = None
     """Timestamp of the newest message it covers: later messages are new."""
+    covered_from: datetime | None = None
+    """Timestamp of the oldest message it covers; None when it also carries earlier sessions (a hand-over)
+    or was rebuilt from the facts. A history reaching back this far makes the summary redundant."""
     resynced_at: datetime | None = None
     """When the summary was last rebuilt from the facts (the first version starts the clock)."""
     created_at: datetime = Field(default_factory=utc_now)
@@ -107,6 +110,7 @@ class ContextStore(Protocol):
         message_count: int,
         covered_until: datetime | None = None,
         resynced_at: datetime | None = None,
+        covered_from: datetime | None = None,
     ) -> SummaryVersion:
         """Store a new current version; only the newest `SUMMARY_VERSIONS_KEPT` are kept."""
         ...
@@ -179,6 +183,7 @@ class InMemoryContextStore:
         message_count: int,
         covered_until: datetime | None = None,
         resynced_at: datetime | None = None,
+        covered_from: datetime | None = None,
     ) -> SummaryVersion:
         """A new current version."""
         versions = self._summaries.setdefault((user_id, _check_scope(scope)), [])
@@ -192,6 +197,7 @@ class InMemoryContextStore:
             message_count=message_count,
             covered_until=covered_until,
             resynced_at=resynced_at,
+            covered_from=covered_from,
         )
         versions.append(added)
         del versions[:-SUMMARY_VERSIONS_KEPT]
@@ -224,7 +230,9 @@ where not exists (
 )
 returning 1
 """
-_SUMMARY_COLUMNS = "scope, version, content, kind, language, message_count, covered_until, resynced_at, created_at"
+_SUMMARY_COLUMNS = (
+    "scope, version, content, kind, language, message_count, covered_until, resynced_at, covered_from, created_at"
+)
 _SUMMARY_VERSIONS_SQL = (
     f"select {_SUMMARY_COLUMNS} from public.memory_summaries where user_id = %(user)s and scope = %(scope)s"
     " order by version desc"
@@ -233,9 +241,9 @@ _SUMMARY_VERSIONS_SQL = (
 _ADD_SUMMARY_SQL = f"""
 with added as (
     insert into public.memory_summaries
-        (user_id, scope, version, content, kind, language, message_count, covered_until, resynced_at)
+        (user_id, scope, version, content, kind, language, message_count, covered_until, resynced_at, covered_from)
     select %(user)s, %(scope)s, coalesce(max(version), 0) + 1, %(content)s, %(kind)s, %(language)s, %(count)s,
-        %(covered)s, %(resynced)s
+        %(covered)s, %(resynced)s, %(covered_from)s
     from public.memory_summaries where user_id = %(user)s and scope = %(scope)s
     returning {_SUMMARY_COLUMNS}
 ), pruned as (
@@ -316,6 +324,7 @@ class PostgresContextStore:
         message_count: int,
         covered_until: datetime | None = None,
         resynced_at: datetime | None = None,
+        covered_from: datetime | None = None,
     ) -> SummaryVersion:
         """A new current version (two writers racing for the same version number: the loser retries once)."""
         params = {
@@ -326,6 +335,7 @@ class PostgresContextStore:
             "count": message_count,
             "covered": covered_until,
             "resynced": resynced_at,
+            "covered_from": covered_from,
             "kept": SUMMARY_VERSIONS_KEPT,
         }
         try:
@@ -344,7 +354,7 @@ class PostgresContextStore:
 
 
 def _summary(row: Sequence[Any]) -> SummaryVersion:
-    scope, version, content, kind, language, count, covered, resynced, created = row
+    scope, version, content, kind, language, count, covered, resynced, covered_from, created = row
     return SummaryVersion(
         scope=scope,
         version=version,
@@ -354,5 +364,6 @@ def _summary(row: Sequence[Any]) -> SummaryVersion:
         message_count=count,
         covered_until=covered,
         resynced_at=resynced,
+        covered_from=covered_from,
         created_at=created,
     )

@@ -337,6 +337,11 @@ class RollingSummarizer:
         covered_until = max((m.timestamp for m in fresh), default=previous.covered_until if previous else None)
         # The resync clock starts with the first version and is carried forward.
         resynced_at = (previous.resynced_at if previous else None) or utc_now()
+        # What the summary reaches back to: a first version built on a hand-over covers earlier sessions too.
+        if previous is not None:
+            covered_from = previous.covered_from
+        else:
+            covered_from = None if start_from else min((m.timestamp for m in fresh), default=None)
         reason: SummaryReason | None = "forced" if force and fresh else summary_due(fresh, self.policy)
         if reason is None and outdated and fresh:
             reason = "decision"
@@ -359,6 +364,7 @@ class RollingSummarizer:
                 message_count=total,
                 covered_until=covered_until,
                 resynced_at=resynced_at,
+                covered_from=covered_from,
             )
             return SummaryUpdate(written, True, reason)
         try:
@@ -378,6 +384,7 @@ class RollingSummarizer:
             message_count=total,
             covered_until=covered_until,
             resynced_at=resynced_at,
+            covered_from=covered_from,
         )
         return SummaryUpdate(written, True, reason, 1)
 

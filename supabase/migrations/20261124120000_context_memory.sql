@@ -33,6 +33,8 @@ create table public.memory_summaries (
     -- Messages covered so far, and the newest one's timestamp: later messages are the new ones.
     message_count integer     not null default 0 check (message_count >= 0),
     covered_until timestamptz,
+    -- The oldest message it covers; null when it builds on earlier sessions' summary (or on the facts).
+    covered_from  timestamptz,
     -- When the summary was last rebuilt from the facts (carried from version to version).
     resynced_at   timestamptz,
     created_at    timestamptz not null default now(),
