@@ -243,3 +243,22 @@ async def test_resync_is_due_a_week_after_the_last_one_however_often_the_summary
     rebuilt = await summarizer.resync(uid, "user", [fact])
     assert rebuilt is not None
     assert not summarizer.resync_due(rebuilt, rebuilt.created_at + timedelta(days=6))
+
+
+async def test_offline_summary_drops_a_replaced_statement_said_in_another_language() -> None:
+    summarizer = RollingSummarizer(InMemoryContextStore(), COUNTER)
+    uid = uuid4()
+    msgs = [user("Remember we need deliveries on Mondays"), user("Please remember our budget cap is 5000 € per order")]
+    await summarizer.update(uid, "user", msgs)
+    msgs.append(user("A partir de ahora entregamos los miércoles"))
+    await summarizer.update(uid, "user", msgs, outdated=[("Entregas los lunes", "Entregas los miércoles")])
+    msgs.append(user("From now on the budget cap is 8000 € per order"))
+    done = await summarizer.update(
+        uid, "user", msgs, outdated=[("Presupuesto máximo 5000 € por pedido", "Presupuesto máximo 8000 € por pedido")]
+    )
+    assert done.current is not None
+    quoted = [ln for ln in done.current.content.splitlines() if ln.startswith("- ")]
+    assert quoted == [
+        "- From now on the budget cap is 8000 € per order",
+        "- A partir de ahora entregamos los miércoles",
+    ]

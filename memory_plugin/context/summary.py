@@ -27,6 +27,7 @@ from pydantic_ai.models import Model
 from ..extraction.policy import is_explicit_trigger, is_small_talk
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, Message, utc_now
+from ..quality.matching import match_guard
 from .lines import one_line
 from .store import ContextStore, SummaryKind, SummaryVersion
 from .tokens import TokenCounter
@@ -197,32 +198,36 @@ def extractive_summary(
     outdated: Sequence[tuple[str, str]] = (),
     language: Literal["es", "en"] = "es",
 ) -> str:
-    """A summary without a model: decisions and memory instructions first, then the latest user messages,
-    `outdated:` lines for replaced facts; it says it is extractive. Never longer than `max_tokens`."""
+    """A summary without a model, that says it is extractive: `outdated:` lines (replaced facts), then the
+    decisions and memory instructions quoted from the messages, then the latest user messages (the current
+    focus). From the previous version only its `outdated:` and decision lines carry over, oldest last, so when
+    the budget is short the oldest decisions go first and plain questions never pile up. Never longer than
+    `max_tokens`."""
+    old_lines = [ln for ln in (previous or "").splitlines() if ln and ln not in EXTRACTIVE_HEADER.values()]
+    old_outdated = [ln for ln in old_lines if ln.startswith("outdated:")]
     # A quoted sentence that states a replaced fact would read as current: its `outdated:` line says it.
-    stale = [_marks(old) for old, _ in outdated]
+    replaced = [old for old, _ in outdated] + [ln[len("outdated:") :].split(" → ")[0] for ln in old_outdated]
+    stale = [_marks(text) for text in replaced]
 
     def current(text: str) -> bool:
-        marks = _marks(text)
-        return not any(len(m) >= 2 and m <= marks for m in stale)
+        codes, words = _marks(text)
+        return not any((c and c <= codes) or (not c and len(w) >= 2 and w <= words) for c, w in stale)
+
+    def decision(text: str) -> bool:
+        return bool(_DECISION.search(text)) or is_explicit_trigger(text)
 
     user = [m.content for m in messages if m.role == "user" and not is_small_talk(m.content) and current(m.content)]
-    key = [t for t in user if _DECISION.search(t) or is_explicit_trigger(t)]
+    key = [f"- {one_line(t, 220)}" for t in user if decision(t)]
+    recent = [f"- {one_line(t, 220)}" for t in user[-4:] if not decision(t)]
+    old_key = [ln for ln in old_lines if ln.startswith("- ") and decision(ln) and current(ln)]
     lines = [EXTRACTIVE_HEADER[language]]
     lines += [f"outdated: {one_line(old, 100)} → {one_line(new, 100)}" for old, new in outdated]
-    lines += [f"- {one_line(t, 220)}" for t in key]
-    lines += [f"- {one_line(t, 220)}" for t in user[-4:] if t not in key]
-    if previous:
-        # The earlier digest's lines after the new ones: when the budget is short, the oldest go first.
-        lines += [
-            ln
-            for ln in previous.splitlines()
-            if ln
-            and ln not in lines
-            and ln not in EXTRACTIVE_HEADER.values()
-            and (ln.startswith("outdated:") or current(ln))
-        ]
-    return clip_to_tokens("\n".join(lines), counter, max_tokens)
+    lines += old_outdated + key + old_key + recent
+    unique = list(dict.fromkeys(lines))
+    # Over the budget: drop the oldest decisions (the end of old_key) before anything newer.
+    while counter.count("\n".join(unique)) > max_tokens and old_key:
+        unique.remove(old_key.pop())
+    return clip_to_tokens("\n".join(unique), counter, max_tokens)
 
 
 _MARK = re.compile(r"\d+|[^\W\d_]{4,}")
@@ -246,9 +251,13 @@ _VERBS = frozenset(
 )
 
 
-def _marks(text: str) -> frozenset[str]:
-    """The distinctive words of a text (numbers and words of 4+ letters, without the usual verbs)."""
-    return frozenset(w for w in _MARK.findall(text.casefold()) if w not in _VERBS)
+def _marks(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """What identifies a statement across wordings and languages: its numbers, codes, named values (weekdays,
+    materials… as in near-duplicate matching: "lunes" and "Mondays" are one value) and proper names; and,
+    for statements without any, its distinctive words (4+ letters, without the usual verbs)."""
+    codes = frozenset(c for c in match_guard(text).split("|", 1)[1].split(",") if c)
+    words = frozenset(w for w in _MARK.findall(text.casefold()) if w not in _VERBS)
+    return codes, words
 
 
 _INSTRUCTIONS = """You keep the rolling summary of a conversation between a machining shop's assistant and a \
