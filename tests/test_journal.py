@@ -168,3 +168,23 @@ def test_the_rejected_file_of_refused_entries_can_be_renamed_and_replayed(journa
     journal.remove([entry.write_id])
     os.replace(journal.rejected_path, journal.path)
     assert [e.write_id for e in journal.entries()] == [entry.write_id]
+
+
+def test_unsigned_entries_an_operator_reviewed_are_readmitted_signed(
+    journal: WriteJournal, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A journal written before lines were signed: its entries are refused at first, kept aside, not lost.
+    old = [journal.append(A, [item(f"Prefiere metal {i}")], 0.1) for i in range(3)]
+    journal.path.write_text("".join(e.to_json() + "\n" for e in old) + "not an entry\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="memory_plugin"):
+        assert journal.entries() == []
+    assert sum("WriteJournal.readmit" in r.getMessage() for r in caplog.records) == 3
+
+    assert [e.write_id for e in journal.readmit([old[1].write_id])] == [old[1].write_id]
+    assert [e.write_id for e in journal.readmit()] == [old[0].write_id, old[2].write_id]
+    assert [e.write_id for e in WriteJournal(journal.path).entries()] == [
+        old[1].write_id,
+        old[0].write_id,
+        old[2].write_id,
+    ]
+    assert journal.rejected_path.read_text(encoding="utf-8") == "not an entry\n"

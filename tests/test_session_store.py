@@ -576,3 +576,30 @@ def test_the_store_built_from_settings_has_the_settings_limits(clock: Any) -> No
     assert (store.max_entity_values_per_kind, store.max_entity_values, store.max_intents) == (4, 9, 2)
     defaults = SessionStore.from_settings(MemorySettings(), clock=clock)
     assert (defaults.max_bytes, defaults.max_sessions_per_user, defaults.max_entity_values) == (256 << 20, 100, 200)
+
+
+@pytest.mark.usefixtures("fine_grained_thread_switching")
+def test_two_users_racing_for_the_same_session_ids_never_share_one(clock: Any) -> None:
+    store = SessionStore(max_sessions_per_user=2_000, clock=clock)
+    refused: dict[UUID, int] = {A: 0, B: 0}
+
+    def worker(user: UUID) -> None:
+        for i in range(2_000):
+            try:
+                store.add_message(f"chat-{i}", msg(f"{user} {i}"), user_id=user)
+            except SessionOwnershipError:
+                refused[user] += 1
+
+    threads = [threading.Thread(target=worker, args=(user,)) for user in (A, B)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert refused[A] + refused[B] == 2_000  # every id went to exactly one of them
+    for i in range(2_000):
+        for user in (A, B):
+            try:
+                messages = store.snapshot(f"chat-{i}", user_id=user).messages
+            except SessionOwnershipError:
+                continue
+            assert [m.content for m in messages] == [f"{user} {i}"]

@@ -291,6 +291,28 @@ class WriteJournal:
                 self._purge_rejected(user_id)
         return CancelledWrites(removed, tuple(dropped))
 
+    def readmit(self, write_ids: Collection[UUID] | None = None) -> list[JournalEntry]:
+        """Move entries an operator reviewed from `rejected_path` back into the journal, signed with this
+        installation's key, so they are replayed: those with the given write ids, or every readable entry
+        when None (e.g. the unsigned entries of a journal written before lines were signed). They go after
+        the pending entries. Lines that are not entries stay in the rejected file. Returns the entries."""
+        with self._locked():
+            if not self.rejected_path.exists():
+                return []
+            complete, _torn = _split_lines(self.rejected_path.read_bytes())
+            back: list[JournalEntry] = []
+            stay: list[bytes] = []
+            for raw in complete:
+                entry = _parse(raw) if raw.strip() else None  # `mac` and `error` are ignored
+                if entry is not None and (write_ids is None or entry.write_id in write_ids):
+                    back.append(entry)
+                elif raw.strip():
+                    stay.append(raw)
+            for entry in back:
+                _append_durably(self.path, self._sign(entry.to_json()))
+            _replace_durably(self.rejected_path, stay)
+        return back
+
     # --- signing and rewriting (the caller holds the lock) ------------------------------------------------
     def _signing_key(self) -> bytes:
         if self._key is None:
@@ -347,8 +369,15 @@ class WriteJournal:
         return kept
 
     def _set_aside(self, raw: bytes, number: int) -> None:
-        signed = self._verified(raw) is not None
-        why = "is not a journal entry" if signed else "is not signed with this installation's journal key"
+        if self._verified(raw) is not None:
+            why = "is not a journal entry"
+        elif _parse(raw) is not None:
+            why = (
+                "is an entry not signed with this installation's journal key (if it is genuine, e.g. written"
+                " before lines were signed, review it and call WriteJournal.readmit)"
+            )
+        else:
+            why = "is neither a journal entry nor signed"
         logger.warning(
             "🧠 [Memory] line %d of journal %s %s (%d bytes): not replayed, moved to %s",
             number,
