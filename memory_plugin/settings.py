@@ -90,11 +90,12 @@ class MemorySettings(BaseSettings):
     max_message_chars: int = Field(default=20_000, ge=1)
     """Longest message accepted; longer input raises `InvalidMemoryInputError` instead of being truncated."""
 
-    session_store_max_bytes: int = Field(default=256 * 1024 * 1024, ge=64 * 1024)
+    session_store_max_bytes: int = Field(default=512 * 1024 * 1024, ge=64 * 1024)
     """RAM budget of all sessions together, in (estimated) bytes: beyond it the least recently active sessions
     are evicted. A session is estimated from its text (messages, entity values, intents) plus a fixed cost per
-    object measured with `tracemalloc` (`session/store.py`). 256 MiB holds ~650 sessions full of the longest
-    messages (20 × 20,000 characters, ~0.4 MB each) or ~30,000 typical ones (20 messages of 300 characters)."""
+    object fitted with `tracemalloc` (`session/store.py`; within 6 % of the RAM traced). 512 MiB holds the
+    100,000 sessions of `max_sessions` with 2 short messages each (~3.6 kB), ~27,000 sessions of 20 messages
+    of 300 characters (~19 kB), or ~1,300 full of the longest messages (20 × 20,000 characters, ~0.4 MB)."""
 
     max_sessions_per_user: int = Field(default=100, ge=1)
     """Live sessions of one user; a new one beyond it evicts that user's least recently active session, so a

@@ -496,7 +496,7 @@ def test_the_byte_budget_evicts_the_least_recently_active_sessions(clock: Any) -
         clock.advance(1)
     store.snapshot("s0")  # activity: s1 is now the least recently active
     assert store.evicted_total == 0
-    for i in range(5, 9):  # ~11.7 KB each: 8 fit in 100 KB, the 9th evicts one
+    for i in range(5, 9):  # ~12 kB each: 8 fit in 100 kB, the 9th evicts one
         store.add_message(f"s{i}", msg(long))
         clock.advance(1)
     assert store.bytes_used <= 100_000
@@ -575,7 +575,7 @@ def test_the_store_built_from_settings_has_the_settings_limits(clock: Any) -> No
     assert limits == (7, 1_000_000, 3, 500_000)
     assert (store.max_entity_values_per_kind, store.max_entity_values, store.max_intents) == (4, 9, 2)
     defaults = SessionStore.from_settings(MemorySettings(), clock=clock)
-    assert (defaults.max_bytes, defaults.max_sessions_per_user, defaults.max_entity_values) == (256 << 20, 100, 200)
+    assert (defaults.max_bytes, defaults.max_sessions_per_user, defaults.max_entity_values) == (512 << 20, 100, 200)
 
 
 @pytest.mark.usefixtures("fine_grained_thread_switching")
