@@ -5,10 +5,15 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 __all__ = [
     "EmbeddingError",
     "ExtractionError",
     "InvalidMemoryInputError",
+    "InvalidModelInputError",
+    "ManagerClosedError",
+    "MemoryLimitError",
     "MemoryPluginError",
     "SessionLimitError",
     "SessionOwnershipError",
@@ -36,6 +41,26 @@ class SessionLimitError(InvalidMemoryInputError):
     """A short-term update would take a session past one of its limits (entity values per kind or in all,
     intents); nothing of that update was kept. The limits are `MemorySettings.max_session_entity_values_per_kind`,
     `max_session_entity_values` and `max_session_intents`."""
+
+
+class InvalidModelInputError(InvalidMemoryInputError, ValidationError):
+    """A public model (`Message`, `MemorizedFact`, `MemoryUpdate`, `Note`…) was built from bad values. It is
+    pydantic's `ValidationError` too, so its message lists each field and the reason, and code that catches
+    either keeps working."""
+
+
+class MemoryLimitError(MemoryPluginError):
+    """A documented limit was reached (writes per user and minute, facts per user, sizes). Nothing was written;
+    `retry_after` says when a rate limit lets the same write through (None when waiting does not help)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        """Seconds to wait before retrying, for a rate limit."""
+
+
+class ManagerClosedError(MemoryPluginError):
+    """The `MemoryManager` was closed (its `async with` block ended): open a new one."""
 
 
 class StoreError(MemoryPluginError):
