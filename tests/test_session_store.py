@@ -15,6 +15,7 @@ import pytest
 
 from memory_plugin import InvalidMemoryInputError, MemorySettings, Message, SessionStore
 from memory_plugin.errors import SessionLimitError, SessionOwnershipError
+from memory_plugin.session import SessionBackend
 
 TTL = 3600.0
 
@@ -405,22 +406,32 @@ def test_concurrent_threads_respect_the_session_cap(clock: Any) -> None:
 A = UUID("00000000-0000-4000-8000-00000000000a")
 B = UUID("00000000-0000-4000-8000-00000000000b")
 
+SESSION_BACKENDS: dict[str, Callable[[Any], SessionBackend]] = {
+    "memory": lambda clock: SessionStore(ttl_seconds=TTL, clock=clock),
+}
+"""Every session backend: the ownership tests run on each (a networked backend adds itself here)."""
 
-def test_a_session_is_bound_to_its_first_user_and_refused_to_another(store: SessionStore) -> None:
-    store.add_message("b-session-1", msg("mi presupuesto máximo es 3000 euros"), user_id=B)
-    store.update_entities("b-session-1", {"materials": "latón"}, user_id=B)
-    store.add_intent("b-session-1", "budget_request", user_id=B)
+
+@pytest.fixture(params=sorted(SESSION_BACKENDS))
+def backend(request: pytest.FixtureRequest, clock: Any) -> SessionBackend:
+    return SESSION_BACKENDS[request.param](clock)
+
+
+def test_a_session_is_bound_to_its_first_user_and_refused_to_another(backend: SessionBackend) -> None:
+    backend.add_message("b-session-1", msg("mi presupuesto máximo es 3000 euros"), user_id=B)
+    backend.update_entities("b-session-1", {"materials": "latón"}, user_id=B)
+    backend.add_intent("b-session-1", "budget_request", user_id=B)
 
     refused: list[Callable[[], object]] = [
-        lambda: store.snapshot("b-session-1", user_id=A),
-        lambda: store.messages_seen("b-session-1", user_id=A),
-        lambda: store.add_message("b-session-1", msg("soy A"), user_id=A),
-        lambda: store.update_entities("b-session-1", {"materials": "oro"}, user_id=A),
-        lambda: store.add_intent("b-session-1", "complaint", user_id=A),
-        lambda: store.drop("b-session-1", user_id=A),
+        lambda: backend.snapshot("b-session-1", user_id=A),
+        lambda: backend.messages_seen("b-session-1", user_id=A),
+        lambda: backend.add_message("b-session-1", msg("soy A"), user_id=A),
+        lambda: backend.update_entities("b-session-1", {"materials": "oro"}, user_id=A),
+        lambda: backend.add_intent("b-session-1", "complaint", user_id=A),
+        lambda: backend.drop("b-session-1", user_id=A),
         # Without a user, a bound session is not readable either (that would be anyone's read).
-        lambda: store.snapshot("b-session-1"),
-        lambda: store.add_message("b-session-1", msg("anónimo")),
+        lambda: backend.snapshot("b-session-1"),
+        lambda: backend.add_message("b-session-1", msg("anónimo")),
     ]
     for call in refused:
         with pytest.raises(SessionOwnershipError, match="another user") as caught:
@@ -429,47 +440,47 @@ def test_a_session_is_bound_to_its_first_user_and_refused_to_another(store: Sess
         assert str(B) not in str(caught.value)  # never says whose it is
 
     # Nothing of the refused calls reached B's session, and B still uses it.
-    snap = store.snapshot("b-session-1", user_id=B)
+    snap = backend.snapshot("b-session-1", user_id=B)
     assert [m.content for m in snap.messages] == ["mi presupuesto máximo es 3000 euros"]
     assert snap.entities == {"materials": ["latón"]}
     assert snap.intents == ["budget_request"]
-    assert store.messages_seen("b-session-1", user_id=B) == 1
-    assert store.drop("b-session-1", user_id=B) is True
+    assert backend.messages_seen("b-session-1", user_id=B) == 1
+    assert backend.drop("b-session-1", user_id=B) is True
 
 
-def test_an_anonymous_session_stays_anonymous(store: SessionStore) -> None:
-    store.add_message("anon", msg("hola"))
+def test_an_anonymous_session_stays_anonymous(backend: SessionBackend) -> None:
+    backend.add_message("anon", msg("hola"))
     for call in (
-        lambda: store.snapshot("anon", user_id=A),
-        lambda: store.add_message("anon", msg("soy A"), user_id=A),
-        lambda: store.update_entities("anon", {"materials": "oro"}, user_id=A),
+        lambda: backend.snapshot("anon", user_id=A),
+        lambda: backend.add_message("anon", msg("soy A"), user_id=A),
+        lambda: backend.update_entities("anon", {"materials": "oro"}, user_id=A),
     ):
         with pytest.raises(SessionOwnershipError, match="without a user"):
             call()
-    assert [m.content for m in store.snapshot("anon").messages] == ["hola"]
+    assert [m.content for m in backend.snapshot("anon").messages] == ["hola"]
 
 
-def test_the_same_ids_of_two_users_never_mix(store: SessionStore) -> None:
+def test_the_same_ids_of_two_users_never_mix(backend: SessionBackend) -> None:
     for i in range(50):
-        store.add_message(f"a-{i}", msg(f"de A {i}"), user_id=A)
-        store.add_message(f"b-{i}", msg(f"de B {i}"), user_id=B)
+        backend.add_message(f"a-{i}", msg(f"de A {i}"), user_id=A)
+        backend.add_message(f"b-{i}", msg(f"de B {i}"), user_id=B)
     for i in range(50):
-        assert [m.content for m in store.snapshot(f"a-{i}", user_id=A).messages] == [f"de A {i}"]
+        assert [m.content for m in backend.snapshot(f"a-{i}", user_id=A).messages] == [f"de A {i}"]
         with pytest.raises(SessionOwnershipError):
-            store.snapshot(f"a-{i}", user_id=B)
+            backend.snapshot(f"a-{i}", user_id=B)
 
 
 def test_reading_an_unknown_session_binds_nothing_and_a_gone_session_frees_its_id(
-    store: SessionStore, clock: Any
+    backend: SessionBackend, clock: Any
 ) -> None:
-    assert store.snapshot("s1", user_id=A).messages == []  # no session made, no binding
-    store.add_message("s1", msg("de B"), user_id=B)
-    assert store.drop("s1", user_id=B) is True
-    store.add_message("s1", msg("de A"), user_id=A)  # dropped: the id is free, and the session starts empty
-    assert [m.content for m in store.snapshot("s1", user_id=A).messages] == ["de A"]
+    assert backend.snapshot("s1", user_id=A).messages == []  # no session made, no binding
+    backend.add_message("s1", msg("de B"), user_id=B)
+    assert backend.drop("s1", user_id=B) is True
+    backend.add_message("s1", msg("de A"), user_id=A)  # dropped: the id is free, and the session starts empty
+    assert [m.content for m in backend.snapshot("s1", user_id=A).messages] == ["de A"]
     clock.advance(TTL)
-    store.add_message("s1", msg("de B otra vez"), user_id=B)  # expired: free again
-    assert [m.content for m in store.snapshot("s1", user_id=B).messages] == ["de B otra vez"]
+    backend.add_message("s1", msg("de B otra vez"), user_id=B)  # expired: free again
+    assert [m.content for m in backend.snapshot("s1", user_id=B).messages] == ["de B otra vez"]
 
 
 # --- bounded resources -------------------------------------------------------------------------------------------
