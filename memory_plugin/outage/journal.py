@@ -417,6 +417,7 @@ def _load_or_create_key(path: Path) -> bytes:
             "🧠 [Memory] journal key %s has %d bytes, not %d: moved to %s", path, len(key), _KEY_BYTES, aside
         )
     key = secrets.token_bytes(_KEY_BYTES)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a `key_path` outside the journal directory
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
