@@ -310,3 +310,77 @@ def test_user_a_cannot_supersede_b_facts_by_naming_them(
         assert [(r[1], r[2]) for r in rows.fetchall()] == [(a, None)]  # only A's new fact, nothing superseded
         conn.commit()  # committed, so that a change to B's row would show in the check below
     assert snapshot(admin_conn, tables, b) == before
+
+
+# --- side channels: what a user can learn about others without reading their rows ---------------------------------
+
+
+def _outcome(conn: Conn, statement: str, args: tuple[Any, ...]) -> str:
+    """`ok`, or the class of the error the statement raised (inside the caller's transaction)."""
+    try:
+        with conn.transaction():
+            conn.execute(statement, args)
+    except psycopg.Error as exc:
+        return type(exc).__name__
+    return "ok"
+
+
+def test_foreign_keys_do_not_tell_whether_another_users_id_exists(conn: Conn, admin_conn: Conn, victims: Any) -> None:
+    """Naming B's fact in a reference is refused exactly as naming an id nobody has."""
+    a, b = victims
+    [a_fact] = admin_conn.execute("select id from public.user_memory where user_id = %s and kind = 'fact'", (a,))
+    [b_fact] = admin_conn.execute("select id from public.user_memory where user_id = %s and kind = 'fact'", (b,))
+    probes = {
+        "superseded_by": "update public.user_memory set superseded_by = %s where id = %s",
+        "memory_search_docs.memory_id": "insert into public.memory_search_docs (memory_id, user_id, content)"
+        " values (%s, %s, 'probe')",
+    }
+    for name, statement in probes.items():
+        second = a_fact[0] if name == "superseded_by" else a
+        with acting_as(conn, "authenticated", a):
+            existing = _outcome(conn, statement, (b_fact[0], second))
+            missing = _outcome(conn, statement, (uuid4(), second))
+        assert existing == missing == "ForeignKeyViolation", name
+
+
+def test_another_users_write_id_never_swallows_a_write(conn: Conn, admin_conn: Conn) -> None:
+    """Write ids are chosen by clients: B's write with the id A used first is applied, and A's replay still works."""
+    a, b, write_id = uuid4(), uuid4(), uuid4()
+    upsert = "select user_id, content from public.memory_upsert_items(%s, %s::jsonb, 0.1, %s)"
+
+    def write(user: UUID, text: str) -> list[tuple[Any, ...]]:
+        fact = MemorizedFact(content=text, category="preference", confidence=0.9, source="explicit")
+        items = json.dumps([i.as_json() for i in items_from_update([fact], None, None, [], None)])
+        with acting_as(conn, "authenticated", user):
+            rows = conn.execute(upsert, (user, items, write_id)).fetchall()
+            conn.commit()
+        return rows
+
+    assert write(a, "Alice prefiere titanio") == [(a, "Alice prefiere titanio")]
+    assert write(b, "Bob prefiere acero") == [(b, "Bob prefiere acero")]
+    assert write(a, "Alice prefiere titanio") == [(a, "Alice prefiere titanio")]  # a replay: the same rows
+    stored = admin_conn.execute(
+        "select user_id, relevance_count from public.user_memory where user_id = any(%s) order by content", ([a, b],)
+    ).fetchall()
+    assert stored == [(a, 0), (b, 0)]  # each applied once
+
+
+def test_no_shared_counter_shows_other_users_write_rate(conn: Conn, admin_conn: Conn) -> None:
+    """The insertion order of a user's facts counts their own writes only; no sequence is readable by users."""
+    a, b = uuid4(), uuid4()
+    for user, text in ((a, "Alice uno"), (b, "Bob uno"), (b, "Bob dos"), (b, "Bob tres"), (a, "Alice dos")):
+        fact = MemorizedFact(content=text, category="fact", confidence=0.9, source="explicit")
+        items = json.dumps([i.as_json() for i in items_from_update([fact], None, None, [], None)])
+        with acting_as(conn, "authenticated", user):
+            conn.execute("select public.memory_upsert_items(%s, %s::jsonb)", (user, items))
+            conn.commit()
+    with acting_as(conn, "authenticated", a):
+        seqs = conn.execute("select seq from public.memory_search_docs order by seq").fetchall()
+    assert seqs == [(1,), (2,)]
+    readable = admin_conn.execute(
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where c.relkind = 'S' and n.nspname in ('public', 'memory_private')"
+        " and (has_sequence_privilege('authenticated', c.oid, 'usage')"
+        "      or has_sequence_privilege('authenticated', c.oid, 'select'))"
+    ).fetchall()
+    assert readable == []
