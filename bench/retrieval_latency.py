@@ -83,8 +83,8 @@ COUNT_DOCS_SQL = """
 insert into memory_private.memory_search_counts as c (user_id, docs, last_seq, search_partition)
 select d.user_id, count(*), max(d.seq), min(d.tableoid)::regclass from public.memory_search_docs d
  where d.user_id = any(%(users)s) group by d.user_id
-    on conflict (user_id) do update set docs = c.docs + excluded.docs, last_seq = greatest(c.last_seq, excluded.last_seq),
-                                        search_partition = excluded.search_partition
+    on conflict (user_id) do update set docs = c.docs + excluded.docs, search_partition = excluded.search_partition,
+                                        last_seq = greatest(c.last_seq, excluded.last_seq)
 """
 # The HNSW index is dropped for the load and rebuilt by its own definition (whatever the migrations made it).
 HNSW_INDEX = "public.memory_search_docs_embedding_idx"

@@ -75,7 +75,9 @@ class Server:
         with psycopg.connect(self.url) as conn:
             return [
                 r[0]
-                for r in conn.execute("select write_id from memory_private.memory_applied_writes where user_id = %s", (user,))
+                for r in conn.execute(
+                    "select write_id from memory_private.memory_applied_writes where user_id = %s", (user,)
+                )
             ]
 
 

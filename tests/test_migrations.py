@@ -135,7 +135,9 @@ def test_every_migration_is_listed_with_its_checksum_and_unchanged() -> None:
 def test_migration_files_are_named_as_the_supabase_cli_names_them() -> None:
     for path in MIGRATIONS.glob("*.sql"):
         version, _, name = path.stem.partition("_")
-        assert len(version) == 14 and version.isdigit() and name, path.name
+        assert len(version) == 14, path.name
+        assert version.isdigit(), path.name
+        assert name, path.name
     assert not {m.version for m in load_migrations()} & SUPERSEDED_VERSIONS
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "load_migrations",
     "migrate",
     "migrations_dir",
+    "sql_root",
 ]
 
 logger = logging.getLogger("memory_plugin")
@@ -68,7 +69,7 @@ class MigrationError(StoreError):
     """The database's schema cannot be brought to this version by applying migrations."""
 
 
-def _sql_root() -> Path:
+def sql_root() -> Path:
     """`supabase/` in a source checkout, or the copy packaged inside the wheel."""
     checkout = Path(__file__).resolve().parents[2] / "supabase"
     if (checkout / "migrations").is_dir():
@@ -78,12 +79,12 @@ def _sql_root() -> Path:
 
 def migrations_dir() -> Path:
     """The directory holding the timestamped migration files."""
-    return _sql_root() / "migrations"
+    return sql_root() / "migrations"
 
 
 def auth_shim_path() -> Path:
     """The SQL providing Supabase's roles and `auth.uid()` on a plain PostgreSQL."""
-    return _sql_root() / "embedded" / "auth_shim.sql"
+    return sql_root() / "embedded" / "auth_shim.sql"
 
 
 @dataclass(frozen=True, slots=True)
