@@ -257,7 +257,7 @@ async def _bench(url: str, sizes: list[int], other_rows: int, calls: int) -> Non
     rng = random.Random(11)
     # Each user in a partition of their own, plus a user sharing the largest one's partition (as users do, by
     # hash, once there are many): the vector channel's cost follows a user's share of their partition
-    # (migration 20261123200000_search_share.sql).
+    # (supabase/schemas/22_memory_search.sql).
     largest = sizes.index(max(sizes))
     ids = _users_by_partition(url, len(sizes), mate_of=largest if len(sizes) > 1 else None)
     targets = dict(zip(ids, sizes, strict=False))

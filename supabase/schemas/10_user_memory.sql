@@ -124,6 +124,19 @@ create trigger user_memory_touch_updated_at
     for each row execute function memory_private.user_memory_touch_updated_at();
 
 -- Row-level security: the database itself keeps users apart, whatever the application code does.
+-- What a user connected as `authenticated` can still learn about others, and why it is accepted:
+--  - table sizes: pg_class.reltuples and pg_stat_user_tables are readable by every role, and EXPLAIN's
+--    estimate for `where user_id = <id>` comes from the planner's statistics, so it approximates how many
+--    rows a given user id has (pg_stats itself hides tables under RLS). It needs the other user's id, a
+--    random UUID the plugin never shows to other users; the statistics also drive memory_search's choice of
+--    vector plan and every index choice, so they are kept.
+--  - timing: every read is bounded by the caller's own user_id inside an index, except memory_search's HNSW
+--    walk, which slows as other users fill the caller's partition (22_memory_search.sql): it shows how crowded
+--    one's own partition is, not whose rows are there.
+--  - primary keys chosen by the caller (see the grants below).
+-- Closed: foreign keys are scoped by user_id (a reference to another user's row fails as one to no row),
+-- write ids are per user (memory_private.memory_applied_writes), and no sequence is shared (insertion order
+-- is a per-user counter, memory_private.memory_search_counts.last_seq).
 alter table public.user_memory enable row level security;
 
 create policy user_memory_select_own on public.user_memory
