@@ -606,7 +606,7 @@ async def test_a_write_id_another_user_used_first_never_swallows_a_write(any_mem
     alice, bob, write_id = uuid4(), uuid4(), uuid4()
     for user, text in ((alice, "Prefiere titanio"), (bob, "Prefiere acero")):
         items = items_from_update([fact(text)], None, None, [], None)
-        written = await any_memory.store.upsert(user, items, reinforcement_step=0.1, write_id=write_id)
+        written = await any_memory.store.upsert(user, items, WriteRules(reinforcement_step=0.1), write_id=write_id)
         assert [r.content for r in written] == [text]
     assert await current_facts(any_memory, bob) == ["Prefiere acero"]
 
