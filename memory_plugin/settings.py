@@ -259,7 +259,7 @@ class MemorySettings(BaseSettings):
     search_exact_scan_below: int = Field(default=2000, ge=0)
     """Users with fewer vectors than this are scanned exactly; above, through the HNSW index, unless they are a
     small share of their partition of the search table: the threshold grows by `k / (share × ef_search)`, as
-    the index walk must pass over the other users' rows (migration `20261123200000_search_share.sql`)."""
+    the index walk must pass over the other users' rows (`supabase/schemas/22_memory_search.sql`)."""
 
     search_text_scan_limit: int = Field(default=500, ge=1)
     """Postings read per question word: bounds the cost of very common words in a long history."""

@@ -329,7 +329,7 @@ async def test_replay_is_in_order_and_idempotent(
     assert await store.replay() == 4  # confirmed by the database...
     assert rows(admin_conn, user_id) == expected  # ...and changed nothing
     applied = admin_conn.execute(
-        "select count(*) from public.memory_applied_writes where user_id = %s", (user_id,)
+        "select count(*) from memory_private.memory_applied_writes where user_id = %s", (user_id,)
     ).fetchone()
     assert applied == (4,)
     st = await status(memory)
@@ -376,7 +376,7 @@ async def test_a_write_whose_acknowledgement_was_lost_after_the_commit_is_applie
     assert await store.replay() == 1
     assert rows(admin_conn, user_id)["Prefiere acero inoxidable"][2] == 1  # not 2
     assert admin_conn.execute(
-        "select item_count from public.memory_applied_writes where write_id = %s", (entry.write_id,)
+        "select item_count from memory_private.memory_applied_writes where write_id = %s", (entry.write_id,)
     ).fetchall() == [(1,)]
 
 
