@@ -113,12 +113,12 @@ async def test_rehydration_after_a_restart(
         ).stored
         said = ["Vamos con 50 bridas de aluminio 7075", "No me sugieras acero inoxidable"]
         for text in said:
-            await first.add_message(session, Message(role="user", content=text))
-        short = await first.get_short_term(session)
+            await first.add_message(session, Message(role="user", content=text), user_id=user)
+        short = await first.get_short_term(session, user_id=user)
         await builder.after_turn(session, user, short.messages, stored=stored)
     # A new process: sessions in RAM are gone; slots, summary and facts are in Postgres.
     async with MemoryManager.open(pg_settings) as second:
-        assert (await second.get_short_term(session)).messages == []
+        assert (await second.get_short_term(session, user_id=user)).messages == []
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(database_url, min_size=1, max_size=2, open=False)
         await pool.open(wait=True)
         try:
@@ -193,8 +193,10 @@ async def test_the_model_receives_memory_as_instructions_and_history_as_messages
     user, session = uuid4(), "s-agent"
     await pg_memory.update_memory(MemoryUpdate(user_id=user, new_facts=[pref("Prefiere aluminio 7075")]))
     for i in range(30):
-        await pg_memory.add_message(session, Message(role="user", content=f"pregunta número {i} sobre bridas"))
-        await pg_memory.add_message(session, Message(role="assistant", content=f"respuesta número {i}"))
+        await pg_memory.add_message(
+            session, Message(role="user", content=f"pregunta número {i} sobre bridas"), user_id=user
+        )
+        await pg_memory.add_message(session, Message(role="assistant", content=f"respuesta número {i}"), user_id=user)
     await context_store.add_summary(
         user, session_scope(session), "Pidió 50 bridas.", kind="model", language="es", message_count=60
     )
@@ -266,7 +268,7 @@ async def test_a_callers_message_history_is_clamped_not_doubled(
     pg_memory: MemoryManager, context_store: PostgresContextStore
 ) -> None:
     user, session = uuid4(), "s-given"
-    await pg_memory.add_message(session, Message(role="user", content="mensaje de la sesión en RAM"))
+    await pg_memory.add_message(session, Message(role="user", content="mensaje de la sesión en RAM"), user_id=user)
     seen: list[list[ModelMessage]] = []
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -401,7 +403,7 @@ async def test_a_session_summary_is_left_out_while_the_history_still_holds_what_
             Message(role="user", content=f"Vamos con el pedido número {i} de bridas"),
             Message(role="assistant", content=f"Anotado el pedido número {i}. " + "Plazo de dos semanas. " * 12),
         ):
-            await pg_memory.add_message(session, message)
+            await pg_memory.add_message(session, message, user_id=user)
             said.append(message)
         await builder.after_turn(session, user, said)
     assert await builder._summarizer.current(user, session_scope(session)) is not None
@@ -413,7 +415,7 @@ async def test_a_session_summary_is_left_out_while_the_history_still_holds_what_
             Message(role="user", content=f"Vamos con el pedido número {i} de bridas"),
             Message(role="assistant", content=f"Anotado el pedido número {i}. " + "Plazo de dos semanas. " * 12),
         ):
-            await pg_memory.add_message(session, message)
+            await pg_memory.add_message(session, message, user_id=user)
             said.append(message)
         await builder.after_turn(session, user, said[-20:])
     long = await builder.build(session, user)
