@@ -22,7 +22,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["HealthScreen", "looks_spanish", "screen_health"]
+__all__ = ["DIAGNOSIS", "DOSE", "MEDICATION", "TEST_RESULT", "HealthScreen", "looks_spanish", "screen_health"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +43,17 @@ def _fold(text: str) -> str:
 
 # Matched on the folded text (lower case, no accents). Whole words, with stems where Spanish and English
 # inflect ("diabet" covers diabetes, diabético, diabetic).
-_DIAGNOSIS = re.compile(
+DIAGNOSIS = re.compile(
     r"\b(?:diabet\w*|epilep\w*|cancer|tumou?r\w*|leucemia|leuka?emia|depresion|depression|depresiv\w*|depressive"
     r"|trastorno|disorder|bipolar|esquizofreni\w*|schizophreni\w*|vih|hiv|sida|asma|asthma\w*|hipertens\w*"
     r"|hypertens\w*|esclerosis|sclerosis|parkinson\w*|alzheimer\w*|artritis|arthritis|migran\w*|migraine\w*"
     r"|tdah|adhd|autis\w*|hepatitis|epoc|copd|insuficiencia\s+renal|kidney\s+failure|renal\s+failure|apnea"
     r"|apnoea|crohn\w*|celiac\w*|celiaqu\w*|infarto|heart\s+attack|ictus|(?:had|suffered)\s+a\s+stroke|covid\w*"
     r"|embarazad\w*|embarazo|pregnan\w*|quimioterapia|chemotherapy|chemo|dialisis|dialysis|cirugia|surgery"
-    r"|hernia\w*|diagnosticad\w*|diagnosed|diagnostico\s+de|diagnosis\s+of)\b"
+    r"|hernia\w*|diagnosticad\w*|diagnosed|diagnostico\s+de|diagnosis\s+of|lupus|fibromialgia|fibromyalgia"
+    r"|anemia|anaemia|psoriasis|anorexia|bulimia|tuberculosis)\b"
 )
-_MEDICATION = re.compile(
+MEDICATION = re.compile(
     r"\b(?:metformin\w*|insulin\w*|ibuprofen\w*|paracetamol|acetaminophen|omeprazol\w*|sertralin\w*"
     r"|fluoxetin\w*|prozac|lorazepam|diazepam|alprazolam|xanax|levotiroxin\w*|levothyroxin\w*|eutirox"
     r"|atorvastatin\w*|simvastatin\w*|enalapril|losartan|warfarin\w*|sintrom|adalimumab|metotrexato"
@@ -61,7 +62,7 @@ _MEDICATION = re.compile(
     r"|methylphenidate)\b"
 )
 # A dose: digits and a mass unit in lower case ("850 mg", "0,5 mcg"); "Mg" (magnesium in an alloy) is not one.
-_DOSE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug)(?:/d[ií]a|/day|/dl)?\b")
+DOSE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug)(?:/d[ií]a|/day|/dl)?\b")
 _LAB_TERM = (
     r"(?:glucosa|glucose|glucemia|azucar\s+en\s+sangre|blood\s+sugar|hba1c|hemoglobina\s+glicosilada|colesterol"
     r"|cholesterol|trigliceridos|triglycerides|tension\s+arterial|presion\s+arterial|blood\s+pressure|creatinina"
@@ -70,10 +71,10 @@ _LAB_TERM = (
 )
 # A lab term with a value or a verdict close after it ("glucosa 180", "colesterol alto", "biopsia positiva"),
 # or a result stated of the person ("dio positivo", "tested positive").
-_TEST_RESULT = re.compile(
+TEST_RESULT = re.compile(
     r"\b" + _LAB_TERM + r"\b[^.;\n]{0,25}?(?:\d|\b(?:positiv\w*|negativ\w*|alt[oa]s?|baj[oa]s?|high|low|elevad\w*"
     r"|elevated|normal)\b)"
-    r"|\b(?:di[oó]|dado|dio|tested|came\s+back)\s+(?:positivo|negativo|positive|negative)\b"
+    r"|\b(?:di|di[oó]|dado|dio|tested|came\s+back)\s+(?:positivo|negativo|positive|negative)\b"
     r"|\bmg/dl\b|\bmmol/l\b"
 )
 
@@ -122,11 +123,11 @@ def screen_health(text: str) -> HealthScreen:
     """Find clinical details in `text` and, if there are any, the non-clinical note that may replace it."""
     folded = _fold(text)
     kinds: list[str] = []
-    if _DIAGNOSIS.search(folded):
+    if DIAGNOSIS.search(folded):
         kinds.append("diagnosis")
-    if _MEDICATION.search(folded) or _DOSE.search(text):
+    if MEDICATION.search(folded) or DOSE.search(text):
         kinds.append("medication")
-    if _TEST_RESULT.search(folded):
+    if TEST_RESULT.search(folded):
         kinds.append("test_result")
     if not kinds:
         return HealthScreen(clinical=(), note=None)

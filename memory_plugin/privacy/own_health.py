@@ -1,0 +1,228 @@
+"""The speaker's own clinical detail in conversation text, as spans to redact.
+
+Verbatim notes (what a person wrote) talk about health in many ways that are not health data about the
+speaker: a pandemic as a period ("since covid prices went up"), figures of speech ("the calories gave me a
+heart attack"), other people ("my partner is pregnant!", "a writer who had liver cancer"), hypotheticals and
+questions ("maybe you have arthritis?"). `find_own_clinical_spans` returns only the spans where the speaker
+states their own diagnosis, medication or dose, or test result, in Spanish or English:
+
+- a clinical term (the vocabulary of `health.py`: diagnoses, drugs and doses, lab values and verdicts);
+- owned by the speaker: a first-person word ("I", "I'm", "my", "me"; "tengo", "tomo", "me diagnosticaron",
+  "mi", "estoy", "di positivo"…) earlier in the same clause, with no other person between it and the term
+  ("my partner is pregnant": "partner" stands between "my" and the term);
+- in a statement: not in a question, and not after a hypothetical or speculative word in the same sentence
+  ("if", "maybe", "might", "afraid", "si", "quizá", "a lo mejor", "ojalá"…);
+- used clinically: covid counts only when caught or tested ("I had covid", "tengo covid", "covid positive"),
+  never as a period or subject; "heart attack" / "infarto" not in the figures "gave me a heart attack",
+  "almost had a heart attack", "casi me da un infarto"; "depression" not the economic one.
+
+The span runs from the first-person word to the end of the clinical detail (with its type, dose or value), so
+"turns out I'm covid positive so I cancelled the trip" keeps "turns out … so I cancelled the trip".
+Matching runs on a length-preserving fold of the text (lower case, accents removed) so spans map back 1:1;
+every pattern is a single linear scan or a bounded look-behind window (`_WINDOW` characters).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from .health import DIAGNOSIS, DOSE, MEDICATION, TEST_RESULT
+
+__all__ = ["ClinicalSpan", "find_own_clinical_spans", "fold_same_length"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClinicalSpan:
+    """A stretch of text stating the speaker's own clinical detail."""
+
+    start: int
+    end: int
+    kinds: tuple[str, ...]
+    """What the span states, each once: "diagnosis", "medication", "test_result"."""
+
+
+def fold_same_length(text: str) -> str:
+    """Lower case without accents, one character per input character (so match positions map back 1:1)."""
+    out: list[str] = []
+    for char in text:
+        if char.isascii():
+            out.append(char.lower())
+            continue
+        decomposed = unicodedata.normalize("NFKD", char)
+        base = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+        lowered = char.lower()
+        out.append(base if len(base) == 1 else lowered if len(lowered) == 1 else char)
+    return "".join(out)
+
+
+# How far back from a clinical term its owner may be (characters): "I have been taking metformin" is 25,
+# "me diagnosticaron hace dos años una diabetes" 40.
+_WINDOW = 60
+
+# First-person words, matched on the folded text. Spanish "he" only as an auxiliary ("he tenido", "he dado"),
+# so English "he" (third person) never counts.
+_FIRST_PERSON = re.compile(
+    r"\b(?:i|i'm|im|i've|ive|i'd|i'll|me|my|myself|mine"
+    r"|yo|mi|mis|tengo|tuve|tomo|tome|padezco|padeci|sufro|sufri|estoy|estuve|llevo|sigo|soy|fui|di|mio|mia"
+    r"|conmigo|pille|cogi|contagie|enferme|necesito|uso|use|empece|he\s+(?:sido|tenido|estado|dado|empezado|vuelto)|hice|empece|acabo)\b"
+)
+# Someone or something else between the owner and the term: the detail is theirs ("my partner is pregnant",
+# "I read about a writer who had liver cancer", "I saw a pill that cures cancer").
+_OTHER_OWNER = re.compile(
+    r"\b(?:he|she|they|his|her|hers|their|him|them|you|your|we|our|us|it|its|who|whose|whom|which|that|someone"
+    r"|somebody|everyone|everybody|people|person|friends?|mom|mum|mother|dad|father|parents?|sister|brother"
+    r"|siblings?|wife|husband|partner|boyfriend|girlfriend|fiance|fiancee|sons?|daughters?|kids?|child|children"
+    r"|baby|grandma|grandpa|grand(?:mother|father|parents?)|aunt|uncle|cousin|niece|nephew|dogs?|cats?|pets?"
+    r"|neighbou?rs?|boss|colleagues?|coworkers?|writer|author|actor|actress|singer|celebrity|patients?|family"
+    r"|relatives?|teacher|students?|guy|girl|man|woman|lady|cure[sd]?|curing|research|awareness|charity"
+    r"|fundraiser|foundation|documentary|article|news|campaign|study|book|movie|film|show|podcast|about"
+    r"|ella|ellos|ellas|su|sus|le|les|tu|tus|usted|ustedes|nosotros|nosotras|nuestr[oa]s?|quien|alguien|amig[oa]s?"
+    r"|madre|mama|padre|papa|padres|herman[oa]s?|mujer|marido|espos[oa]|pareja|novi[oa]|hij[oa]s?|abuel[oa]s?"
+    r"|ti[oa]s?|prim[oa]s?|sobrin[oa]s?|perr[oa]s?|gat[oa]s?|vecin[oa]s?|jef[ea]|compañer[oa]s?|companer[oa]s?"
+    r"|escritor[a]?|paciente?s?|familia|bebe|cura|investigacion|sobre|que|cual|contra|against|benefica|charity)\b"
+)
+# Hypotheticals and speculation anywhere earlier in the sentence. Spanish "si" is matched unaccented on the
+# original text ("sí" is "yes").
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|what\s+if|in\s+case|maybe|perhaps|might|may\s+have|could\s+have|hope|hopefully|afraid|worried"
+    r"|scared|fear|imagine|suppose|wonder|whether|unless|quiza|quizas|tal\s+vez|a\s+lo\s+mejor|puede\s+que"
+    r"|ojala|por\s+si|imagina|supongamos|miedo|temo|preocupa|igual\s+tengo|no\s+se\s+si)\b"
+)
+_SPANISH_IF = re.compile(r"\bsi\b")
+# Covid is clinical only when caught or tested: "had/got/caught covid", "tengo/tuve covid", "covid positive".
+_COVID = re.compile(r"\bcovid(?:-?19)?\b")
+_COVID_CAUGHT = re.compile(
+    r"(?:\b(?:have|has|had|got|get|getting|caught|catch|contracted|tengo|tuve|tenido|pille|pillado"
+    r"|(?:contagie|contagiado|contagiada|enferme|enfermo|enferma)\s+de)\s+(?:the\s+|el\s+|la\s+)?)$"
+)
+_COVID_RESULT = re.compile(r"^\s*(?:positive|positivo|positiva|\+)")
+_COVID_NOT_ILLNESS = re.compile(r"^\s*(?:vaccine|vaccin|shot|jab|booster|vacuna|times|era|pandemic|lockdown|test)")
+# Figures of speech built on clinical words.
+_FIGURATIVE = re.compile(
+    r"(?:gave|give|gives|giving|nearly|almost|about\s+to\s+have|going\s+to\s+have|casi|me\s+va\s+a\s+dar"
+    r"|me\s+van\s+a\s+dar|me\s+da)\s+(?:(?:me|had|have|having|got|tuve|me\s+da|me\s+dio)\s+)*(?:a\s+|un\s+)?"
+    r"(?:mini[\s-]?)?$"
+)
+# A clinical word naming a cause or an institution: "cancer charity", "diabetes research", "covid rules".
+_TOPIC_AFTER = re.compile(
+    r"\s*-?(?:charity|charities|research|awareness|run|walk|fundraiser|foundation|society|association|benefit"
+    r"|drive|month|day|week|campaign|ward|unit|clinic|center|centre|rules|restrictions|vaccine|vaccines|jab"
+    r"|booster|shot|pandemic|era|times|lockdown|crisis|news)\b"
+)
+_ECONOMIC = re.compile(r"(?:economic|great|tropical|state\s+of|market|economica?|gran)\s+$")
+_ECONOMIC_AFTER = re.compile(r"^\s*(?:economica|economic)")
+_ZODIAC = re.compile(r"(?:\bi'?m\s+a|\bi\s+am\s+a|\bsoy|\bsigno|\bsign)\s+$")
+
+# Sentence ends ("." not between digits: "7.2"), question and exclamation marks, new lines.
+_SENTENCE_END = re.compile(r"[!?;\n¿¡]|\.(?!\d)")
+# Clause boundaries besides sentence ends: the owner must be in the same clause as the term.
+_CLAUSE_END = re.compile(r"[,:()\"]|\s(?:but|pero|although|aunque|while|mientras|whereas)\s")
+
+# What follows a term and belongs to it: "diabetes tipo 1", "metformina 850 mg/día", "HbA1c 7,2 %".
+# The first line is the rest of a value the term ends inside (a result pattern stops at "7" of "7.2 %").
+_TRAILING_DETAIL = re.compile(
+    r"\d*+(?:[.,]\d+)?+(?:/\d+)?+(?:\s?(?:%|mg/dl|mmol/l))?+"
+    r"(?:\s+(?:de\s+)?(?:type|tipo)\s+(?:\d|i{1,2}|one|two|uno|dos)\b)?+"
+    r"(?:\s+(?:positive|positivo|positiva|negative|negativo|negativa)\b)?+"
+    r"(?:\s+(?:for|en|de|a|al|in|on)\s+(?:el\s+|la\s+|the\s+)?(?:covid(?:-?19)?|[a-z0-9]+(?=\s*$)))?+"
+    r"(?:[\s:=]*(?:of\s+|de\s+|was\s+|is\s+|fue\s+|es\s+|at\s+|a\s+)?\d+(?:[.,]\d+)?"
+    r"(?:\s?(?:%|mg/dl|mmol/l|mg|mcg|ml|units|unidades|ui)\b)?"
+    r"(?:\s*(?:/|a\s+la|al|per|a|por)\s*(?:day|dia|d)\b)?)?+"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Term:
+    start: int
+    end: int
+    kind: str
+
+
+def _clinical_terms(folded: str, original: str) -> list[_Term]:
+    terms: list[_Term] = []
+    for match in DIAGNOSIS.finditer(folded):
+        terms.append(_Term(match.start(), match.end(), "diagnosis"))
+    for match in MEDICATION.finditer(folded):
+        terms.append(_Term(match.start(), match.end(), "medication"))
+    for match in DOSE.finditer(original):
+        terms.append(_Term(match.start(), match.end(), "medication"))
+    for match in TEST_RESULT.finditer(folded):
+        terms.append(_Term(match.start(), match.end(), "test_result"))
+    terms.sort(key=lambda t: t.start)
+    return terms
+
+
+def _used_clinically(folded: str, term: _Term) -> bool:
+    """False for the figurative and topical uses of clinical words."""
+    before = folded[max(0, term.start - 30) : term.start]
+    after = folded[term.end : term.end + 20]
+    word = folded[term.start : term.end]
+    if _TOPIC_AFTER.match(after):
+        return False
+    if _COVID.fullmatch(word):
+        if _COVID_NOT_ILLNESS.match(after):
+            return False
+        return _COVID_CAUGHT.search(before) is not None or _COVID_RESULT.match(after) is not None
+    if word in ("heart attack", "infarto", "ictus") and _FIGURATIVE.search(before):
+        return False
+    if word.startswith(("depres",)) and (_ECONOMIC.search(before) or _ECONOMIC_AFTER.match(after)):
+        return False
+    return not (word == "cancer" and _ZODIAC.search(before) and not after.lstrip().startswith(("surviv", "patient")))
+
+
+def _boundaries(pattern: re.Pattern[str], folded: str) -> list[int]:
+    return [m.end() for m in pattern.finditer(folded)]
+
+
+def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
+    """Spans of `text` where the speaker states their own diagnosis, medication/dose or test result (merged,
+    in order). Empty for other people's health, public events, figures of speech, hypotheticals, questions."""
+    folded = fold_same_length(text)
+    terms = _clinical_terms(folded, text)
+    if not terms:
+        return []
+    lowered = text.lower()
+    sentence_ends = [m.start() for m in _SENTENCE_END.finditer(folded)]
+    clause_ends = sorted(set(_boundaries(_CLAUSE_END, folded)) | {e + 1 for e in sentence_ends})
+    spans: list[ClinicalSpan] = []
+    for term in terms:
+        # The sentence holding the term: from the previous end mark to the next one.
+        k = bisect.bisect_left(sentence_ends, term.start)
+        sentence_start = sentence_ends[k - 1] + 1 if k > 0 else 0
+        end_mark = folded[sentence_ends[k]] if k < len(sentence_ends) else ""
+        if end_mark == "?" or (k > 0 and folded[sentence_ends[k - 1]] == "¿"):
+            continue
+        if not _used_clinically(folded, term):
+            continue
+        prefix = folded[sentence_start : term.start]
+        if _HYPOTHETICAL.search(prefix) or _SPANISH_IF.search(lowered, sentence_start, term.start):
+            continue
+        c = bisect.bisect_right(clause_ends, term.start)
+        clause_start = max(clause_ends[c - 1] if c > 0 else 0, term.start - _WINDOW, sentence_start)
+        owners = list(_FIRST_PERSON.finditer(folded, clause_start, term.end))
+        owner = next((o for o in reversed(owners) if o.start() <= term.start), None)
+        if owner is None:
+            continue
+        between = folded[owner.end() : term.start]
+        if _OTHER_OWNER.search(between) or " él " in f" {lowered[owner.end() : term.start]} ":
+            continue
+        detail = _TRAILING_DETAIL.match(folded, term.end)
+        end = detail.end() if detail is not None else term.end
+        spans.append(ClinicalSpan(min(owner.start(), term.start), end, (term.kind,)))
+    return _merge(spans)
+
+
+def _merge(spans: list[ClinicalSpan]) -> list[ClinicalSpan]:
+    spans.sort(key=lambda s: s.start)
+    merged: list[ClinicalSpan] = []
+    for span in spans:
+        if merged and span.start <= merged[-1].end:
+            last = merged[-1]
+            kinds = last.kinds + tuple(k for k in span.kinds if k not in last.kinds)
+            merged[-1] = ClinicalSpan(last.start, max(last.end, span.end), kinds)
+        else:
+            merged.append(span)
+    return merged
