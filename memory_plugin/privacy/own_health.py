@@ -44,23 +44,40 @@ class ClinicalSpan:
     """What the span states, each once: "diagnosis", "medication", "test_result"."""
 
 
+_COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
 def fold_same_length(text: str) -> str:
     """Lower case without accents, one character per input character (so match positions map back 1:1)."""
-    out: list[str] = []
-    for char in text:
-        if char.isascii():
-            out.append(char.lower())
-            continue
-        decomposed = unicodedata.normalize("NFKD", char)
-        base = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-        lowered = char.lower()
-        out.append(base if len(base) == 1 else lowered if len(lowered) == 1 else char)
-    return "".join(out)
+    if text.isascii():
+        return text.lower()
+    # Whole-string NFKD without the combining marks keeps one character per character when the text holds no
+    # combining mark of its own (none removed) and the length is unchanged (so none expanded: "ﬁ" -> "fi").
+    if _COMBINING.search(text) is None:
+        folded = _COMBINING.sub("", unicodedata.normalize("NFKD", text)).lower()
+        if len(folded) == len(text):
+            return folded
+    return "".join(_fold_char(c) for c in text)
+
+
+def _fold_char(char: str) -> str:
+    """One character folded to one character: ASCII lower-cased; others without accents when that is one
+    character, else lower-cased when that is one character, else as they are."""
+    if char.isascii():
+        return char.lower()
+    decomposed = unicodedata.normalize("NFKD", char)
+    base = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    lowered = char.lower()
+    return base if len(base) == 1 else lowered if len(lowered) == 1 else char
 
 
 # How far back from a clinical term its owner may be (characters): "I have been taking metformin" is 25,
 # "me diagnosticaron hace dos años una diabetes" 40.
 _WINDOW = 60
+
+# How far back in the sentence a hypothetical or speculative word still governs a term ("If I get covid" is 9;
+# "I'm worried that after the trip I could end up with covid" is 50).
+_HYPOTHETICAL_WINDOW = 100
 
 # First-person words, matched on the folded text. Spanish "he" only as an auxiliary ("he tenido", "he dado"),
 # so English "he" (third person) never counts.
@@ -92,6 +109,8 @@ _HYPOTHETICAL = re.compile(
     r"|ojala|por\s+si|imagina|supongamos|miedo|temo|preocupa|igual\s+tengo|no\s+se\s+si)\b"
 )
 _SPANISH_IF = re.compile(r"\bsi\b")
+# Spanish "él" (he) is told from the article "el" only by its accent, so it is matched on the unfolded text.
+_HE = re.compile(r"\bél\b")
 # Covid is clinical only when caught or tested: "had/got/caught covid", "tengo/tuve covid", "covid positive".
 _COVID = re.compile(r"\bcovid(?:-?19)?\b")
 _COVID_CAUGHT = re.compile(
@@ -177,9 +196,22 @@ def _boundaries(pattern: re.Pattern[str], folded: str) -> list[int]:
     return [m.end() for m in pattern.finditer(folded)]
 
 
+def _starts_ends(matches: list[re.Match[str]]) -> tuple[list[int], list[int]]:
+    return [m.start() for m in matches], [m.end() for m in matches]
+
+
+def _any_between(starts: list[int], low: int, high: int) -> bool:
+    """Whether a sorted position list holds one in [low, high)."""
+    index = bisect.bisect_left(starts, low)
+    return index < len(starts) and starts[index] < high
+
+
 def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
     """Spans of `text` where the speaker states their own diagnosis, medication/dose or test result (merged,
-    in order). Empty for other people's health, public events, figures of speech, hypotheticals, questions."""
+    in order). Empty for other people's health, public events, figures of speech, hypotheticals, questions.
+
+    Each cue (sentence ends, clause ends, owners, other people, hypotheticals) is found in one scan of the
+    whole text; each term then costs a few binary searches, so the whole is O(n log n) however many terms."""
     folded = fold_same_length(text)
     terms = _clinical_terms(folded, text)
     if not terms:
@@ -187,6 +219,11 @@ def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
     lowered = text.lower()
     sentence_ends = [m.start() for m in _SENTENCE_END.finditer(folded)]
     clause_ends = sorted(set(_boundaries(_CLAUSE_END, folded)) | {e + 1 for e in sentence_ends})
+    owner_starts, owner_ends = _starts_ends(list(_FIRST_PERSON.finditer(folded)))
+    others = sorted([m.start() for m in _OTHER_OWNER.finditer(folded)] + [m.start() for m in _HE.finditer(lowered)])
+    hypotheticals = sorted(
+        [m.start() for m in _HYPOTHETICAL.finditer(folded)] + [m.start() for m in _SPANISH_IF.finditer(lowered)]
+    )
     spans: list[ClinicalSpan] = []
     for term in terms:
         # The sentence holding the term: from the previous end mark to the next one.
@@ -197,21 +234,19 @@ def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
             continue
         if not _used_clinically(folded, term):
             continue
-        prefix = folded[sentence_start : term.start]
-        if _HYPOTHETICAL.search(prefix) or _SPANISH_IF.search(lowered, sentence_start, term.start):
+        # A hypothetical marker further back than `_HYPOTHETICAL_WINDOW` does not govern the term.
+        if _any_between(hypotheticals, max(sentence_start, term.start - _HYPOTHETICAL_WINDOW), term.start):
             continue
         c = bisect.bisect_right(clause_ends, term.start)
         clause_start = max(clause_ends[c - 1] if c > 0 else 0, term.start - _WINDOW, sentence_start)
-        owners = list(_FIRST_PERSON.finditer(folded, clause_start, term.end))
-        owner = next((o for o in reversed(owners) if o.start() <= term.start), None)
-        if owner is None:
+        o = bisect.bisect_right(owner_starts, term.start) - 1
+        if o < 0 or owner_starts[o] < clause_start:
             continue
-        between = folded[owner.end() : term.start]
-        if _OTHER_OWNER.search(between) or " él " in f" {lowered[owner.end() : term.start]} ":
+        if _any_between(others, owner_ends[o], term.start):
             continue
         detail = _TRAILING_DETAIL.match(folded, term.end)
         end = detail.end() if detail is not None else term.end
-        spans.append(ClinicalSpan(min(owner.start(), term.start), end, (term.kind,)))
+        spans.append(ClinicalSpan(min(owner_starts[o], term.start), end, (term.kind,)))
     return _merge(spans)
 
 
