@@ -102,7 +102,9 @@ _CONSEQUENCES: tuple[tuple[re.Pattern[str], str, str], ...] = (
 )
 
 _SPANISH_HINT = re.compile(
-    r"[ñáéíóú¿¡]|\b(?:el|la|los|las|de|del|que|y|en|por|para|con|tiene|tengo|es|est[aá]|una?|su|sus|mi|no)\b",
+    r"[ñáéíóú¿¡]|\b(?:el|la|los|las|de|del|que|y|en|por|para|con|tiene|tengo|es|est[aá]|una?|su|sus|mi|no"
+    r"|estoy|tomo|desde|cada|pero|muy|hace|ayer|hoy|han|al|como|ya|sin|porque|esto|esta|este|hay|son|fue|era"
+    r"|todo|nada|vale|gracias|hola)\b",
     re.IGNORECASE,
 )
 _ENGLISH_HINT = re.compile(
