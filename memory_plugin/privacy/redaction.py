@@ -212,6 +212,10 @@ def _luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+# ISO 13616 character values: digits as themselves, letters A=10 … Z=35.
+_IBAN_VALUES = {c: int(c, 36) for c in "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+
+
 def _iban_valid(candidate: str) -> bool:
     """ISO 13616 / ISO 7064 mod 97-10: rotate the first four characters to the end, letters to 10..35."""
     compact = candidate.replace(" ", "").replace("-", "")
@@ -225,9 +229,13 @@ def _iban_valid(candidate: str) -> bool:
         return False
     if not compact[2:4].isdigit() or not 2 <= int(compact[2:4]) <= 98:
         return False
-    rotated = (compact[4:] + compact[:4]).upper()
-    numeric = "".join(str(int(c, 36)) for c in rotated)
-    return int(numeric) % 97 == 1
+    remainder = 0
+    for char in (compact[4:] + compact[:4]).upper():
+        value = _IBAN_VALUES.get(char)
+        if value is None:
+            return False
+        remainder = (remainder * (100 if value > 9 else 10) + value) % 97
+    return remainder == 1
 
 
 def _looks_random(token: str) -> bool:
@@ -404,29 +412,26 @@ def _separator_class(separator: str) -> str:
     return separator if len(separator) == 1 and separator in "-./" else " "
 
 
-def _card_at(
-    run: str, groups: list[tuple[int, int]], lengths: tuple[int, ...], separators: list[str], i: int
-) -> int | None:
+def _card_at(pieces: list[str], lengths: list[int], separators: list[str], i: int) -> int | None:
     """The index of the last group of a card number starting at group `i`, or None.
 
     Tries the fixed `_CARD_SHAPES` (longest first), then a single 13–19 digit block: a constant number of checks
     per group, so a run of n groups costs O(n), where trying every span of groups cost O(n²) Luhn checks."""
-    first_start, first_end = groups[i]
-    if run[first_start] not in _CARD_FIRST_DIGITS:
+    first = pieces[i]
+    if first[0] not in _CARD_FIRST_DIGITS:
         return None
     if 13 <= lengths[i] <= 19:
-        block = run[first_start:first_end]
-        return i if _luhn_valid(block) else None
-    if lengths[i] != 4:
-        return None
+        return i if _luhn_valid(first) else None
+    if lengths[i] != 4 or i + 2 >= len(pieces) or lengths[i + 1] not in (4, 6):
+        return None  # every grouped shape starts with 4 then 4 or 6 digits, and has at least 3 groups
     for shape in _CARD_SHAPES:
         j = i + len(shape) - 1
-        if lengths[i : j + 1] != shape:
+        if tuple(lengths[i : j + 1]) != shape:
             continue
         if len(set(separators[i:j])) != 1:
             continue  # "4111 1111-1111.1111": mixed separators are a list of numbers, not one card
-        pieces = [run[s:e] for s, e in groups[i : j + 1]]
-        if _luhn_valid("".join(pieces)) and not _round_groups(pieces):
+        card = pieces[i : j + 1]
+        if _luhn_valid("".join(card)) and not _round_groups(card):
             return j
     return None
 
@@ -443,33 +448,49 @@ def _redact_cards(text: str) -> tuple[str, bool]:
     def replace(match: re.Match[str]) -> str:
         nonlocal found
         run = match.group(0)
-        groups = [(m.start(), m.end()) for m in _GROUP.finditer(run)]
-        if len(groups) > _MAX_CARD_RUN_GROUPS:
+        # split() on a capturing-free digit pattern gives the separators between the groups (and two empty ends).
+        pieces = _GROUP.findall(run)
+        if len(pieces) > _MAX_CARD_RUN_GROUPS:
             return run
-        lengths = tuple(end - start for start, end in groups)
-        separators = [_separator_class(run[groups[k][1] : groups[k + 1][0]]) for k in range(len(groups) - 1)]
+        raw_separators = _GROUP.split(run)[1:-1]
+        separators = [_separator_class(sep) for sep in raw_separators]
+        lengths = list(map(len, pieces))
         # Digits from group i to the end of the run: a card needs 13, so later groups are never tried.
         remaining = sum(lengths)
-        pieces: list[str] = []
-        cursor = 0
+        out: list[str] = []
+        here = False
         i = 0
         # Left to right: a reference number or a year next to the card ("ref 12 4111 1111 1111 1111") does not
         # hide it.
-        while i < len(groups) and remaining >= 13:
-            last = _card_at(run, groups, lengths, separators, i)
-            if last is not None:
-                pieces.append(run[cursor : groups[i][0]] + _placeholder("payment_card"))
-                cursor = groups[last][1]
-                found = True
+        while i < len(pieces) and remaining >= 13:
+            last = _card_at(pieces, lengths, separators, i)
+            if last is None:
+                out.append(pieces[i])
+                remaining -= lengths[i]
+                last = i
+            else:
+                out.append(_placeholder("payment_card"))
+                found = here = True
                 remaining -= sum(lengths[i : last + 1])
-                i = last + 1
-                continue
-            remaining -= lengths[i]
-            i += 1
-        pieces.append(run[cursor:])
-        return "".join(pieces)
+            if last < len(raw_separators):
+                out.append(raw_separators[last])
+            i = last + 1
+        if not here:
+            return run
+        return "".join(out) + _rest(pieces, raw_separators, i)
 
     return _DIGIT_RUN.sub(replace, text), found
+
+
+def _rest(pieces: list[str], separators: list[str], i: int) -> str:
+    """The groups from `i` on, with the separators between them, as written."""
+    if i >= len(pieces):
+        return ""
+    tail = [pieces[i]]
+    for k in range(i + 1, len(pieces)):
+        tail.append(separators[k - 1])
+        tail.append(pieces[k])
+    return "".join(tail)
 
 
 def _password_value(match: re.Match[str]) -> tuple[str, str] | None:
