@@ -132,9 +132,10 @@ _SSN_CONTEXT = re.compile(
 # A run of digit groups, each separated by one to three spaces (any of `_SPACES`), a dash, a dot or a slash.
 # Possessive: the run is read once, never backtracked into. Letters around it do not matter ("visa4111…").
 _SEPARATOR = r"(?:[" + _SPACES + r"]{1,3}+|[-./])"
-# The look-ahead asks for 13 digits before the run is handed to Python: short numbers (quantities, dates, phone
-# numbers) never cost a callback.
-_DIGIT_RUN = re.compile(r"(?=\d(?:" + _SEPARATOR + r"?\d){12})\d++(?:" + _SEPARATOR + r"\d++)*+")
+# The look-ahead asks for 13 characters of digits and separators before the run is handed to Python: short
+# numbers (quantities, dates, phone numbers) never cost a callback. (A look-ahead counting 13 digits across
+# separators cost 4 ms per 20,000 characters of "SSN 123 45 678"; this one is a single character class.)
+_DIGIT_RUN = re.compile(r"(?=[\d" + _SPACES + r"./-]{13})\d++(?:" + _SEPARATOR + r"\d++)*+")
 # A run of more than this many groups is a table of figures ("Cotas 100 200 … 800", a price list): not searched.
 # Cards are written in at most 5 groups; 12 leaves room for a reference before and an expiry and CVV after.
 _MAX_CARD_RUN_GROUPS = 12
@@ -457,6 +458,8 @@ def _redact_cards(text: str) -> tuple[str, bool]:
         lengths = list(map(len, pieces))
         # Digits from group i to the end of the run: a card needs 13, so later groups are never tried.
         remaining = sum(lengths)
+        if remaining < 13:
+            return run
         out: list[str] = []
         here = False
         i = 0
