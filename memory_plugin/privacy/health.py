@@ -44,17 +44,18 @@ def _fold(text: str) -> str:
 # Matched on the folded text (lower case, no accents). Whole words, with stems where Spanish and English
 # inflect ("diabet" covers diabetes, diabético, diabetic).
 DIAGNOSIS = re.compile(
-    r"\b(?:diabet\w*|epilep\w*|cancer|tumou?r\w*|leucemia|leuka?emia|depresion|depression|depresiv\w*|depressive"
+    r"\b(?:diabet\w*|prediabet\w*|epilep\w*|cancer|tumou?r\w*|leucemia|leuka?emia|depresion|depression|depresiv\w*|depressive"
     r"|trastorno|disorder|bipolar|esquizofreni\w*|schizophreni\w*|vih|hiv|sida|asma|asthma\w*|hipertens\w*"
     r"|hypertens\w*|esclerosis|sclerosis|parkinson\w*|alzheimer\w*|artritis|arthritis|migran\w*|migraine\w*"
     r"|tdah|adhd|autis\w*|hepatitis|epoc|copd|insuficiencia\s+renal|kidney\s+failure|renal\s+failure|apnea"
-    r"|apnoea|crohn\w*|celiac\w*|celiaqu\w*|infarto|heart\s+attack|ictus|(?:had|suffered)\s+a\s+stroke|covid\w*"
+    r"|apnoea|crohn\w*|celiac\w*|celiaqu\w*|infarto|heart\s+attack|ictus|(?:had|suffered)\s+a\s+(?:\w+\s+)?stroke|covid\w*"
     r"|embarazad\w*|embarazo|pregnan\w*|quimioterapia|chemotherapy|chemo|dialisis|dialysis|cirugia|surgery"
     r"|hernia\w*|diagnosticad\w*|diagnosed|diagnostico\s+de|diagnosis\s+of|lupus|fibromialgia|fibromyalgia"
     r"|anemia|anaemia|psoriasis|anorexia|bulimia|tuberculosis)\b"
 )
 MEDICATION = re.compile(
-    r"\b(?:metformin\w*|insulin\w*|ibuprofen\w*|paracetamol|acetaminophen|omeprazol\w*|sertralin\w*"
+    r"\b(?:metformin\w*|insulin\w*|ibuprofen\w*|aspirin[as]?|amoxicilina|amoxicillin|antibiotic\w*|paracetamol"
+    r"|acetaminophen|omeprazol\w*|sertralin\w*"
     r"|fluoxetin\w*|prozac|lorazepam|diazepam|alprazolam|xanax|levotiroxin\w*|levothyroxin\w*|eutirox"
     r"|atorvastatin\w*|simvastatin\w*|enalapril|losartan|warfarin\w*|sintrom|adalimumab|metotrexato"
     r"|methotrexate|predniso\w*|cortisona|cortisone|antidepresiv\w*|antidepressant\w*|ansiolitic\w*"
@@ -64,7 +65,7 @@ MEDICATION = re.compile(
 # A dose: digits and a mass unit in lower case ("850 mg", "0,5 mcg"); "Mg" (magnesium in an alloy) is not one.
 DOSE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug)(?:/d[ií]a|/day|/dl)?\b")
 _LAB_TERM = (
-    r"(?:glucosa|glucose|glucemia|azucar\s+en\s+sangre|blood\s+sugar|hba1c|hemoglobina\s+glicosilada|colesterol"
+    r"(?:glucosa|glucose|glucemia|azucar\s+en\s+sangre|blood\s+sugar|hba1c|a1c|hemoglobina\s+glicosilada|colesterol"
     r"|cholesterol|trigliceridos|triglycerides|tension\s+arterial|presion\s+arterial|blood\s+pressure|creatinina"
     r"|creatinine|psa|tsh|analitica|analisis\s+de\s+sangre|blood\s+test|biopsia|biopsy|electrocardiograma|ecg|ekg"
     r"|pcr|test\s+de\s+covid|covid\s+test|prueba\s+de\s+covid)"

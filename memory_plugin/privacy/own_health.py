@@ -86,6 +86,18 @@ _FIRST_PERSON = re.compile(
     r"|yo|mi|mis|tengo|tuve|tomo|tome|padezco|padeci|sufro|sufri|estoy|estuve|llevo|sigo|soy|fui|di|mio|mia"
     r"|conmigo|pille|cogi|contagie|enferme|necesito|uso|use|empece|he\s+(?:sido|tenido|estado|dado|empezado|vuelto)|hice|empece|acabo)\b"
 )
+# Chat drops the subject: "Been battling depression since college", "Got diagnosed in May", "Had covid last
+# week". A sentence starting with one of these verbs is the speaker's own statement.
+_SUBJECTLESS = re.compile(
+    r"(?:^|[.!?\n]\s*+)(?:just\s+|still\s+|finally\s+)?(?P<verb>been|got|had|having|taking|took|started|tested"
+    r"|caught|diagnosed|dealing|battling|fighting|living|recovering|struggling|suffering)\b"
+)
+# "my"/"mi" own the term only when it follows within a few words with no verb between: "my type 2 diabetes",
+# "my last HbA1c"; in "my bank account is in a deep depression" the account is the subject.
+_POSSESSIVES = frozenset({"my", "mi", "mis"})
+_POSSESSIVE_REACH_WORDS = 3
+_VERB_BETWEEN = re.compile(r"\b(?:is|was|are|were|has|had|have|got|gets|es|era|esta|estaba|tiene|tenia|fue)\b")
+
 # Someone or something else between the owner and the term: the detail is theirs ("my partner is pregnant",
 # "I read about a writer who had liver cancer", "I saw a pill that cures cancer").
 _OTHER_OWNER = re.compile(
@@ -115,7 +127,9 @@ _HE = re.compile(r"\bél\b")
 _COVID = re.compile(r"\bcovid(?:-?19)?\b")
 _COVID_CAUGHT = re.compile(
     r"(?:\b(?:have|has|had|got|get|getting|caught|catch|contracted|tengo|tuve|tenido|pille|pillado"
-    r"|(?:contagie|contagiado|contagiada|enferme|enfermo|enferma)\s+de)\s+(?:the\s+|el\s+|la\s+)?)$"
+    r"|(?:contagie|contagiado|contagiada|enferme|enfermo|enferma)\s+de)\s+(?:the\s+|el\s+|la\s+)?"
+    # "got the flu and covid": one illness before it, joined by "and"/"y".
+    r"(?:(?:the\s+|el\s+|la\s+)?\w+\s+(?:and|y)\s+)?)$"
 )
 _COVID_RESULT = re.compile(r"^\s*(?:positive|positivo|positiva|\+)")
 _COVID_NOT_ILLNESS = re.compile(r"^\s*(?:vaccine|vaccin|shot|jab|booster|vacuna|times|era|pandemic|lockdown|test)")
@@ -150,6 +164,13 @@ _TRAILING_DETAIL = re.compile(
     r"(?:[\s:=]*(?:of\s+|de\s+|was\s+|is\s+|fue\s+|es\s+|at\s+|a\s+)?\d+(?:[.,]\d+)?"
     r"(?:\s?(?:%|mg/dl|mmol/l|mg|mcg|ml|units|unidades|ui)\b)?"
     r"(?:\s*(?:/|a\s+la|al|per|a|por)\s*(?:day|dia|d)\b)?)?+"
+)
+
+
+# Terms that introduce the condition rather than name it; the next word or two is the diagnosis itself.
+_OBJECT_INTRODUCERS = ("diagnosed", "diagnosticado", "diagnosticada", " of", " de")
+_NAMED_CONDITION = re.compile(
+    r"(?:\s+(?:with|con|de))?\s+(?:(?:a|an|the|un|una|el|la)\s+)?[\w'-]+(?:\s+(?:type|tipo)\s+\w+)?"
 )
 
 
@@ -196,10 +217,6 @@ def _boundaries(pattern: re.Pattern[str], folded: str) -> list[int]:
     return [m.end() for m in pattern.finditer(folded)]
 
 
-def _starts_ends(matches: list[re.Match[str]]) -> tuple[list[int], list[int]]:
-    return [m.start() for m in matches], [m.end() for m in matches]
-
-
 def _any_between(starts: list[int], low: int, high: int) -> bool:
     """Whether a sorted position list holds one in [low, high)."""
     index = bisect.bisect_left(starts, low)
@@ -219,7 +236,12 @@ def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
     lowered = text.lower()
     sentence_ends = [m.start() for m in _SENTENCE_END.finditer(folded)]
     clause_ends = sorted(set(_boundaries(_CLAUSE_END, folded)) | {e + 1 for e in sentence_ends})
-    owner_starts, owner_ends = _starts_ends(list(_FIRST_PERSON.finditer(folded)))
+    owners = sorted(
+        [m.span() for m in _FIRST_PERSON.finditer(folded)] + [m.span("verb") for m in _SUBJECTLESS.finditer(folded)]
+    )
+    owner_starts = [start for start, _ in owners]
+    owner_ends = [end for _, end in owners]
+    owner_words = [folded[start:end] for start, end in owners]
     others = sorted([m.start() for m in _OTHER_OWNER.finditer(folded)] + [m.start() for m in _HE.finditer(lowered)])
     hypotheticals = sorted(
         [m.start() for m in _HYPOTHETICAL.finditer(folded)] + [m.start() for m in _SPANISH_IF.finditer(lowered)]
@@ -240,14 +262,35 @@ def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
         c = bisect.bisect_right(clause_ends, term.start)
         clause_start = max(clause_ends[c - 1] if c > 0 else 0, term.start - _WINDOW, sentence_start)
         o = bisect.bisect_right(owner_starts, term.start) - 1
-        if o < 0 or owner_starts[o] < clause_start:
-            continue
-        if _any_between(others, owner_ends[o], term.start):
-            continue
-        detail = _TRAILING_DETAIL.match(folded, term.end)
-        end = detail.end() if detail is not None else term.end
-        spans.append(ClinicalSpan(min(owner_starts[o], term.start), end, (term.kind,)))
+        start: int | None = None
+        if o >= 0 and owner_starts[o] >= clause_start and not _any_between(others, owner_ends[o], term.start):
+            start = min(owner_starts[o], term.start)
+            if owner_words[o] in _POSSESSIVES:
+                between = folded[owner_ends[o] : term.start]
+                if len(between.split()) > _POSSESSIVE_REACH_WORDS or _VERB_BETWEEN.search(between):
+                    start = None
+        if start is None:
+            # A further term in a sentence whose earlier detail was the speaker's ("my A1C came back at 6.8,
+            # still prediabetic") is theirs too, unless someone else is named in between.
+            last = spans[-1] if spans else None
+            if last is None or last.end < sentence_start or _any_between(others, last.end, term.start):
+                continue
+            start = term.start
+        end = _detail_end(folded, term)
+        spans.append(ClinicalSpan(start, end, (term.kind,)))
     return _merge(spans)
+
+
+def _detail_end(folded: str, term: _Term) -> int:
+    """Where the clinical detail starting with `term` ends: its type, dose, value, verdict, and the condition
+    named after "diagnosed with" / "diagnosis of" / "diagnosticado de"."""
+    end = term.end
+    if folded[term.start : term.end].endswith(_OBJECT_INTRODUCERS):
+        named = _NAMED_CONDITION.match(folded, end)
+        if named is not None:
+            end = named.end()
+    detail = _TRAILING_DETAIL.match(folded, end)
+    return detail.end() if detail is not None else end
 
 
 def _merge(spans: list[ClinicalSpan]) -> list[ClinicalSpan]:
