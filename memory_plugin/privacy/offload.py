@@ -1,9 +1,10 @@
 """Running the filter on large input without blocking the event loop.
 
-The filter is linear, but a long message still costs real CPU (about 0.25 ms per 1,000 characters of
-adversarial input on a loaded 2-core machine: see `bench/privacy_filter.py`). Below `OFFLOAD_THRESHOLD_CHARS`
-calling it inline is cheaper than a thread hop (~50 µs); above it the work goes to a worker thread so other
-users' requests keep being served.
+The filter is linear, but a long message still costs real CPU: the whole note filter takes 0.35-0.8 ms of CPU
+per 1,000 characters of everyday or adversarial text, up to 1.5 ms for text dense with health words, on the
+shared 2-core machine (`bench/privacy_filter.py`). Below `OFFLOAD_THRESHOLD_CHARS` (~1.5-3 ms of work) calling
+it inline is cheaper than a thread hop; above it the work goes to a worker thread so other users' requests keep
+being served.
 """
 
 from __future__ import annotations
