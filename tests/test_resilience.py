@@ -217,6 +217,7 @@ async def test_reads_fall_back_to_the_last_context_read_and_the_block_says_so(
     assert again.long_term_cached_at is None
 
 
+@pytest.mark.slow
 async def test_an_outage_after_a_context_with_a_query_serves_the_facts_it_showed(
     memory: MemoryManager, outage: Outage, user_id: UUID
 ) -> None:
