@@ -106,13 +106,18 @@ class NoteRedaction:
         return bool(self.redacted or self.clinical) or self.text is None
 
 
+# The language of a note is read from its start: 2,000 characters hold ~100 function words, plenty to tell
+# Spanish from English, and a 16,000-character note costs no more than a short one.
+_LANGUAGE_SAMPLE_CHARS = 2_000
+
 _PLACEHOLDER = re.compile(r"\[(?:redacted [a-z_]+|health detail[^\]]*|dato de salud[^\]]*)\]")
-_MEANINGFUL = re.compile(r"\w")
+# `_MIN_REMAINING_CHARS` (3) letters or digits, found without listing every one of a long note.
+_MEANINGFUL = re.compile(r"\w(?:\W*+\w){2}")
 
 
 def _nothing_left(text: str) -> bool:
     """Whether `text` holds fewer than `_MIN_REMAINING_CHARS` letters or digits besides placeholders."""
-    return len(_MEANINGFUL.findall(_PLACEHOLDER.sub("", text))) < _MIN_REMAINING_CHARS
+    return _MEANINGFUL.search(_PLACEHOLDER.sub("", text)) is None
 
 
 def redact_note_text(text: str, *, consent: HealthNotesConsent = "off") -> NoteRedaction:
@@ -130,7 +135,7 @@ def redact_note_text(text: str, *, consent: HealthNotesConsent = "off") -> NoteR
     spans = find_own_clinical_spans(cleaned)
     clinical: list[str] = []
     if spans:
-        spanish = looks_spanish(cleaned)
+        spanish = looks_spanish(cleaned[:_LANGUAGE_SAMPLE_CHARS])
         base = HEALTH_PLACEHOLDER_ES if spanish else HEALTH_PLACEHOLDER_EN
         pieces: list[str] = []
         cursor = 0
