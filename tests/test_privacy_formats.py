@@ -233,3 +233,14 @@ async def test_the_async_note_filter_gives_the_same_result() -> None:
     assert await redact_note_text_async(text) == redact_note_text(text)
     results = await asyncio.gather(*(redact_note_text_async(text) for _ in range(3)))
     assert all(r == results[0] for r in results)
+
+
+def test_consent_notes_are_worked_out_once_per_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_plugin.privacy import policy
+
+    screens = _count_calls(monkeypatch, policy, "screen_health")
+    text = "I'm on insulin, so no night shifts. " * 300
+    result = redact_note_text(text, consent="keep_notes")
+    assert result.text is not None
+    assert result.text.count("[health detail: affects shifts]") == 300
+    assert screens() == 1

@@ -137,12 +137,12 @@ def redact_note_text(text: str, *, consent: HealthNotesConsent = "off") -> NoteR
     if spans:
         spanish = looks_spanish(cleaned[:_LANGUAGE_SAMPLE_CHARS])
         base = HEALTH_PLACEHOLDER_ES if spanish else HEALTH_PLACEHOLDER_EN
+        # One placeholder for the whole note (the note says what the condition affects, once): computed once,
+        # so a note with many spans stays linear.
+        placeholder = _placeholder_with_note(cleaned, base) if consent == "keep_notes" else base
         pieces: list[str] = []
         cursor = 0
         for span in spans:
-            placeholder = base
-            if consent == "keep_notes":
-                placeholder = _placeholder_with_note(cleaned, base)
             pieces.append(cleaned[cursor : span.start] + placeholder)
             cursor = span.end
             clinical.extend(k for k in span.kinds if k not in clinical)
