@@ -16,6 +16,7 @@ groups cost about as much as 20,000 characters of prose (`bench/privacy_filter.p
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -204,12 +205,18 @@ _NOT_A_SECRET = frozenset(_NOT_A_SECRET_WORDS.split())
 _TRAILING_PUNCT = ".,;:)"
 
 
-_LUHN_DOUBLED = {str(d): (2 * d if d < 5 else 2 * d - 9) for d in range(10)}
+# Each digit doubled and its digits summed (2d or 2d - 9) is again one digit: a translation table, so the sum
+# runs over bytes in C.
+_LUHN_DOUBLED = str.maketrans({str(d): str(2 * d if d < 5 else 2 * d - 9) for d in range(10)})
 
 
 def _luhn_valid(digits: str) -> bool:
     """ISO/IEC 7812 check digit: double every second digit from the right, the sum must end in 0."""
-    total = sum(map(int, digits[-1::-2])) + sum(map(_LUHN_DOUBLED.__getitem__, digits[-2::-2]))
+    if not digits.isascii():
+        digits = "".join(str(int(c)) for c in digits)  # other scripts' digits ("٤١١١…") as ASCII
+    kept = digits[-1::-2].encode()
+    doubled = digits[-2::-2].translate(_LUHN_DOUBLED).encode()
+    total = sum(kept) + sum(doubled) - 48 * len(digits)
     return total % 10 == 0
 
 
@@ -425,16 +432,20 @@ def _card_at(pieces: list[str], lengths: list[int], separators: list[str], i: in
         return i if _luhn_valid(first) else None
     if lengths[i] != 4 or i + 2 >= len(pieces) or lengths[i + 1] not in (4, 6):
         return None  # every grouped shape starts with 4 then 4 or 6 digits, and has at least 3 groups
-    for shape in _CARD_SHAPES:
+    for shape in _shapes_starting(tuple(lengths[i : i + 5])):
         j = i + len(shape) - 1
-        if tuple(lengths[i : j + 1]) != shape:
-            continue
-        if len(set(separators[i:j])) != 1:
+        if len({_separator_class(sep) for sep in separators[i:j]}) != 1:
             continue  # "4111 1111-1111.1111": mixed separators are a list of numbers, not one card
         card = pieces[i : j + 1]
         if _luhn_valid("".join(card)) and not _round_groups(card):
             return j
     return None
+
+
+@functools.cache
+def _shapes_starting(lengths: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """The card shapes (longest first) that the group lengths `lengths` begin with; cached per tuple."""
+    return tuple(shape for shape in _CARD_SHAPES if lengths[: len(shape)] == shape)
 
 
 def _round_groups(pieces: list[str]) -> bool:
@@ -454,7 +465,6 @@ def _redact_cards(text: str) -> tuple[str, bool]:
         if len(pieces) > _MAX_CARD_RUN_GROUPS:
             return run
         raw_separators = _GROUP.split(run)[1:-1]
-        separators = [_separator_class(sep) for sep in raw_separators]
         lengths = list(map(len, pieces))
         # Digits from group i to the end of the run: a card needs 13, so later groups are never tried.
         remaining = sum(lengths)
@@ -466,7 +476,7 @@ def _redact_cards(text: str) -> tuple[str, bool]:
         # Left to right: a reference number or a year next to the card ("ref 12 4111 1111 1111 1111") does not
         # hide it.
         while i < len(pieces) and remaining >= 13:
-            last = _card_at(pieces, lengths, separators, i)
+            last = _card_at(pieces, lengths, raw_separators, i)
             if last is None:
                 out.append(pieces[i])
                 remaining -= lengths[i]
