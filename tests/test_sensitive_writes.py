@@ -219,7 +219,9 @@ async def test_extractor_output_is_filtered_and_its_input_redacted(
 
     async with MemoryManager.open(pg_settings, extractor=LLMExtractor(FunctionModel(model))) as memory:
         session = f"s-{uuid4()}"
-        await memory.add_message(session, Message(role="user", content="Recuerda: cobrad a la 4111 1111 1111 1111"))
+        await memory.add_message(
+            session, Message(role="user", content="Recuerda: cobrad a la 4111 1111 1111 1111"), user_id=user_id
+        )
         await memory.remember_from_session(session, user_id)
 
     assert "4111" not in prompts[0]
