@@ -280,3 +280,23 @@ async def test_relative_dates_follow_the_configured_timezone(user_id: UUID) -> N
     assert in_madrid.content == "Recoge las piezas el 2026-11-25"
     with pytest.raises(ValueError, match="unknown timezone"):
         MemorySettings(date_timezone="Europe/Atlantis")
+
+
+async def test_logs_never_print_a_facts_text(
+    ram_memory: MemoryManager, user_id: UUID, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    low_confidence = MemorizedFact(content="Mi DNI es 12345678Z", category="fact", confidence=0.1, source="inferred")
+    await ram_memory.update_memory(
+        MemoryUpdate(
+            user_id=user_id,
+            new_facts=[
+                low_confidence,
+                fact("Paga con la tarjeta 4111 1111 1111 1111"),
+                fact("Toma metformina 850 mg dos veces al día"),
+            ],
+        )
+    )
+    assert caplog.records  # the rejections and redactions were logged…
+    for secret in ("12345678Z", "4111", "metformina", "850 mg"):
+        assert secret not in caplog.text  # …without the text they were about
