@@ -75,7 +75,7 @@ class SummaryPolicy:
     """Rewrite only on a turn where a fact extraction also runs (the caller says so), so that one model call
     can serve both: the summary's own triggers then wait for the extraction's."""
     resync_after: timedelta = timedelta(days=7)
-    """A summary older than this since its last resync is rebuilt from the facts (seed: weekly)."""
+    """A summary older than this since its last resync is rebuilt from the facts (weekly by default)."""
 
 
 _TOPIC = re.compile(
@@ -100,7 +100,8 @@ def summary_due(new_messages: Sequence[Message], policy: SummaryPolicy) -> Summa
         return "decision"
     if policy.on_topic_change and any(_TOPIC.search(t) for t in user_texts):
         return "topic_change"
-    # Seed 000's "more than 600 new characters": one exchange (the user's message and the answer) that long.
+    # One long exchange (the user's message and the answer): counting every character since the last version
+    # instead fired every ~2 turns on ordinary answers.
     if sum(len(m.content) for m in new_messages[-2:]) > policy.min_new_chars:
         return "new_text"
     if len(new_messages) >= policy.every_n_messages:
