@@ -200,7 +200,8 @@ class ContextBuilder:
             lean = assemble_context(dataclasses.replace(inputs, summary=None), self.counter, self.budget)
             oldest = message_time(lean.history[0]) if lean.history else None
             if oldest is not None and oldest <= summary.covered_from:
-                assembled = lean
+                # Compaction later in the run may still drop messages: it hands over the summary then.
+                assembled = dataclasses.replace(lean, summary=summary.content)
         logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())
         trace.get_current_span().set_attributes(assembled.report.as_attributes())
         return assembled
