@@ -1,10 +1,12 @@
-"""`memory-plugin`: the command line (demo, chat, inspect, status, db-url, reembed).
+"""`memory-plugin`: the command line (demo, chat, inspect, status, db-url, stop, migrate, erase, maintain,
+reembed).
 
     memory-plugin demo                      # two sessions; session 1 shapes the answer in session 2
     memory-plugin chat --user UUID          # talk to the budget agent
     memory-plugin inspect --user UUID       # what is stored about a user
     memory-plugin status                    # backend in use, database reachable, outage journal
-    psql "$(memory-plugin db-url)"          # open the database
+    psql "$(memory-plugin db-url)"          # open the database (the server stays up until `stop`)
+    memory-plugin stop                      # stop the embedded database
     memory-plugin reembed                   # vectors of the current embedding model for every fact
 
 Every command reads `MemorySettings` from `MEMORY_*` variables; `--data-dir DIR` means "the embedded
@@ -40,6 +42,7 @@ from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 
 from .database import EmbeddedPostgres
 from .database.admin import ArchiveReport, MemoryAdmin
+from .database.embedded import stop_embedded
 from .database.migrations import migrate
 from .errors import MemoryPluginError
 from .manager import MemoryManager
@@ -235,7 +238,7 @@ async def _demo(settings: MemorySettings, console: Console) -> None:
             console.print(f'  psql "{escape(url)}" -c "{escape(query)}"', soft_wrap=True)
             console.print(
                 "[dim]  (the embedded server stops with this process; `memory-plugin db-url` starts it again "
-                "and keeps it running)[/]",
+                "and keeps it running until `memory-plugin stop`)[/]",
                 soft_wrap=True,
             )
         console.print(f"  memory-plugin inspect --user {user}", soft_wrap=True)
@@ -365,7 +368,8 @@ def _start_embedded(settings: MemorySettings) -> str:
 
 @app.command("db-url")
 def db_url(data_dir: DataDirOption = None) -> None:
-    """Print the database URL, starting the embedded database (and leaving it running) if needed.
+    """Print the database URL, starting the embedded database if needed: it then stays up until
+    `memory-plugin stop`, whatever other commands start and end meanwhile.
 
     psql "$(memory-plugin db-url)"
     """
@@ -380,6 +384,19 @@ def db_url(data_dir: DataDirOption = None) -> None:
     typer.echo(url)
 
 
+@app.command("stop")
+def stop(data_dir: DataDirOption = None) -> None:
+    """Stop the embedded database of the data directory (started by `db-url`, or left by a crash). Processes
+    still using it lose their connections."""
+    settings = _settings(data_dir)
+    try:
+        was_running = stop_embedded(settings.data_dir)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise _fail(f"the embedded database could not be stopped: {exc}") from None
+    where = settings.data_dir / "postgres"
+    _out().print(f"stopped the embedded database in {where}" if was_running else f"no server running in {where}")
+
+
 # --- service path: migrate, erase ------------------------------------------------------------------------
 
 
@@ -389,7 +406,7 @@ def _admin_url(settings: MemorySettings) -> str:
         if url is not None:
             return url.get_secret_value()
     try:
-        return EmbeddedPostgres.from_settings(settings, keep_running=True).start()
+        return EmbeddedPostgres.from_settings(settings).start()  # stops at exit if this process started it
     except (psycopg.Error, OSError, subprocess.SubprocessError) as exc:
         raise _fail(f"the embedded database could not be started: {exc}") from None
 

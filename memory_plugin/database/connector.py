@@ -28,6 +28,7 @@ class DatabaseConnector:
         self.settings = settings
         self.url = settings.database_url.get_secret_value() if settings.database_url is not None else None
         self._embedded: EmbeddedPostgres | None = None
+        self._supervisor: asyncio.Task[None] | None = None
         # `identity` names the database the journal belongs to, known before connecting (see `journal_path`).
         if self.url is not None:
             self.identity = database_identity(self.url)
@@ -67,4 +68,14 @@ class DatabaseConnector:
             except BaseException:
                 await store.close()
                 raise
+        self._supervise(store)
         return store
+
+    def _supervise(self, store: PostgresStore) -> None:
+        """The manager owns the embedded server: restart it whenever it dies, as long as the store is open
+        (the pool reconnects by itself once the server answers again)."""
+        if self._embedded is None or (self._supervisor is not None and not self._supervisor.done()):
+            return
+        self._supervisor = asyncio.get_running_loop().create_task(
+            self._embedded.supervise(until=lambda: store.pool.closed), name="memory_plugin-embedded-supervisor"
+        )
