@@ -17,8 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
+import os
+import re
+import signal
 import subprocess
+import sys
+import threading
 from collections.abc import Coroutine
 from datetime import UTC
 from pathlib import Path
@@ -28,7 +34,7 @@ from uuid import UUID, uuid4
 import psycopg
 import typer
 from pydantic import ValidationError
-from pydantic_ai.exceptions import AgentRunError
+from pydantic_ai.exceptions import AgentRunError, UserError
 from rich import box
 from rich.console import Console
 from rich.logging import RichHandler
@@ -88,13 +94,21 @@ DataDirOption = Annotated[
 UserOption = Annotated[str, typer.Option("--user", help="The user's id (a UUID, as Supabase Auth user ids are).")]
 
 
-def _out() -> Console:
+PIPED_WIDTH = 160
+"""Width of output that is not a terminal (a file, a pipe) when COLUMNS is unset: rich's default of 80
+squeezed tables until words broke (`confidenc/e`); 160 fits every table's columns, and text never wraps."""
+
+
+def _out(*, stderr: bool = False) -> Console:
     # Built per command (not at import) so that COLUMNS and output redirection in effect at call time apply.
-    return Console(highlight=False)
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(stderr=stderr, highlight=False, width=PIPED_WIDTH, soft_wrap=True)
+    return console
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False)
+    return _out(stderr=True)
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -130,6 +144,8 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise _fail(f"the database could not be started or reached: {exc}") from None
     except AgentRunError as exc:
         raise _fail(f"the model failed: {exc}") from None
+    except UserError as exc:  # pydantic-ai refusing a configuration, e.g. a model without its API key
+        raise _fail(f"the model cannot be used: {exc}") from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
@@ -256,29 +272,72 @@ def demo(data_dir: DataDirOption = None) -> None:
 # --- chat -----------------------------------------------------------------------------------------------
 
 
+PROMPT = "[bold cyan]tú › [/]"
+
+
+def _check_model(model: str | None) -> None:
+    """Fail before the conversation starts when pydantic-ai cannot build the configured model (unknown
+    provider, missing API key), instead of a traceback at the first message."""
+    if model is None:
+        return
+    from pydantic_ai.models import infer_model
+
+    try:
+        infer_model(model)
+    except UserError as exc:
+        raise _fail(
+            f"MEMORY_AGENT_MODEL={model} cannot be used: {exc} "
+            "(unset MEMORY_AGENT_MODEL and OPENAI_API_KEY to chat with the offline models)"
+        ) from None
+
+
 async def _chat(settings: MemorySettings, user: UUID, session: str, console: Console) -> None:
     model = resolve_agent_model(settings)
     async with MemoryManager.open(settings, extractor=build_fact_extractor(settings.extraction_model)) as memory:
         workflow = BudgetRequestWorkflow.build(memory, settings)
         console.print(
             f"[dim]user {user} · session {escape(session)} · model {escape(model or 'offline')} · "
-            "exit with Ctrl-D, 'exit' or 'quit'[/]"
+            "exit with Ctrl-D, Ctrl-C, 'exit' or 'quit'[/]"
         )
         try:
             await _chat_loop(workflow, user, session, console)
         finally:
-            # The conversation is over: what the extraction policy had not reached yet is extracted now.
+            # The conversation is over (end of input, an exit word, Ctrl-C at the prompt or during an answer):
+            # what the extraction policy had not reached yet is extracted now.
             await memory.remember_from_session(session, user)
+
+
+def _read_message(console: Console) -> str | None:
+    """The next line the user typed; None at the end of input or on Ctrl-C (both end the conversation).
+
+    Not a terminal (piped input): the line is echoed after the prompt, so the transcript reads as a
+    conversation instead of prompts run together.
+    """
+    # asyncio.run's own SIGINT handler only cancels the task at its next await: a blocking read would ignore
+    # the first Ctrl-C. While reading, Ctrl-C raises KeyboardInterrupt here, as in any terminal program.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler) if main else None
+    try:
+        if sys.stdin.isatty():
+            return console.input(PROMPT)
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        line = line.rstrip("\r\n")
+        console.print(PROMPT + escape(line), soft_wrap=True)
+        return line
+    except (EOFError, KeyboardInterrupt):
+        console.print()
+        return None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 async def _chat_loop(workflow: BudgetRequestWorkflow, user: UUID, session: str, console: Console) -> None:
     while True:
-        try:
-            message = console.input("[bold cyan]tú › [/]")
-        except EOFError:
-            console.print()
-            return
-        if message.strip().lower() in _EXIT_WORDS:
+        message = _read_message(console)
+        if message is None or message.strip().lower() in _EXIT_WORDS:
             return
         if not message.strip():
             continue
@@ -291,9 +350,13 @@ async def _chat_loop(workflow: BudgetRequestWorkflow, user: UUID, session: str, 
         except MemoryPluginError as exc:
             console.print(f"[red]{escape(str(exc))}[/]")
             continue
-        console.print(f"[bold green]arkcutt ›[/] {escape(turn.reply)}")
+        except ValidationError as exc:  # a message the memory refuses (e.g. a NUL byte): say why, go on
+            first = exc.errors()[0]
+            console.print(f"[red]that message was not used: {escape(first['msg'])}; type it again[/]")
+            continue
+        console.print(f"[bold green]arkcutt ›[/] {escape(turn.reply)}", soft_wrap=True)
         for warning in turn.warnings:
-            console.print(f"[yellow]⚠ {escape(warning)}[/]")
+            console.print(f"[yellow]⚠ {escape(warning)}[/]", soft_wrap=True)
 
 
 @app.command()
@@ -304,7 +367,9 @@ def chat(
 ) -> None:
     """Talk to the budget agent with memory (a real model when MEMORY_AGENT_MODEL or OPENAI_API_KEY is set)."""
     uid = _user(user)
-    _run(_chat(_settings(data_dir), uid, session or f"chat-{uuid4().hex[:8]}", _out()))
+    settings = _settings(data_dir)
+    _check_model(resolve_agent_model(settings))
+    _run(_chat(settings, uid, session or f"chat-{uuid4().hex[:8]}", _out()))
 
 
 # --- inspect ------------------------------------------------------------------------------------------------
@@ -502,6 +567,18 @@ def reembed(
     console = _out()
     stored, users = _run(_reembed(_settings(data_dir), uid, console))
     console.print(f"embedded {stored} fact(s) of {users} user(s)")
+
+
+def _reflow(doc: str) -> str:
+    """A docstring as help text: the lines of a paragraph joined (source wraps at 120 columns; the help
+    wraps at the terminal's width: keeping both broke lines mid-sentence), paragraphs kept."""
+    paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(doc))
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+for _command in app.registered_commands:
+    if _command.help is None and _command.callback is not None and _command.callback.__doc__:
+        _command.help = _reflow(_command.callback.__doc__)
 
 
 if __name__ == "__main__":  # pragma: no cover
