@@ -452,7 +452,8 @@ def db_url(data_dir: DataDirOption = None) -> None:
 @app.command("stop")
 def stop(data_dir: DataDirOption = None) -> None:
     """Stop the embedded database of the data directory (started by `db-url`, or left by a crash). Processes
-    still using it lose their connections."""
+    still using it lose their connections; a running manager (`chat`, an application) restarts it, as it
+    owns the server while it runs."""
     settings = _settings(data_dir)
     try:
         was_running = stop_embedded(settings.data_dir)
