@@ -18,6 +18,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from memory_plugin import MemorizedFact, MemoryManager, MemoryUpdate
 from memory_plugin.embeddings import MemoryEmbedder, local_embedder
 from memory_plugin.quality import WriteOutcome
+from memory_plugin.quality.rules import WriteRules
 from memory_plugin.quality.semantic import DEFAULT_EMBEDDING_THRESHOLD, cosine_similarity
 
 DIM = 384
@@ -70,9 +71,9 @@ VECTORS = {
 }
 
 
-def manager(memory: MemoryManager, name: str = "chosen") -> MemoryManager:
+def manager(memory: MemoryManager, name: str = "chosen", **settings: object) -> MemoryManager:
     emb = MemoryEmbedder(Embedder(ChosenVectors(VECTORS)), name=name)
-    return MemoryManager(memory.settings, memory.store, embedder=emb)
+    return MemoryManager(memory.settings.model_copy(update=settings), memory.store, embedder=emb)
 
 
 def fact(content: str, *, importance: int = 3, confidence: float = 0.8, replaces: UUID | None = None) -> MemorizedFact:
@@ -158,8 +159,7 @@ async def test_paraphrases_in_one_write_fold_into_the_first(any_memory: MemoryMa
 
 
 async def test_a_threshold_above_one_turns_the_rule_off(any_memory: MemoryManager, user_id: UUID) -> None:
-    memory = manager(any_memory)
-    memory.settings = memory.settings.model_copy(update={"dedup_embedding_threshold": 2.0})
+    memory = manager(any_memory, dedup_embedding_threshold=2.0)
     await write(memory, user_id, fact("Le gusta el aluminio 7075"))
     outcome = await write(memory, user_id, fact("Prefiere el aluminio 7075"))
     assert outcome.inserted == 1
@@ -172,10 +172,12 @@ async def test_a_replayed_write_reinforces_once(pg_memory: MemoryManager, user_i
 
     memory = manager(pg_memory)
     await write(memory, user_id, fact("Le gusta el aluminio 7075"))
-    items = await memory._embed_items(items_from_update([fact("Prefiere el aluminio 7075")], None, None, [], None))
+    items = await memory.writer.embed_items(
+        items_from_update([fact("Prefiere el aluminio 7075")], None, None, [], None)
+    )
     write_id = uuid4()
     for _ in range(2):
-        rows = await memory.store.upsert(user_id, items, reinforcement_step=0.1, write_id=write_id)
+        rows = await memory.store.upsert(user_id, items, WriteRules(reinforcement_step=0.1), write_id=write_id)
         assert [(r.content, r.relevance_count) for r in rows] == [("Le gusta el aluminio 7075", 1)]
 
 
