@@ -50,7 +50,7 @@ from .database import EmbeddedPostgres
 from .database.admin import ArchiveReport, MemoryAdmin
 from .database.embedded import stop_embedded
 from .database.migrations import migrate
-from .errors import MemoryPluginError
+from .errors import InvalidMemoryInputError, MemoryPluginError
 from .manager import MemoryManager
 from .quality.decay import DecayPolicy
 from .rows import MemoryRecord
@@ -347,12 +347,12 @@ async def _chat_loop(workflow: BudgetRequestWorkflow, user: UUID, session: str, 
             # One failed answer should not end the conversation.
             console.print(f"[red]the model failed: {escape(str(exc))}[/]")
             continue
+        except (InvalidMemoryInputError, ValidationError) as exc:  # e.g. a NUL byte: say why, go on
+            reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            console.print(f"[red]that message was not used: {escape(reason)}; type it again[/]")
+            continue
         except MemoryPluginError as exc:
             console.print(f"[red]{escape(str(exc))}[/]")
-            continue
-        except ValidationError as exc:  # a message the memory refuses (e.g. a NUL byte): say why, go on
-            first = exc.errors()[0]
-            console.print(f"[red]that message was not used: {escape(first['msg'])}; type it again[/]")
             continue
         console.print(f"[bold green]arkcutt ›[/] {escape(turn.reply)}", soft_wrap=True)
         for warning in turn.warnings:
