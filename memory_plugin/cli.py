@@ -253,8 +253,8 @@ async def _demo(settings: MemorySettings, console: Console) -> None:
             console.print("[bold]Inspect the table:[/]")
             console.print(f'  psql "{escape(url)}" -c "{escape(query)}"', soft_wrap=True)
             console.print(
-                "[dim]  (the embedded server stops with this process; `memory-plugin db-url` starts it again "
-                "and keeps it running until `memory-plugin stop`)[/]",
+                "[dim]  (the embedded server stops when the last command using it exits; `memory-plugin db-url` "
+                "starts it again and keeps it running until `memory-plugin stop`)[/]",
                 soft_wrap=True,
             )
         console.print(f"  memory-plugin inspect --user {user}", soft_wrap=True)
