@@ -7,9 +7,11 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .errors import MemoryPluginError
+from .privacy.policy import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 
 __all__ = ["LocalRuntime", "MemorySettings"]
@@ -120,7 +122,21 @@ class MemorySettings(BaseSettings):
 
     # --- long-term memory ----------------------------------------------------------------------------
     max_fact_chars: int = Field(default=500, ge=10)
-    """Longest fact content accepted. Facts are short statements; long text belongs in messages."""
+    """Longest extracted fact accepted. Facts are short statements; long text belongs in verbatim notes (see
+    `max_note_chars`). At most `max_note_chars`."""
+
+    max_note_chars: int = Field(default=16_000, ge=10)
+    """Longest verbatim note accepted (a message someone wrote, stored by `remember`/`remember_many` or an
+    import): message-sized, because ~2 % of everyday chat turns are longer than 500 characters and the longest
+    seen reach ~2,000. Must not exceed the schema's `user_memory.content` length check (checked at start-up by
+    `check_content_limit`)."""
+
+    health_notes: HealthNotesConsent = "off"
+    """What may be kept of health statements (`memory_plugin.privacy.HealthNotesConsent`): ``"off"`` (default)
+    replaces the speaker's own clinical detail in notes with ``[health detail]`` and reduces clinical facts to
+    a non-clinical `health_note` or drops them; ``"keep_notes"``, for deployments with the user's explicit
+    consent, also keeps non-clinical health notes where a note would otherwise be dropped. Raw clinical detail
+    (diagnosis, medication, dose, test result) is never stored in either mode."""
 
     write_rate_per_second: float = Field(default=100.0, ge=0)
     """Items (facts, notes, preferences…) one user may write per second once `write_burst` is spent; a write
@@ -187,6 +203,30 @@ class MemorySettings(BaseSettings):
 
     max_rejections_in_context: int = Field(default=20, ge=0)
     """Current rejections ("never suggest X") placed in the context after the ranked facts, newest first."""
+
+    @model_validator(mode="after")
+    def _fact_limit_within_note_limit(self) -> MemorySettings:
+        if self.max_fact_chars > self.max_note_chars:
+            raise ValueError(
+                f"max_fact_chars ({self.max_fact_chars}) is larger than max_note_chars ({self.max_note_chars}): "
+                "an extracted fact is a short statement drawn from a note; raise MEMORY_MAX_NOTE_CHARS or lower "
+                "MEMORY_MAX_FACT_CHARS"
+            )
+        return self
+
+    def check_content_limit(self, schema_max_chars: int) -> None:
+        """Raise `MemoryPluginError` when the text limits exceed what the schema stores.
+
+        `schema_max_chars` is the upper bound of the `user_memory.content` length check of the connected
+        database; call this at start-up so a too-long note fails there, with this message, instead of as a
+        `StoreError` inside Postgres for a whole batch."""
+        for name, value in (("max_note_chars", self.max_note_chars), ("max_fact_chars", self.max_fact_chars)):
+            if value > schema_max_chars:
+                raise MemoryPluginError(
+                    f"{name} is {value} characters but the database stores at most {schema_max_chars} per memory "
+                    f"(the user_memory.content check): set MEMORY_{name.upper()}={schema_max_chars} or less, or "
+                    "apply the migration that raises the check"
+                )
 
     @field_validator("half_life_days")
     @classmethod

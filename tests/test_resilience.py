@@ -176,7 +176,7 @@ async def test_reads_fall_back_to_the_last_context_read_and_the_block_says_so(
             new_facts=[fact("Prefiere titanio grado 5"), fact("Necesita certificado 3.1", category="requirement")],
         )
     )
-    await memory.add_message("s1", Message(role="user", content="Necesito 20 bridas"))
+    await memory.add_message("s1", Message(role="user", content="Necesito 20 bridas"), user_id=user_id)
     fresh = await memory.get_memory_context("s1", user_id)
     assert fresh.long_term_available
     assert fresh.long_term_cached_at is None
@@ -197,7 +197,7 @@ async def test_reads_fall_back_to_the_last_context_read_and_the_block_says_so(
 
     # A user never read before: nothing cached. The block must not read as "nothing is known".
     stranger = uuid4()
-    empty = await memory.get_memory_context("s1", stranger)
+    empty = await memory.get_memory_context("s-stranger", stranger)
     assert empty.long_term_available is False
     assert empty.long_term_cached_at is None
     assert empty.long_term.is_empty()
@@ -757,8 +757,7 @@ async def test_a_forget_cancels_a_pending_restatement_so_the_replay_does_not_bri
     await store.upsert(user_id, _items("Prefiere bronce"), WriteRules(reinforcement_step=0.1))
     outage.down = False
     assert await store.delete(user_id, stored.id)  # the user forgets it before the replay
-    cancelled = store.journal.cancel_pending(user_id, content_hashes={stored.content_hash})
-    assert cancelled.items == 1
+    assert [e.items[0].content for e in store.journal.entries()] == ["Prefiere bronce"]  # the restatement is gone
     await store.replay()
     assert list(rows(admin_conn, user_id)) == ["Prefiere bronce"]  # forgotten stays forgotten
     await store.close()
@@ -773,7 +772,8 @@ async def test_an_erase_drops_the_users_pending_writes(
     outage.down = True
     await store.upsert(user_id, _items("Prefiere latón"), WriteRules(reinforcement_step=0.1))
     await store.upsert(other, _items("Prefiere bronce"), WriteRules(reinforcement_step=0.1))
-    assert len(store.journal.drop_user(user_id).dropped) == 1
+    assert await store.forget_user(user_id) == 1
+    assert store.pending_writes == 1  # the other user's write only
     outage.down = False
     await store.replay()
     assert rows(admin_conn, user_id) == {}
