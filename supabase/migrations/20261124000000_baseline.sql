@@ -191,7 +191,7 @@ create index user_memory_user_id_kind_idx on public.user_memory (user_id, kind, 
 create index user_memory_fact_rank_idx on public.user_memory
     (user_id, importance, confidence desc, last_reinforced_at desc, id) include (expires_at, category)
     where kind = 'fact' and invalid_at is null and archived_at is null and category <> 'rejection';
--- The most recently reinforced facts of each importance level: the seed of memory_rank_facts' bar.
+-- The most recently reinforced facts of each importance level: the starting set of memory_rank_facts' bar.
 create index user_memory_fact_recent_idx on public.user_memory
     (user_id, importance, last_reinforced_at desc, id) include (confidence, expires_at, category)
     where kind = 'fact' and invalid_at is null and archived_at is null and category <> 'rejection';
