@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -20,8 +21,15 @@ from agents.budget_agent import build_budget_agent, offline_reply
 from agents.fact_extractor import build_fact_extractor
 from agents.intent_classifier import Classification, build_intent_classifier, classify_offline
 from agents.models import last_user_prompt, resolve_agent_model
+from agents.vocabulary import SHOP_VOCABULARY
 from memory_plugin import InvalidMemoryInputError, MemoryManager, MemorySettings, StoreUnavailableError
 from workflows.budget_request import BudgetRequestWorkflow
+
+
+@pytest.fixture
+def pg_settings(database_url: str, data_dir: Path) -> MemorySettings:
+    """The test database, with the shop's vocabulary, as the demo opens its manager."""
+    return MemorySettings(database_url=database_url, data_dir=data_dir, vocabulary=SHOP_VOCABULARY)
 
 
 def scripted_classifier(script: dict[str, Classification], log: list[str] | None = None) -> FunctionModel:
