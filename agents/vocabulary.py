@@ -12,13 +12,14 @@ time slots) plus what a CNC shop's customers talk about:
   de material del 7075") are no slot.
 
 The shop's demo and workflow open their manager with it: `MemorySettings(vocabulary=SHOP_VOCABULARY)`, or
-`with_shop_vocabulary(settings)` for settings read from the environment. The grade lists here are also what the offline entity rules recognise
-(`agents/intent/entities.py`).
+`with_shop_vocabulary(settings)` for settings read from the environment. The grade lists here are also what
+the offline entity rules recognise (`agents/intent/entities.py`).
 """
 
 from __future__ import annotations
 
 import re
+
 from memory_plugin.quality.vocabulary import DEFAULT_VOCABULARY, ValueSlot, named_values
 from memory_plugin.settings import MemorySettings
 
@@ -67,21 +68,20 @@ MATERIAL_SLOT = ValueSlot(
 )
 """`material:<code or name>`: the stance on one material (see the module docstring)."""
 
-SHOP_VOCABULARY = DEFAULT_VOCABULARY.extended(
-    values=named_values(
-        {
-            # finishes
-            "polished": "pulido pulida polished", "matte": "mate matte matt",
-            "gloss": "brillante brillo gloss glossy", "satin": "satinado satinada satin",
-            # materials
-            "aluminium": "aluminio aluminium aluminum", "steel": "acero steel", "stainless": "inoxidable stainless",
-            "titanium": "titanio titanium", "brass": "laton brass", "copper": "cobre copper",
-            "bronze": "bronce bronze", "plastic": "plastico plastica plastic", "nylon": "nylon nailon",
-            "wood": "madera wood",
-        }
-    ),  # fmt: skip
-    slots=(MATERIAL_SLOT,),
-)
+_SHOP_VALUES = named_values(
+    {
+        # finishes
+        "polished": "pulido pulida polished", "matte": "mate matte matt",
+        "gloss": "brillante brillo gloss glossy", "satin": "satinado satinada satin",
+        # materials
+        "aluminium": "aluminio aluminium aluminum", "steel": "acero steel", "stainless": "inoxidable stainless",
+        "titanium": "titanio titanium", "brass": "laton brass", "copper": "cobre copper",
+        "bronze": "bronce bronze", "plastic": "plastico plastica plastic", "nylon": "nylon nailon",
+        "wood": "madera wood",
+    }
+)  # fmt: skip
+
+SHOP_VOCABULARY = DEFAULT_VOCABULARY.extended(values=_SHOP_VALUES, slots=(MATERIAL_SLOT,))
 """The generic vocabulary plus the shop's finishes, materials and the `material:` slot."""
 
 

@@ -484,9 +484,7 @@ class MemoryManager:
         facts = [self._admit_fact(f, update.user_id) for f in update.new_facts]
         kept = [f for f in facts if f is not None]
         preferences, project, patterns = self._sanitize_parts(update)
-        items = items_from_update(
-            kept, preferences, project, patterns, update.session_id, self.settings.vocabulary
-        )
+        items = items_from_update(kept, preferences, project, patterns, update.session_id, self.settings.vocabulary)
         # Within this write: the last value of a slot wins, and near-duplicates fold into the first wording.
         items, _ = keep_latest_per_slot(items)
         items, folded = fold_near_duplicates(items, self.settings.near_duplicate_threshold)

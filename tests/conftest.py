@@ -17,7 +17,6 @@ import pytest_asyncio
 from postgrest_transport import supabase_store
 
 from agents.vocabulary import with_shop_vocabulary
-
 from memory_plugin import InMemoryStore, LongTermStore, MemoryManager, MemorySettings
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate

@@ -15,6 +15,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
+from agents.vocabulary import SHOP_VOCABULARY, with_shop_vocabulary
 from memory_plugin import MemorizedFact, MemoryManager, MemorySettings, MemoryUpdate, Message
 from memory_plugin.cli import app
 from memory_plugin.database.admin import MemoryAdmin
@@ -24,8 +25,6 @@ from memory_plugin.quality import DecayPolicy, detect_slot, match_guard, match_k
 from memory_plugin.quality.matching import _float4, is_near_duplicate, keys_of, match_words, no_word_swapped
 from memory_plugin.quality.vocabulary import DEFAULT_VOCABULARY, SubjectSlot, ValueSlot, Vocabulary, named_values
 from memory_plugin.write.items import items_from_update
-
-from agents.vocabulary import SHOP_VOCABULARY, with_shop_vocabulary
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
 THRESHOLD = MemorySettings().near_duplicate_threshold
@@ -93,7 +92,8 @@ def test_the_default_threshold_separates_the_corpus_with_a_margin() -> None:
     only_threshold = [
         (a, b)
         for a, b in KEPT_APART
-        if match_guard(a, SHOP_VOCABULARY) == match_guard(b, SHOP_VOCABULARY) and no_word_swapped(match_words(a), match_words(b))
+        if match_guard(a, SHOP_VOCABULARY) == match_guard(b, SHOP_VOCABULARY)
+        and no_word_swapped(match_words(a), match_words(b))
     ]
     assert only_threshold == []
     apart = max(trigram_similarity(match_key(a), match_key(b)) for a, b in KEPT_APART[:5])  # swaps of short facts
@@ -123,9 +123,7 @@ def test_the_guard_holds_numbers_codes_and_negation() -> None:
     # Proper names: two contacts (or companies) never merge, however alike the sentences.
     assert match_guard_shop("Contacto de compras: Ana García") == "+|^ana,^garcia"
     assert match_guard_shop("Contacto de compras: Ana García") != match_guard_shop("Contacto de compras: Luis Pérez")
-    assert (
-        match_guard_shop("Trabaja para Airbus") == match_guard_shop("Su cliente principal es Airbus") == "+|^airbus"
-    )
+    assert match_guard_shop("Trabaja para Airbus") == match_guard_shop("Su cliente principal es Airbus") == "+|^airbus"
 
 
 def test_the_default_vocabulary_knows_no_domain() -> None:
@@ -155,7 +153,8 @@ def test_a_domain_brings_its_own_values_and_slots() -> None:
     assert detect_slot("Prefiere harina de centeno", "preference", bakery) == "flour:rye"
     assert detect_slot("Tiene un horno de leña", "fact", bakery) == "oven"
     assert detect_slot("Presupuesto de 300 €", "constraint", bakery) == "budget"  # the generic slots stay
-    assert isinstance(DEFAULT_VOCABULARY, Vocabulary) and "centeno" not in DEFAULT_VOCABULARY.values
+    assert isinstance(DEFAULT_VOCABULARY, Vocabulary)
+    assert "centeno" not in DEFAULT_VOCABULARY.values
 
 
 async def test_the_manager_uses_the_configured_vocabulary(user_id: UUID) -> None:

@@ -449,3 +449,13 @@ def test_agent_model_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_fact_extractor_is_offline_without_a_model() -> None:
     assert build_fact_extractor(None).name == "rules"
     assert build_fact_extractor("openai:gpt-4o-mini").name == "llm:openai:gpt-4o-mini"
+
+
+async def test_a_workflow_without_the_shop_vocabulary_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    from memory_plugin import InMemoryStore
+
+    for settings, warned in ((MemorySettings(), True), (MemorySettings(vocabulary=SHOP_VOCABULARY), False)):
+        caplog.clear()
+        async with MemoryManager.open(settings, store=InMemoryStore()) as memory:
+            BudgetRequestWorkflow.build(memory, offline=True)
+        assert ("does not use the shop's vocabulary" in caplog.text) is warned

@@ -25,8 +25,8 @@ from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
 __all__ = [
     "DEFAULT_EMBEDDING_THRESHOLD",
-    "DEFAULT_VOCABULARY",
     "DEFAULT_HALF_LIFE_DAYS",
+    "DEFAULT_VOCABULARY",
     "DecayPolicy",
     "Vocabulary",
     "WriteOutcome",

@@ -6,9 +6,10 @@ Two facts of the same user and category are near-duplicates when
    similarity of at least the threshold (`MemorySettings.near_duplicate_threshold`, default 0.8), computed
    exactly as PostgreSQL's `pg_trgm.similarity` does (so the Postgres and in-memory stores agree),
 2. their **guards** (`match_guard`) are equal: the same set of numbers and codes, of named values (weekdays,
-   colours, and whatever the configured `Vocabulary` names), and both negated or both not. Trigrams alone would merge "aluminio 7075" with "aluminio 6061" (similarity 0.64) or "Prefiere
-   aluminio 7075" with "No prefiere aluminio 7075" (0.89): a different number, part code or a negation is a
-   different fact, never a paraphrase; and
+   colours, and whatever the configured `Vocabulary` names), and both negated or both not. Trigrams alone
+   would merge "aluminio 7075" with "aluminio 6061" (similarity 0.64) or "Prefiere aluminio 7075" with "No
+   prefiere aluminio 7075" (0.89): a different number, part code or a negation is a different fact, never a
+   paraphrase; and
 3. no word was **swapped**: the content words of one (`match_words`: words other than articles,
    prepositions and the like, cut to their first 5 letters so "certificado"/"certificados" and
    "Monday"/"Mondays" count as one) are all among the other's. A rewording adds or drops words; a different

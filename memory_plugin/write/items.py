@@ -18,9 +18,7 @@ from ..text import content_hash
 __all__ = ["fact_item", "items_from_update"]
 
 
-def fact_item(
-    fact: MemorizedFact, session_id: str | None, vocabulary: Vocabulary = DEFAULT_VOCABULARY
-) -> MemoryItem:
+def fact_item(fact: MemorizedFact, session_id: str | None, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> MemoryItem:
     """One fact as the row to write, with its slot and near-duplicate keys (named values and slots from
     `vocabulary`)."""
     return MemoryItem(
