@@ -33,8 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memory_plugin import MemoryManager, MemorySettings
-from memory_plugin.remember import Note
+from memory_plugin import MemoryManager, MemorySettings, Note
 
 __all__ = ["main", "run"]
 

@@ -35,11 +35,10 @@ from pydantic_ai import Embedder
 from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
-from memory_plugin import MemoryManager, MemorySettings
+from memory_plugin import MemoryManager, MemorySettings, Note
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder, local_available, local_embedder
-from memory_plugin.remember import Note
 
 __all__ = ["main"]
 

@@ -29,13 +29,15 @@ from .models import (
     ShortTermMemory,
     UserPreferences,
 )
-from .outage import BackendStatus, ResilientStore
+from .outage import ResilientStore
 from .quality import WriteOutcome
 from .rows import MemoryRecord
 from .session import SessionStore
 from .settings import MemorySettings
 from .store import InMemoryStore, LongTermStore, PostgresStore, SupabaseStore
+from .store.status import BackendStatus
 from .tools import memory_toolset
+from .write.notes import Note
 
 __all__ = [
     "BackendStatus",
@@ -57,6 +59,7 @@ __all__ = [
     "MemoryStats",
     "MemoryUpdate",
     "Message",
+    "Note",
     "PostgresStore",
     "ProjectRecord",
     "RequestPattern",

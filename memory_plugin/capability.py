@@ -15,7 +15,6 @@ from pydantic_ai.toolsets import AbstractToolset
 from .errors import InvalidMemoryInputError, MemoryPluginError
 from .logs import LOG_PREFIX, logger
 from .manager import MemoryManager
-from .models import Message
 
 __all__ = ["MemoryCapability", "MemoryDeps", "MemoryIdentity"]
 
@@ -83,11 +82,14 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     """This run's rendered memory block."""
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> MemoryCapability[AgentDepsT]:
-        """Load the memory for this run's session and user into a per-run copy."""
+        """Check the turn and load the memory for this run's session and user into a per-run copy: before the
+        model is called, so a turn memory would refuse (bad ids, a prompt too long or with NUL) costs no
+        model call."""
         identity = _identity(ctx.deps)
-        context = await self.memory.get_memory_context(
-            identity.session_id, identity.user_id, query=_prompt_text(ctx.prompt) or None
-        )
+        prompt = _prompt_text(ctx.prompt)
+        if self.record_messages:
+            self.memory.check_message(identity.session_id, identity.user_id, prompt)
+        context = await self.memory.get_memory_context(identity.session_id, identity.user_id, query=prompt or None)
         run = replace(self)
         run._block = self.memory.format_memory_for_agent(context)
         return run
@@ -110,11 +112,9 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         if not self.record_messages:
             return result
         identity = _identity(ctx.deps)
-        prompt = _prompt_text(ctx.prompt).strip()
-        if prompt:
-            await self.memory.add_message(identity.session_id, Message(role="user", content=prompt))
-        if isinstance(result.output, str) and result.output.strip():
-            await self.memory.add_message(identity.session_id, Message(role="assistant", content=result.output))
+        answer = result.output if isinstance(result.output, str) else ""
+        # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
+        await self.memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
         if self.extract_facts and identity.user_id is not None:
             try:
                 # The extraction policy decides: an explicit memory instruction, or the cadence of user

@@ -44,10 +44,10 @@ from .database.admin import ArchiveReport, MemoryAdmin
 from .database.migrations import migrate
 from .errors import MemoryPluginError
 from .manager import MemoryManager
-from .outage.resilient import BackendStatus
 from .quality.decay import DecayPolicy
 from .rows import MemoryRecord
 from .settings import MemorySettings
+from .store.status import BackendStatus
 
 __all__ = ["DEMO_USER_ID", "app"]
 

@@ -5,10 +5,15 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 __all__ = [
     "EmbeddingError",
     "ExtractionError",
     "InvalidMemoryInputError",
+    "InvalidModelInputError",
+    "ManagerClosedError",
+    "MemoryLimitError",
     "MemoryPluginError",
     "StoreError",
     "StoreUnavailableError",
@@ -22,6 +27,26 @@ class MemoryPluginError(Exception):
 class InvalidMemoryInputError(MemoryPluginError, ValueError):
     """The caller passed something the memory cannot store (empty text, NUL bytes, an unknown category, a
     user id that is not a UUID, a message over the size limit...). Nothing was written."""
+
+
+class InvalidModelInputError(InvalidMemoryInputError, ValidationError):
+    """A public model (`Message`, `MemorizedFact`, `MemoryUpdate`, `Note`…) was built from bad values. It is
+    pydantic's `ValidationError` too, so its message lists each field and the reason, and code that catches
+    either keeps working."""
+
+
+class MemoryLimitError(MemoryPluginError):
+    """A documented limit was reached (writes per user and minute, facts per user, sizes). Nothing was written;
+    `retry_after` says when a rate limit lets the same write through (None when waiting does not help)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        """Seconds to wait before retrying, for a rate limit."""
+
+
+class ManagerClosedError(MemoryPluginError):
+    """The `MemoryManager` was closed (its `async with` block ended): open a new one."""
 
 
 class StoreError(MemoryPluginError):

@@ -43,6 +43,11 @@ class MemoryFormat:
     """Each repeated message is cut to this many characters."""
     item_chars: int = 300
     """Each fact or value is cut to this many characters."""
+    values_per_entity: int = 20
+    """Session entity values shown per kind (the most recent last ones)."""
+    max_block_chars: int = 12_000
+    """The whole block's body is cut to this many characters (a few thousand tokens): whatever a session or a
+    store holds, the prompt stays bounded."""
 
 
 def _clean(text: str, limit: int) -> str:
@@ -114,7 +119,8 @@ def format_memory_for_agent(context: MemoryContext, fmt: MemoryFormat | None = N
         session_parts.append("intents: " + ", ".join(_clean(i, 40) for i in short.intents))
     for kind, values in short.entities.items():
         if values:
-            session_parts.append(f"{_clean(kind, 30)}: " + ", ".join(_clean(v, 60) for v in values))
+            shown = values[-fmt.values_per_entity :]
+            session_parts.append(f"{_clean(kind, 30)}: " + ", ".join(_clean(v, 60) for v in shown))
     if session_parts:
         lines.append("This session: " + "; ".join(session_parts))
     recent = short.messages[-fmt.recent_messages :] if fmt.recent_messages else []
@@ -125,6 +131,8 @@ def format_memory_for_agent(context: MemoryContext, fmt: MemoryFormat | None = N
     if not lines:
         return ""
     body = "\n".join(lines)
+    if len(body) > fmt.max_block_chars:
+        body = body[: fmt.max_block_chars].rsplit("\n", 1)[0] + "\n- … (cut: the memory block is limited in size)"
     tag = hashlib.sha256(body.encode("utf-8")).hexdigest()[:8]
     return (
         f'<memory id="{tag}">\n'

@@ -1,4 +1,4 @@
-"""The plugin's logger and the prefix of its messages (`🧠 [Memory] …`, seed 004's log format)."""
+"""The plugin's logger and the prefix of its messages (`🧠 [Memory] …`)."""
 
 from __future__ import annotations
 

@@ -1,41 +1,46 @@
 """The plugin's data: messages, facts, preferences, projects, patterns and the context handed to agents.
 
-Shapes follow the seed design (`MemorizedFact`, `UserPreferences`, `MemoryContext`, `MemoryUpdate`), in
-pydantic so that bad input fails at the boundary with a clear message and nothing partial is stored.
+In pydantic so that bad input fails at the boundary with a clear message and nothing partial is stored.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Self
 from uuid import UUID, uuid4
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import InvalidModelInputError
+from .text import unstorable_reason
 
 __all__ = [
+    "CleanText",
     "FactCategory",
     "FactSource",
     "LongTermMemory",
     "MemorizedFact",
     "MemoryContext",
+    "MemoryModel",
     "MemoryUpdate",
     "Message",
     "ProjectRecord",
     "RequestPattern",
     "Role",
     "ShortTermMemory",
+    "StorableTime",
     "UserPreferences",
 ]
 
 Role = Literal["user", "assistant", "system"]
 # fmt: off
 FactCategory = Literal[
-    "preference", "requirement", "constraint", "feedback",  # seed 004
-    "rejection",  # seed 002: "don't suggest X" — always reaches the prompt
-    "goal", "routine", "contact", "health_note", "fact",  # seed 000's GOAL, ROUTINE, CONTACT, HEALTH_NOTE, FACT
+    "preference", "requirement", "constraint", "feedback",
+    "rejection",  # "don't suggest X": always reaches the prompt
+    "goal", "routine", "contact", "health_note", "fact",
 ]
 # fmt: on
-"""Seed 004's categories: what the user likes, needs, cannot exceed, and thinks of past work."""
+"""What kind of fact it is (`memory_plugin.taxonomy` describes each)."""
 FactSource = Literal["explicit", "inferred"]
 """`explicit`: the user said it; `inferred`: the extractor concluded it."""
 CommunicationStyle = Literal["technical", "simple"]
@@ -47,8 +52,9 @@ def utc_now() -> datetime:
 
 
 def _clean_text(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("text must not contain NUL (\\x00) characters")
+    reason = unstorable_reason(value)
+    if reason is not None:
+        raise ValueError(f"text {reason}")
     stripped = value.strip()
     if not stripped:
         raise ValueError("text must not be empty or only whitespace")
@@ -56,10 +62,48 @@ def _clean_text(value: str) -> str:
 
 
 CleanText = Annotated[str, AfterValidator(_clean_text)]
-"""Non-empty text without NUL bytes (Postgres `text` cannot hold NUL), stripped of outer whitespace."""
+"""Non-empty text Postgres can store (no NUL, no lone surrogate), stripped of outer whitespace."""
 
 
-class Message(BaseModel):
+def _storable_time(value: datetime) -> datetime:
+    if value.tzinfo is not None:
+        try:
+            value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(
+                f"{value.isoformat()} is outside the range memory can store (years 1 to 9999 in UTC)"
+            ) from None
+    return value
+
+
+StorableTime = Annotated[datetime, AfterValidator(_storable_time)]
+"""A datetime that is still between years 1 and 9999 once in UTC (what Python can read back from Postgres)."""
+
+
+class MemoryModel(BaseModel):
+    """Base of the public models: bad values raise `InvalidModelInputError`, which is both the plugin's
+    `InvalidMemoryInputError` and pydantic's `ValidationError` (each field and the reason)."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except InvalidModelInputError:
+            raise
+        except ValidationError as exc:
+            raise InvalidModelInputError.from_exception_data(exc.title, exc.errors()) from None  # type: ignore[arg-type]
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """`BaseModel.model_validate`, raising `InvalidModelInputError`."""
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except InvalidModelInputError:
+            raise
+        except ValidationError as exc:
+            raise InvalidModelInputError.from_exception_data(exc.title, exc.errors()) from None  # type: ignore[arg-type]
+
+
+class Message(MemoryModel):
     """One turn of a conversation, kept in short-term memory."""
 
     model_config = ConfigDict(frozen=True)
@@ -68,14 +112,14 @@ class Message(BaseModel):
     """Who wrote it."""
     content: CleanText
     """What was said."""
-    timestamp: datetime = Field(default_factory=utc_now)
+    timestamp: StorableTime = Field(default_factory=utc_now)
     """When it was said; relative dates in it are resolved against this."""
     id: str = Field(default_factory=lambda: uuid4().hex)
     """Stable id, recorded as provenance on the facts extracted from this message."""
 
 
-class MemorizedFact(BaseModel):
-    """A long-term fact about a user, as in seed 004, plus its owner and provenance.
+class MemorizedFact(MemoryModel):
+    """A long-term fact about a user, with its owner and provenance.
 
     `MemorizedFact(content="Prefiere aluminio 7075", category="preference", confidence=0.9, source="explicit")`
     """
@@ -92,7 +136,7 @@ class MemorizedFact(BaseModel):
     """Stated by the user or inferred."""
     id: UUID = Field(default_factory=uuid4)
     """Row id in `user_memory`."""
-    timestamp: datetime = Field(default_factory=utc_now)
+    timestamp: StorableTime = Field(default_factory=utc_now)
     """When the fact was first learned."""
     relevance_count: int = Field(default=0, ge=0)
     """How many times the fact was stated again after it was first stored (each repeat reinforces it)."""
@@ -101,21 +145,21 @@ class MemorizedFact(BaseModel):
     source_message_ids: tuple[str, ...] = ()
     """Ids of the messages the fact was extracted from."""
     importance: int = Field(default=3, ge=1, le=5)
-    """1 (trivia) to 5 (must never be forgotten); seed 000's ranking weight."""
-    last_reinforced_at: datetime | None = None
+    """1 (trivia) to 5 (must never be forgotten); a ranking weight."""
+    last_reinforced_at: StorableTime | None = None
     """When the fact was last stated again (None: never repeated)."""
-    expires_at: datetime | None = None
+    expires_at: StorableTime | None = None
     """After this the fact is never shown (temporary facts: "trip this weekend")."""
     replaces: UUID | None = None
     """Id of a current fact this one supersedes (the extractor sets it; it is shown the candidate facts)."""
-    invalid_at: datetime | None = None
+    invalid_at: StorableTime | None = None
     """When it stopped being true; None for a current fact (history queries return the others)."""
     superseded_by: UUID | None = None
     """The fact that replaced it, if any."""
 
 
-class UserPreferences(BaseModel):
-    """Seed 004's structured preferences. Stored as one `user_memory` row per value."""
+class UserPreferences(MemoryModel):
+    """Structured preferences. Stored as one `user_memory` row per value."""
 
     preferred_materials: list[CleanText] = Field(default_factory=list)
     """Materials the user asks for, most recent first (e.g. "aluminio 7075")."""
@@ -135,7 +179,7 @@ class UserPreferences(BaseModel):
         )
 
 
-class ProjectRecord(BaseModel):
+class ProjectRecord(MemoryModel):
     """One entry of the user's project history (a budget request, an order)."""
 
     model_config = ConfigDict(frozen=True)
@@ -150,13 +194,13 @@ class ProjectRecord(BaseModel):
     """Where it stands: requested, quoted, ordered, delivered..."""
     id: UUID = Field(default_factory=uuid4)
     """Row id in `user_memory`."""
-    timestamp: datetime = Field(default_factory=utc_now)
+    timestamp: StorableTime = Field(default_factory=utc_now)
     """When it was recorded."""
     session_id: str | None = None
     """The session it came from."""
 
 
-class RequestPattern(BaseModel):
+class RequestPattern(MemoryModel):
     """A kind of request the user makes repeatedly ("pide presupuestos de fresado CNC")."""
 
     model_config = ConfigDict(frozen=True)
@@ -165,11 +209,11 @@ class RequestPattern(BaseModel):
     """The pattern in one line."""
     occurrences: int = Field(default=1, ge=1)
     """How many times it was observed."""
-    last_seen: datetime = Field(default_factory=utc_now)
+    last_seen: StorableTime = Field(default_factory=utc_now)
     """When it was last observed."""
 
 
-class ShortTermMemory(BaseModel):
+class ShortTermMemory(MemoryModel):
     """The session's state, held in RAM."""
 
     messages: list[Message] = Field(default_factory=list)
@@ -180,7 +224,7 @@ class ShortTermMemory(BaseModel):
     """Intents detected in the session, in first-seen order."""
 
 
-class LongTermMemory(BaseModel):
+class LongTermMemory(MemoryModel):
     """The user's persisted memory that is relevant now."""
 
     facts: list[MemorizedFact] = Field(default_factory=list)
@@ -197,7 +241,7 @@ class LongTermMemory(BaseModel):
         return not (self.facts or self.projects or self.patterns) and self.preferences.is_empty()
 
 
-class MemoryContext(BaseModel):
+class MemoryContext(MemoryModel):
     """Everything the memory knows that matters for the next answer: `get_memory_context`'s result."""
 
     session_id: str
@@ -211,12 +255,12 @@ class MemoryContext(BaseModel):
     long_term_available: bool = True
     """False when the long-term store could not be read now; `long_term` is then empty, or the last copy read
     (see `long_term_cached_at`)."""
-    long_term_cached_at: datetime | None = None
+    long_term_cached_at: StorableTime | None = None
     """When the store could not be read but an earlier read was cached: when that copy was read (UTC), and
     `long_term` holds it (possibly out of date). None otherwise."""
 
 
-class MemoryUpdate(BaseModel):
+class MemoryUpdate(MemoryModel):
     """What to persist for a user after (part of) a conversation: `update_memory`'s argument."""
 
     user_id: UUID

@@ -1,4 +1,4 @@
-"""How long-term facts are ranked for the context: seed 000's score.
+"""How long-term facts are ranked for the context without a query.
 
     score = w_importance * importance/5 + w_confidence * confidence + w_recency * recency
     recency = clamp(1 - age_since_last_reinforcement / recency_window, 0, 1)

@@ -88,10 +88,10 @@ class MemorySettings(BaseSettings):
 
     # --- short-term memory -------------------------------------------------------------------------
     max_messages_per_session: int = Field(default=20, ge=1)
-    """Messages kept per session (the seed's `MAX_MESSAGES`); older ones fall off."""
+    """Messages kept per session; older ones fall off."""
 
     session_ttl_seconds: float = Field(default=3600.0, gt=0)
-    """A session untouched for this long is forgotten (the seed's 1 hour of inactivity)."""
+    """A session untouched for this long is forgotten (1 hour by default)."""
 
     max_sessions: int = Field(default=100_000, ge=1)
     """Live sessions kept in RAM; beyond this the least recently active session is evicted."""
@@ -103,8 +103,20 @@ class MemorySettings(BaseSettings):
     max_fact_chars: int = Field(default=500, ge=10)
     """Longest fact content accepted. Facts are short statements; long text belongs in messages."""
 
+    write_rate_per_second: float = Field(default=100.0, ge=0)
+    """Items (facts, notes, preferences…) one user may write per second once `write_burst` is spent; a write
+    over the limit raises `MemoryLimitError` with `retry_after`. 0 turns the limit off. 100/s is far above what
+    a conversation produces and far below what one user needs to slow everyone else down (a flood of 100,000
+    facts in 65 s doubled a neighbour's write p50)."""
+
+    write_burst: int = Field(default=10_000, ge=1)
+    """Items one user may write at once (an import of a long history: a LoCoMo conversation is ~700 turns)."""
+
+    max_memory_block_chars: int = Field(default=12_000, ge=500)
+    """The memory block given to an agent is cut to this many characters, whatever the session holds."""
+
     max_facts_in_context: int = Field(default=12, ge=0)
-    """Facts placed in the context per call (seed 000's top K)."""
+    """Facts placed in the context per call."""
 
     max_projects_in_context: int = Field(default=3, ge=0)
     """Most recent projects placed in the context."""
@@ -113,13 +125,13 @@ class MemorySettings(BaseSettings):
     """Most frequent request patterns placed in the context."""
 
     min_fact_confidence: float = Field(default=0.6, ge=0, le=1)
-    """Facts below this confidence are never stored (the seed: no low-confidence facts)."""
+    """Facts below this confidence are never stored."""
 
     reinforcement_step: float = Field(default=0.1, ge=0, le=1)
     """Confidence added when a stored fact is stated again (bounded by 1.0)."""
 
     weight_importance: float = 0.6
-    """Ranking weight of importance (1–5, scaled to 0–1); seed 000's score."""
+    """Ranking weight of importance (1–5, scaled to 0–1)."""
 
     weight_confidence: float = 0.3
     """Ranking weight of confidence."""
@@ -218,7 +230,7 @@ class MemorySettings(BaseSettings):
     """Boost, for "when" questions, of facts whose text holds a time expression ("yesterday", "el sábado")."""
 
     search_weight_importance: float = Field(default=0.05, ge=0)
-    """Weight of importance in the search score (small: relevance first, then seed 000's terms)."""
+    """Weight of importance in the search score (small: relevance first, then importance, confidence and recency)."""
 
     search_weight_confidence: float = Field(default=0.05, ge=0)
     """Weight of confidence in the search score."""

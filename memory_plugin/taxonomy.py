@@ -1,9 +1,8 @@
-"""The fact taxonomy: ten categories from three seeds, each with what to store and a default importance.
+"""The fact taxonomy: ten categories, each with what to store and a default importance.
 
-Seed 004 (Arkcutt's memory design) gives `preference`, `requirement`, `constraint` and `feedback`; seed 002
-gives `rejection` ("don't suggest X" — its `history.rejections`, the key to not repeating what the user
-turned down); seed 000 gives typed vault items `GOAL`, `ROUTINE`, `CONTACT`, `HEALTH_NOTE` (non-clinical
-only) and `FACT`, and its `PREFERENCE` is seed 004's `preference`. Importance is seed 000's 1–5 ranking
+What the user likes, needs, cannot exceed and thinks of past work (`preference`, `requirement`, `constraint`,
+`feedback`); what not to suggest again (`rejection`, the key to not repeating what the user turned down); and
+`goal`, `routine`, `contact`, `health_note` (non-clinical only) and `fact`. Importance is a 1–5 ranking
 weight.
 
 This module is the one place the categories are described: the LLM extractor's instructions are rendered
@@ -39,8 +38,6 @@ class CategorySpec:
 
     name: FactCategory
     """The value stored in `user_memory.category`."""
-    seed: str
-    """Where it comes from: "004", "002" or "000" (with seed 000's own type name)."""
     description: str
     """What a fact of this category says about the user, in one sentence."""
     default_importance: int
@@ -54,7 +51,6 @@ class CategorySpec:
 _SPECS: tuple[CategorySpec, ...] = (
     CategorySpec(
         name="preference",
-        seed="004 (= seed 000's PREFERENCE)",
         description="What the user likes or usually chooses: materials, processes, finishes, suppliers, how to be"
         " answered.",
         default_importance=3,
@@ -63,7 +59,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     ),
     CategorySpec(
         name="requirement",
-        seed="004",
         description="What the user's parts or orders must meet: tolerances, certifications, standards, documents.",
         default_importance=4,
         store=("Requiere certificación ISO 9001 en todas las piezas", "Needs a tolerance of ±0.01 mm on shafts"),
@@ -71,7 +66,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     ),
     CategorySpec(
         name="constraint",
-        seed="004",
         description="A limit the user cannot exceed: budget per order or per part, deadlines, batch sizes.",
         default_importance=4,
         store=("No puede superar 1500 € por pedido", "Budget is capped at $2,000 per order"),
@@ -79,7 +73,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     ),
     CategorySpec(
         name="feedback",
-        seed="004",
         description="The user's judgement of past work: late deliveries, quality problems, praise.",
         default_importance=3,
         store=("Opinión: la última entrega llegó tarde", "Feedback: the last batch had burrs"),
@@ -87,7 +80,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     ),
     CategorySpec(
         name="rejection",
-        seed="002 (history.rejections)",
         description="Something the user turned down and does not want suggested again.",
         default_importance=5,
         store=("No quiere que le sugieran acero 1045", "Do not suggest powder coating"),
@@ -95,7 +87,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     ),
     CategorySpec(
         name="goal",
-        seed="000 (GOAL)",
         description="What the user is working towards: a certification, moving to production, lowering unit cost.",
         default_importance=3,
         store=("Objetivo: pasar a producción en serie en 2027", "Goal: get AS9100 certified"),
@@ -103,7 +94,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     ),
     CategorySpec(
         name="routine",
-        seed="000 (ROUTINE)",
         description="A recurring habit: when they order, when they can receive deliveries, review cycles.",
         default_importance=3,
         store=("Hace pedidos a principios de cada mes", "Receives deliveries only on weekday mornings"),
@@ -111,7 +101,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     ),
     CategorySpec(
         name="contact",
-        seed="000 (CONTACT)",
         description="Who to deal with and how: a role and a name, the preferred channel.",
         default_importance=3,
         store=("Su responsable de compras es Marta", "Prefers to be contacted by email"),
@@ -119,7 +108,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     ),
     CategorySpec(
         name="health_note",
-        seed="000 (HEALTH_NOTE, non-clinical)",
         description="A non-clinical note about health that changes how to serve the user, e.g. what it affects.",
         default_importance=2,
         store=("Tiene una condición médica que afecta a los turnos", "Has a medical condition that affects travel"),
@@ -127,7 +115,6 @@ _SPECS: tuple[CategorySpec, ...] = (
     ),
     CategorySpec(
         name="fact",
-        seed="000 (FACT)",
         description="Any other fact worth remembering beyond this conversation: sector, machines, location, size;"
         " or a temporary situation with its dates (then give expires_at).",
         default_importance=2,

@@ -11,9 +11,10 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["content_hash", "normalize_key", "one_line"]
+__all__ = ["content_hash", "normalize_key", "one_line", "unstorable_reason"]
 
 _SPACES = re.compile(r"\s+")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _TRAILING_PUNCT = " .,;:!¡?¿"
 
 
@@ -38,3 +39,14 @@ def one_line(text: str, limit: int) -> str:
     """Collapse whitespace and control characters to single spaces and cut to `limit` characters."""
     flat = _SPACES.sub(" ", "".join(c if c.isprintable() else " " for c in text)).strip()
     return flat if len(flat) <= limit else flat[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def unstorable_reason(text: str) -> str | None:
+    """Why Postgres could not store `text` (a NUL character, or a lone surrogate, which has no UTF-8 form,
+    as `json.loads` returns for an unpaired escape), or None when it can. One regex scan."""
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return None
+    if found.group() == "\x00":
+        return "must not contain NUL (\\x00) characters"
+    return f"must not contain unpaired surrogates (U+{ord(found.group()):04X} at position {found.start()})"

@@ -1,6 +1,11 @@
 """Memory tools a model can call: search my memory, remember this, forget this.
 
 Each tool acts only on the memory of the user in the run's deps, never on a user id the model supplies.
+
+A tool refuses bad arguments with a plain answer the model can read ("No such item", "Not stored: …"), not a
+retry request, so a model that keeps sending junk (or pydantic-ai's `TestModel`, which sends placeholders such
+as "a") ends its run normally. `remember` stores a fact only if it reads like one: at least two words and
+five letters (`MIN_FACT_WORDS`, `MIN_FACT_LETTERS`); "a" or "x1" is never stored.
 """
 
 from __future__ import annotations
@@ -16,7 +21,18 @@ from .manager import MemoryManager
 from .models import FactCategory, MemorizedFact, MemoryUpdate
 from .taxonomy import default_importance
 
-__all__ = ["memory_toolset"]
+__all__ = ["MIN_FACT_LETTERS", "MIN_FACT_WORDS", "memory_toolset"]
+
+MIN_FACT_WORDS = 2
+"""Words (with a letter) a fact needs to be stored by the `remember` tool: "Prefers brass" passes, "a" does not."""
+MIN_FACT_LETTERS = 5
+"""Letters a fact needs to be stored by the `remember` tool."""
+
+
+def reads_like_a_fact(text: str) -> bool:
+    """Whether `text` has at least `MIN_FACT_WORDS` words with letters and `MIN_FACT_LETTERS` letters."""
+    words = [w for w in text.split() if any(c.isalpha() for c in w)]
+    return len(words) >= MIN_FACT_WORDS and sum(c.isalpha() for c in text) >= MIN_FACT_LETTERS
 
 
 def memory_toolset(memory: MemoryManager) -> FunctionToolset[object]:
@@ -58,6 +74,8 @@ def memory_toolset(memory: MemoryManager) -> FunctionToolset[object]:
         clinical details: they are redacted or reduced before storage.
         """
         user_id = user_of(ctx)
+        if not reads_like_a_fact(fact):
+            return "Not stored: write the fact as one short sentence (at least two words)."
         try:
             # update_memory runs the sensitive-data filter (MemoryManager.sanitize_fact) and resolves dates.
             item = MemorizedFact(
@@ -70,8 +88,8 @@ def memory_toolset(memory: MemoryManager) -> FunctionToolset[object]:
             stored = await memory.update_memory(
                 MemoryUpdate(user_id=UUID(user_id), session_id=getattr(ctx.deps, "session_id", None), new_facts=[item])
             )
-        except (InvalidMemoryInputError, ValueError) as exc:
-            raise ModelRetry(f"Could not store that: {exc}") from exc
+        except InvalidMemoryInputError as exc:
+            return f"Not stored: {exc}"
         return f"Remembered (id {stored[0].id})." if stored else "Not stored: it did not meet the memory policy."
 
     @toolset.tool
@@ -79,8 +97,8 @@ def memory_toolset(memory: MemoryManager) -> FunctionToolset[object]:
         """Delete one remembered item, by the id `search_memory` returned, when the user asks to forget it."""
         try:
             deleted = await memory.forget(user_of(ctx), item_id)
-        except InvalidMemoryInputError as exc:
-            raise ModelRetry(str(exc)) from exc
+        except InvalidMemoryInputError:
+            return "No such item in this user's memory (ids are the ones search_memory returned)."
         return "Forgotten." if deleted else "No such item in this user's memory."
 
     return toolset

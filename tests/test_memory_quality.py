@@ -23,6 +23,7 @@ from memory_plugin.extraction import LLMExtractor
 from memory_plugin.outage.journal import JournalEntry
 from memory_plugin.quality import DecayPolicy, detect_slot, match_guard, match_key, trigram_similarity
 from memory_plugin.quality.matching import _float4, is_near_duplicate, keys_of, match_words, no_word_swapped
+from memory_plugin.quality.rules import WriteRules
 from memory_plugin.quality.vocabulary import DEFAULT_VOCABULARY, SubjectSlot, ValueSlot, Vocabulary, named_values
 from memory_plugin.write.items import items_from_update
 
@@ -220,7 +221,9 @@ def test_journal_entries_keep_the_quality_fields() -> None:
         expires_at=datetime(2030, 1, 1, tzinfo=UTC),
     )
     items = items_from_update([fact], None, None, [], None)
-    entry = JournalEntry(write_id=uuid4(), user_id=uuid4(), items=tuple(items), reinforcement_step=0.1)
+    entry = JournalEntry(
+        write_id=uuid4(), user_id=uuid4(), items=tuple(items), rules=WriteRules(reinforcement_step=0.1)
+    )
     again = JournalEntry.from_json(entry.to_json())
     assert again == entry
     assert (again.items[0].slot, again.items[0].replaces) == ("budget", fact.replaces)

@@ -40,9 +40,11 @@ from memory_plugin.cli import app
 from memory_plugin.outage import WriteJournal
 from memory_plugin.outage.journal import database_identity, journal_path
 from memory_plugin.outage.resilient import backoff_delay
+from memory_plugin.quality.rules import WriteRules
 from memory_plugin.retrieval import ScoredMemory, SearchQuery
 from memory_plugin.rows import MemoryItem, MemoryKind, MemoryRecord
 from memory_plugin.store import ContextQuery
+from memory_plugin.store.base import DEFAULT_WRITE_RULES
 from memory_plugin.write.items import items_from_update
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
@@ -83,22 +85,13 @@ class Outage:
         self,
         user_id: UUID,
         items: Sequence[MemoryItem],
+        rules: WriteRules = DEFAULT_WRITE_RULES,
         *,
-        reinforcement_step: float,
         write_id: UUID | None = None,
-        near_duplicate_threshold: float = 0.8,
-        embedding_threshold: float = 0.85,
     ) -> list[MemoryRecord]:
         self._check()
         self.upserts += 1
-        records = await self.inner.upsert(
-            user_id,
-            items,
-            reinforcement_step=reinforcement_step,
-            write_id=write_id,
-            near_duplicate_threshold=near_duplicate_threshold,
-            embedding_threshold=embedding_threshold,
-        )
+        records = await self.inner.upsert(user_id, items, rules, write_id=write_id)
         if self.lose_ack_after_commit:
             raise StoreUnavailableError("Postgres is unreachable: connection lost after the commit (injected)")
         return records
@@ -499,7 +492,7 @@ async def test_the_background_replayer_replays_when_the_database_returns(
     try:
         outage.down = True
         items = items_from_update([fact("Prefiere latón naval")], None, None, [], None)
-        await store.upsert(user_id, items, reinforcement_step=0.1)
+        await store.upsert(user_id, items, WriteRules(reinforcement_step=0.1))
         assert store.pending_writes == 1
         for _ in range(500):  # let the replayer try (and fail) while the database is down
             if store.replay_failures:
@@ -544,17 +537,17 @@ def test_a_torn_last_line_is_dropped_and_the_next_append_survives(
     tmp_path: Path, user_id: UUID, caplog: pytest.LogCaptureFixture
 ) -> None:
     journal = WriteJournal(tmp_path / "j" / "writes.jsonl")
-    first = journal.append(user_id, _items("Prefiere latón"), 0.1)
-    second = journal.append(user_id, _items("Prefiere bronce"), 0.1)
+    first = journal.append(user_id, _items("Prefiere latón"), WriteRules(reinforcement_step=0.1))
+    second = journal.append(user_id, _items("Prefiere bronce"), WriteRules(reinforcement_step=0.1))
     # The process died in the middle of a third append: half a line, no newline, never acknowledged.
-    torn = journal.append(user_id, _items("Prefiere cobre"), 0.1).to_json()
+    torn = journal.append(user_id, _items("Prefiere cobre"), WriteRules(reinforcement_step=0.1)).to_json()
     journal.remove([UUID(json.loads(torn)["write_id"])])
     with journal.path.open("ab") as f:
         f.write(torn.encode()[: len(torn) // 2])
     assert [e.write_id for e in journal.entries()] == [first.write_id, second.write_id]
 
     with caplog.at_level(logging.WARNING, logger="memory_plugin"):
-        third = journal.append(user_id, _items("Prefiere zinc"), 0.1)
+        third = journal.append(user_id, _items("Prefiere zinc"), WriteRules(reinforcement_step=0.1))
     assert any("torn last line" in r.getMessage() for r in caplog.records)
     # Not fused with the torn half into one unreadable line: acknowledged, so it must be readable.
     assert [e.write_id for e in journal.entries()] == [first.write_id, second.write_id, third.write_id]
@@ -569,7 +562,7 @@ async def test_a_torn_journal_replays_its_complete_entries_at_the_next_start(
     outage: Outage, tmp_path: Path, user_id: UUID, admin_conn: AdminConn
 ) -> None:
     journal = WriteJournal(tmp_path / "journal" / "writes.jsonl")
-    journal.append(user_id, _items("Prefiere latón"), 0.1)
+    journal.append(user_id, _items("Prefiere latón"), WriteRules(reinforcement_step=0.1))
     with journal.path.open("ab") as f:
         f.write(b'{"write_id": "6f1c')
     store = resilient(outage, tmp_path)
@@ -585,7 +578,7 @@ async def test_journaled_writes_survive_close_and_replay_at_the_next_start(
     store = resilient(outage, tmp_path)
     await store.start()
     outage.down = True
-    await store.upsert(user_id, _items("Prefiere acero S355"), reinforcement_step=0.1)
+    await store.upsert(user_id, _items("Prefiere acero S355"), WriteRules(reinforcement_step=0.1))
     await store.close()
     assert len(store.journal) == 1  # nothing lost on close
 
@@ -611,7 +604,7 @@ async def test_a_journal_of_another_database_is_never_replayed(
     elsewhere = journal_path(tmp_path, "postgresql://db.example.com:5432/postgres")
     assert elsewhere != journal_path(tmp_path, here)
     other = WriteJournal(elsewhere)
-    other.append(user_id, _items("Escrito para otra base de datos"), 0.1)
+    other.append(user_id, _items("Escrito para otra base de datos"), WriteRules(reinforcement_step=0.1))
     before = other.path.read_bytes()
 
     settings = MemorySettings(database_url=database_url, data_dir=tmp_path)
@@ -661,8 +654,8 @@ async def test_an_entry_the_database_keeps_refusing_is_set_aside_not_lost(
     await store.start()
     (good,) = _items("Prefiere latón")
     bad = MemoryItem(kind="fact", category="opinion", content="Una categoría que la tabla rechaza", content_hash="x")
-    refused = store.journal.append(user_id, [bad], 0.1)
-    store.journal.append(user_id, [good], 0.1)
+    refused = store.journal.append(user_id, [bad], WriteRules(reinforcement_step=0.1))
+    store.journal.append(user_id, [good], WriteRules(reinforcement_step=0.1))
     # Refused (a check constraint, not an outage): retried, and the entry behind it waits (order).
     assert await store.replay() == 0
     assert await store.replay() == 0
@@ -693,7 +686,7 @@ async def test_a_journaled_write_is_acknowledged_with_everything_it_carries(
         metadata={"dia_id": "D3:4", "speaker": "Ana"},
     )
     outage.down = True
-    [record] = await memory.store.upsert(user_id, [item], reinforcement_step=0.1)
+    [record] = await memory.store.upsert(user_id, [item], WriteRules(reinforcement_step=0.1))
     assert (record.occurred_at, record.expires_at, record.metadata) == (
         item.occurred_at,
         item.expires_at,

@@ -12,8 +12,7 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
-from memory_plugin import InvalidMemoryInputError, MemorizedFact, MemoryManager, MemoryUpdate, StoreError
-from memory_plugin.remember import Note
+from memory_plugin import InvalidMemoryInputError, MemorizedFact, MemoryManager, MemoryUpdate, Note, StoreError
 from memory_plugin.retrieval import ScoredMemory, SearchQuery
 from memory_plugin.retrieval.search import vector_literal
 from memory_plugin.rows import MemoryRecord
@@ -214,7 +213,7 @@ async def test_a_hit_is_explained_by_its_components(any_memory: MemoryManager, u
 
     (hit,) = await any_memory.search(user_id, "which tolerances on the drawings?", limit=5)
 
-    w = any_memory._search_weights
+    w = any_memory.searcher.weights
     c = hit.components
     expected = (
         w.text * c.text

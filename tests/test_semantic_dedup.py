@@ -18,6 +18,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from memory_plugin import MemorizedFact, MemoryManager, MemoryUpdate
 from memory_plugin.embeddings import MemoryEmbedder, local_embedder
 from memory_plugin.quality import WriteOutcome
+from memory_plugin.quality.rules import WriteRules
 from memory_plugin.quality.semantic import DEFAULT_EMBEDDING_THRESHOLD, cosine_similarity
 
 DIM = 384
@@ -172,10 +173,12 @@ async def test_a_replayed_write_reinforces_once(pg_memory: MemoryManager, user_i
 
     memory = manager(pg_memory)
     await write(memory, user_id, fact("Le gusta el aluminio 7075"))
-    items = await memory._embed_items(items_from_update([fact("Prefiere el aluminio 7075")], None, None, [], None))
+    items = await memory.writer.embed_items(
+        items_from_update([fact("Prefiere el aluminio 7075")], None, None, [], None)
+    )
     write_id = uuid4()
     for _ in range(2):
-        rows = await memory.store.upsert(user_id, items, reinforcement_step=0.1, write_id=write_id)
+        rows = await memory.store.upsert(user_id, items, WriteRules(reinforcement_step=0.1), write_id=write_id)
         assert [(r.content, r.relevance_count) for r in rows] == [("Le gusta el aluminio 7075", 1)]
 
 

@@ -17,6 +17,7 @@ from memory_plugin import (
     UserPreferences,
 )
 from memory_plugin.quality import WriteOutcome
+from memory_plugin.quality.rules import WriteRules
 from memory_plugin.ranking import RankingWeights, fact_score
 from memory_plugin.write.items import items_from_update
 
@@ -594,8 +595,8 @@ async def test_a_replayed_write_returns_the_same_rows_and_reinforces_once(
     await remember(any_memory, user_id, fact("Prefiere aluminio 7075", confidence=0.7))
     items = items_from_update([fact("Prefiere el aluminio 7075", confidence=0.7)], None, None, [], None)
     write_id = uuid4()
-    first = await any_memory.store.upsert(user_id, items, reinforcement_step=0.1, write_id=write_id)
-    again = await any_memory.store.upsert(user_id, items, reinforcement_step=0.1, write_id=write_id)
+    first = await any_memory.store.upsert(user_id, items, WriteRules(reinforcement_step=0.1), write_id=write_id)
+    again = await any_memory.store.upsert(user_id, items, WriteRules(reinforcement_step=0.1), write_id=write_id)
     assert [r.id for r in first] == [r.id for r in again]
     assert [r.relevance_count for r in again] == [1]
     assert [r.content for r in again] == ["Prefiere aluminio 7075"]

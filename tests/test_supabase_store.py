@@ -34,6 +34,7 @@ from memory_plugin import (
 )
 from memory_plugin.outage import ResilientStore
 from memory_plugin.quality import DecayPolicy
+from memory_plugin.quality.rules import WriteRules
 from memory_plugin.ranking import RankingWeights
 from memory_plugin.rows import MemoryItem
 from memory_plugin.store import ContextQuery
@@ -112,7 +113,7 @@ async def test_upsert_calls_memory_upsert_items_once_as_the_user(
 ) -> None:
     stored = row(user_id)
     route = api.post("/rpc/memory_upsert_items").respond(200, json=[stored])
-    [record] = await store.upsert(user_id, [item()], reinforcement_step=0.1)
+    [record] = await store.upsert(user_id, [item()], WriteRules(reinforcement_step=0.1))
 
     request = route.calls.last.request
     sent_as(request, user_id)
@@ -136,11 +137,11 @@ async def test_upsert_sends_p_write_id_only_when_given(
 ) -> None:
     route = api.post("/rpc/memory_upsert_items").respond(200, json=[])
     write_id = uuid4()
-    await store.upsert(user_id, [item()], reinforcement_step=0.2, write_id=write_id)
+    await store.upsert(user_id, [item()], WriteRules(reinforcement_step=0.2), write_id=write_id)
     assert json.loads(route.calls.last.request.content)["p_write_id"] == str(write_id)
-    await store.upsert(user_id, [item()], reinforcement_step=0.2)
+    await store.upsert(user_id, [item()], WriteRules(reinforcement_step=0.2))
     assert "p_write_id" not in json.loads(route.calls.last.request.content)
-    assert await store.upsert(user_id, [], reinforcement_step=0.2) == []  # nothing to write: no request
+    assert await store.upsert(user_id, [], WriteRules(reinforcement_step=0.2)) == []  # nothing to write: no request
     assert route.call_count == 2
 
 
@@ -268,7 +269,7 @@ async def test_refusals_raise_store_error_with_postgrest_code_and_message(
     body = {"code": code, "message": message, "details": None, "hint": None}
     api.post("/rpc/memory_upsert_items").respond(status, json=body)
     with pytest.raises(StoreError) as raised:
-        await store.upsert(user_id, [item()], reinforcement_step=0.1)
+        await store.upsert(user_id, [item()], WriteRules(reinforcement_step=0.1))
     assert not isinstance(raised.value, StoreUnavailableError)
     assert code in str(raised.value)
     assert message in str(raised.value)
@@ -458,7 +459,7 @@ async def test_a_token_for_a_cannot_read_or_write_b_rows_through_the_api(
     alice, bob = uuid4(), uuid4()
     store = supabase_store(database_url)
     try:
-        [bob_row] = await store.upsert(bob, [item("Bob prefiere latón")], reinforcement_step=0.1)
+        [bob_row] = await store.upsert(bob, [item("Bob prefiere latón")], WriteRules(reinforcement_step=0.1))
     finally:
         await store.close()
     before = admin_conn.execute("select to_jsonb(m) from public.user_memory m where user_id = %s", (bob,)).fetchall()
@@ -499,7 +500,9 @@ async def test_a_token_for_a_cannot_read_or_write_b_rows_through_the_api(
 async def test_search_treats_star_literally_through_the_api(database_url: str, user_id: UUID) -> None:
     store = supabase_store(database_url)
     try:
-        await store.upsert(user_id, [item("Usa la pieza A*B"), item("Usa la pieza AxB")], reinforcement_step=0.1)
+        await store.upsert(
+            user_id, [item("Usa la pieza A*B"), item("Usa la pieza AxB")], WriteRules(reinforcement_step=0.1)
+        )
         assert [r.content for r in await store.search_text(user_id, "a*b")] == ["Usa la pieza A*B"]
         assert [r.content for r in await store.search_text(user_id, "[x]")] == []
     finally:
@@ -510,11 +513,11 @@ async def test_write_id_is_applied_once_through_the_api(database_url: str, user_
     store = supabase_store(database_url)
     try:
         write_id = uuid4()
-        [first] = await store.upsert(user_id, [item()], reinforcement_step=0.1, write_id=write_id)
-        [again] = await store.upsert(user_id, [item()], reinforcement_step=0.1, write_id=write_id)
+        [first] = await store.upsert(user_id, [item()], WriteRules(reinforcement_step=0.1), write_id=write_id)
+        [again] = await store.upsert(user_id, [item()], WriteRules(reinforcement_step=0.1), write_id=write_id)
         assert again.id == first.id
         assert again.relevance_count == 0  # the replay changed nothing
-        [reinforced] = await store.upsert(user_id, [item()], reinforcement_step=0.1)
+        [reinforced] = await store.upsert(user_id, [item()], WriteRules(reinforcement_step=0.1))
         assert reinforced.relevance_count == 1
     finally:
         await store.close()

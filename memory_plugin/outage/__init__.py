@@ -2,6 +2,6 @@
 from a cache and journals writes while the primary store is down, and replays them when it is back."""
 
 from .journal import WriteJournal
-from .resilient import BackendStatus, ResilientStore
+from .resilient import ResilientStore
 
-__all__ = ["BackendStatus", "ResilientStore", "WriteJournal"]
+__all__ = ["ResilientStore", "WriteJournal"]

@@ -25,7 +25,7 @@ from uuid import UUID, uuid4
 
 from psycopg.conninfo import conninfo_to_dict
 
-from ..quality.semantic import DEFAULT_EMBEDDING_THRESHOLD
+from ..quality.rules import WriteRules
 from ..rows import MemoryItem
 
 try:  # POSIX; elsewhere only the in-process lock protects the file
@@ -55,6 +55,9 @@ def journal_path(data_dir: Path, identity: str) -> Path:
     return data_dir / "journal" / f"writes-{digest}.jsonl"
 
 
+_DEFAULT = WriteRules()
+
+
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
     """One pending write."""
@@ -63,11 +66,8 @@ class JournalEntry:
     """Idempotency key: the database applies a given write once."""
     user_id: UUID
     items: tuple[MemoryItem, ...]
-    reinforcement_step: float
-    near_duplicate_threshold: float = 0.8
-    """The near-duplicate threshold the write was made with (entries from before it existed: the default)."""
-    embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD
-    """The embedding near-duplicate threshold the write was made with (older entries: the default)."""
+    rules: WriteRules = _DEFAULT
+    """The rules the write was acknowledged under; a line without a threshold gets the default."""
 
     def to_json(self) -> str:
         """One journal line."""
@@ -75,9 +75,9 @@ class JournalEntry:
             {
                 "write_id": str(self.write_id),
                 "user_id": str(self.user_id),
-                "reinforcement_step": self.reinforcement_step,
-                "near_duplicate_threshold": self.near_duplicate_threshold,
-                "embedding_threshold": self.embedding_threshold,
+                "reinforcement_step": self.rules.reinforcement_step,
+                "near_duplicate_threshold": self.rules.near_duplicate_threshold,
+                "embedding_threshold": self.rules.embedding_threshold,
                 "items": [item.as_json() for item in self.items],
             },
             ensure_ascii=False,
@@ -90,9 +90,11 @@ class JournalEntry:
         return cls(
             write_id=UUID(raw["write_id"]),
             user_id=UUID(raw["user_id"]),
-            reinforcement_step=float(raw["reinforcement_step"]),
-            near_duplicate_threshold=float(raw.get("near_duplicate_threshold", 0.8)),
-            embedding_threshold=float(raw.get("embedding_threshold", DEFAULT_EMBEDDING_THRESHOLD)),
+            rules=WriteRules(
+                reinforcement_step=float(raw["reinforcement_step"]),
+                near_duplicate_threshold=float(raw.get("near_duplicate_threshold", _DEFAULT.near_duplicate_threshold)),
+                embedding_threshold=float(raw.get("embedding_threshold", _DEFAULT.embedding_threshold)),
+            ),
             items=tuple(MemoryItem.from_json(i) for i in raw["items"]),
         )
 
@@ -140,11 +142,9 @@ class WriteJournal:
         self,
         user_id: UUID,
         items: Sequence[MemoryItem],
-        reinforcement_step: float,
+        rules: WriteRules,
         *,
         write_id: UUID | None = None,
-        near_duplicate_threshold: float = 0.8,
-        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> JournalEntry:
         """Durably record a write (fsynced when this returns); returns the entry. Pass the `write_id` the
         write was already attempted with, so a replay cannot apply it a second time."""
@@ -152,9 +152,7 @@ class WriteJournal:
             write_id=write_id or uuid4(),
             user_id=user_id,
             items=tuple(items),
-            reinforcement_step=reinforcement_step,
-            near_duplicate_threshold=near_duplicate_threshold,
-            embedding_threshold=embedding_threshold,
+            rules=rules,
         )
         with self._locked():
             _append_durably(self.path, entry.to_json())

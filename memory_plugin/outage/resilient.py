@@ -29,24 +29,25 @@ import dataclasses
 import random
 import time
 import uuid
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from ..errors import StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
+from ..quality.rules import WriteRules
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, score_in_python
 from ..rows import MemoryItem, MemoryKind, MemoryRecord
 from ..settings import MemorySettings
-from ..store.base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery, LongTermStore
+from ..store.base import DEFAULT_WRITE_RULES, ContextQuery, ContextRead, LongTermStore, StoreBase
+from ..store.status import BackendStatus
+from .cache import ContextCache
 from .journal import JournalEntry, WriteJournal
 
-__all__ = ["BackendStatus", "ContextRead", "PrimaryConnector", "ResilientStore", "backoff_delay", "plain_status"]
+__all__ = ["PrimaryConnector", "ResilientStore", "backoff_delay"]
 
 
 PrimaryConnector = Callable[[], Coroutine[Any, Any, LongTermStore]]
@@ -61,56 +62,6 @@ _REPLAY_CHUNK = 1000
 without rewriting a long journal after every entry."""
 
 
-@dataclass(frozen=True, slots=True)
-class BackendStatus:
-    """What serves long-term memory and how the outage machinery is doing (`MemoryManager.backend_status`)."""
-
-    backend: str
-    """In use now: the primary's name ("postgres", "supabase", "memory") when it answers and nothing is
-    waiting in the journal, else "fallback" (reads from the cache, writes to the journal)."""
-    primary: str
-    """The primary store's name."""
-    postgres_reachable: bool
-    """Whether the primary store answered a ping just now."""
-    journal_length: int
-    """Writes waiting in the journal for the database."""
-    journal_path: Path | None
-    """The journal file (None without one)."""
-    last_error: str | None
-    """The last connection error, with what was being done."""
-    last_error_at: datetime | None
-    """When it happened (UTC)."""
-    connection_errors: int
-    """Connection errors seen (each one counted, even when its log line was throttled)."""
-    fallback_reads: int
-    """Context reads served from the cache or answered "unavailable"."""
-    journaled_writes: int
-    """Writes acknowledged from the journal because the database was unreachable."""
-    replayed_writes: int
-    """Journal entries the database confirmed on replay."""
-    replay_failures: int
-    """Replay attempts that failed (the entries stay in the journal)."""
-    rejected_writes: int
-    """Entries the database refused repeatedly, moved to the journal's `.rejected.jsonl` file."""
-    cache_entries: int
-    """Users whose last context is cached."""
-    require_pg_memory: bool
-    """True: no fallback, unavailability raises."""
-
-
-@dataclass(frozen=True, slots=True)
-class ContextRead:
-    """A context read and where it came from."""
-
-    records: list[MemoryRecord]
-    """The rows, as `LongTermStore.context` returns them."""
-    source: Literal["primary", "cache", "unavailable"]
-    """"primary": read now; "cache": the last successful read (the database is unreachable);
-    "unavailable": unreachable and nothing cached (`records` is empty, which says nothing about the user)."""
-    as_of: datetime | None
-    """When the records were read from the primary (UTC); None when unavailable."""
-
-
 def backoff_delay(attempt: int, *, base: float, maximum: float, rng: random.Random | None = None) -> float:
     """Seconds before retry number `attempt` (0 for the first): `base * 2**attempt` capped at `maximum`, with
     "equal jitter" (half fixed, half random), so many processes do not retry in lockstep yet never spin."""
@@ -118,30 +69,7 @@ def backoff_delay(attempt: int, *, base: float, maximum: float, rng: random.Rand
     return ceiling / 2 + (rng or _RNG).uniform(0, ceiling / 2)
 
 
-async def plain_status(store: LongTermStore, *, require_pg_memory: bool = False) -> BackendStatus:
-    """The status of a store used without `ResilientStore` (no cache, no journal)."""
-    reachable = await store.ping()
-    name = store.backend_name
-    return BackendStatus(
-        backend=name,
-        primary=name,
-        postgres_reachable=reachable,
-        journal_length=0,
-        journal_path=None,
-        last_error=None,
-        last_error_at=None,
-        connection_errors=0,
-        fallback_reads=0,
-        journaled_writes=0,
-        replayed_writes=0,
-        replay_failures=0,
-        rejected_writes=0,
-        cache_entries=0,
-        require_pg_memory=require_pg_memory,
-    )
-
-
-class ResilientStore:
+class ResilientStore(StoreBase):
     """A `LongTermStore` over a primary store, with a read cache and a write journal for outages.
 
     Call `await store.start()` before use (`MemoryManager` does) and `await store.close()` after.
@@ -189,7 +117,6 @@ class ResilientStore:
         self._primary_name = primary.backend_name if primary is not None else (primary_name or "postgres")
         self.journal = journal
         self.require_primary = require_primary
-        self._cache_size = cache_size
         self._retry_base = retry_base_seconds
         self._retry_max = retry_max_seconds
         self._log_interval = log_interval_seconds
@@ -198,7 +125,7 @@ class ResilientStore:
         self._clock = clock
         self._rng = rng or _RNG
 
-        self._cache: OrderedDict[UUID, tuple[list[MemoryRecord], datetime]] = OrderedDict()
+        self._cache = ContextCache(cache_size)
         # Journal entries not yet confirmed by the database: write_id -> user, and per-user counts (order).
         self._pending: dict[UUID, UUID] = {}
         self._pending_users: Counter[UUID] = Counter()
@@ -318,11 +245,9 @@ class ResilientStore:
         self,
         user_id: UUID,
         items: Sequence[MemoryItem],
+        rules: WriteRules = DEFAULT_WRITE_RULES,
         *,
-        reinforcement_step: float,
         write_id: UUID | None = None,
-        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """Write through to the primary; if it is unreachable, or earlier writes of the user are still in the
         journal, append to the journal (durable when this returns) and return provisional records: built from
@@ -338,10 +263,8 @@ class ResilientStore:
                 records = await primary.upsert(
                     user_id,
                     items,
-                    reinforcement_step=reinforcement_step,
+                    rules,
                     write_id=write_id,
-                    near_duplicate_threshold=near_duplicate_threshold,
-                    embedding_threshold=embedding_threshold,
                 )
             except StoreUnavailableError as exc:
                 self._failed("writing memory", exc)
@@ -360,10 +283,8 @@ class ResilientStore:
                 self.journal.append,
                 user_id,
                 items,
-                reinforcement_step,
+                rules,
                 write_id=write_id,
-                near_duplicate_threshold=near_duplicate_threshold,
-                embedding_threshold=embedding_threshold,
             )
         except OSError as exc:
             raise StoreUnavailableError(
@@ -387,24 +308,19 @@ class ResilientStore:
         else:
             now = datetime.now(UTC)
             # A read that skipped the ranked facts (a query-aware context) keeps the cached ones.
-            self._remember(user_id, records, now, keep_ranked_facts=query.max_facts == 0)
+            self._cache.remember(user_id, records, now, keep_ranked_facts=query.max_facts == 0)
             return ContextRead(records, "primary", now)
         self.fallback_reads += 1
         cached = self._cache.get(user_id)
         if cached is None:
             return ContextRead([], "unavailable", None)
-        self._cache.move_to_end(user_id)
         return ContextRead(list(cached[0]), "cache", cached[1])
 
     def cache_shown_facts(self, user_id: UUID, facts: Sequence[MemoryRecord]) -> None:
         """Make `facts` the ranked facts of the user's cached context: what a query-aware context showed
         (`get_memory_context(query=…)` reads the rest of the context without ranking facts). Rejections and
         the other kinds stay as read. No-op when the user has no cached context."""
-        cached = self._cache.get(user_id)
-        if cached is not None:
-            shown = {r.id for r in facts}  # a search may return a rejection too: keep one copy
-            kept = [r for r in cached[0] if not _is_ranked_fact(r) and r.id not in shown]
-            self._cache[user_id] = (kept + list(facts), cached[1])
+        self._cache.show_facts(user_id, facts)
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         """`read_context`'s records; a cached copy while the primary is unreachable (use `read_context` to
@@ -413,6 +329,13 @@ class ResilientStore:
         if read.source == "unavailable":
             raise self._unavailable()
         return read.records
+
+    async def peek_context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
+        """The primary's context, leaving the cache as it is ([] before the first connection)."""
+        primary = self._primary
+        if primary is None:
+            return []
+        return await primary.context(user_id, query)
 
     async def list_records(
         self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
@@ -462,9 +385,7 @@ class ResilientStore:
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
         """Delete on the primary (no fallback). The row leaves the cache first, whatever happens: a row the
         user asked to forget is never served from it."""
-        cached = self._cache.get(user_id)
-        if cached is not None:
-            self._cache[user_id] = ([r for r in cached[0] if r.id != record_id], cached[1])
+        self._cache.forget(user_id, record_id)
         return await self._call("deleting memory", lambda p: p.delete(user_id, record_id))
 
     async def ping(self) -> bool:
@@ -487,8 +408,9 @@ class ResilientStore:
         _, confirmed = await self._replay_pass()
         return confirmed
 
-    async def status(self) -> BackendStatus:
-        """Pings the primary (briefly) and reports; see `BackendStatus`."""
+    async def status(self, *, require_primary: bool = False) -> BackendStatus:
+        """Pings the primary (briefly) and reports; see `BackendStatus` (`require_pg_memory` is this store's own
+        `require_primary`)."""
         reachable = False
         if self._primary is not None:
             try:
@@ -549,10 +471,8 @@ class ResilientStore:
                 await primary.upsert(
                     entry.user_id,
                     entry.items,
-                    reinforcement_step=entry.reinforcement_step,
+                    entry.rules,
                     write_id=entry.write_id,
-                    near_duplicate_threshold=entry.near_duplicate_threshold,
-                    embedding_threshold=entry.embedding_threshold,
                 )
             except StoreUnavailableError as exc:
                 self.replay_failures += 1
@@ -668,18 +588,6 @@ class ResilientStore:
         self._succeeded()
         return result
 
-    def _remember(
-        self, user_id: UUID, records: list[MemoryRecord], at: datetime, *, keep_ranked_facts: bool = False
-    ) -> None:
-        if self._cache_size <= 0:
-            return
-        cached = self._cache.get(user_id)
-        kept = [r for r in cached[0] if _is_ranked_fact(r)] if keep_ranked_facts and cached is not None else []
-        self._cache[user_id] = (list(records) + kept, at)
-        self._cache.move_to_end(user_id)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-
     def _resync(self, entries: Sequence[JournalEntry]) -> None:
         """Pending = exactly what the file holds: it may also hold entries of another process sharing it, and
         lack entries that process replayed. (An append in flight is tracked once its line is in the file.)"""
@@ -736,8 +644,3 @@ def _provisional_records(entry: JournalEntry, now: datetime) -> list[MemoryRecor
         MemoryRecord.inserted(entry.user_id, item, record_id=uuid.uuid5(entry.write_id, item.content_hash), now=now)
         for item in entry.items
     ]
-
-
-def _is_ranked_fact(record: MemoryRecord) -> bool:
-    """A fact chosen by rank (rejections are read apart: every current one reaches the prompt)."""
-    return record.kind == "fact" and record.category != "rejection"

@@ -6,24 +6,26 @@ Postgres backend additionally has the database enforce this with row-level secur
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 from uuid import UUID
 
 from ..quality.decay import DecayPolicy
-from ..quality.semantic import DEFAULT_EMBEDDING_THRESHOLD
+from ..quality.rules import WriteRules
 from ..ranking import RankingWeights
 from ..rows import MemoryItem, MemoryKind, MemoryRecord
+from .status import BackendStatus
 
 if TYPE_CHECKING:
     from ..retrieval import BacklogItem, EmbeddingUpdate, ScoredMemory, SearchQuery
 
-__all__ = ["DEFAULT_EMBEDDING_THRESHOLD", "DEFAULT_NEAR_DUPLICATE_THRESHOLD", "ContextQuery", "LongTermStore"]
+__all__ = ["DEFAULT_WRITE_RULES", "ContextQuery", "ContextRead", "LongTermStore", "StoreBase"]
 
-DEFAULT_NEAR_DUPLICATE_THRESHOLD = 0.8
-"""Trigram similarity at or above which a new fact reinforces a stored one (see `quality/matching.py`)."""
+DEFAULT_WRITE_RULES = WriteRules()
+"""The rules of a write when none are given (the settings' defaults)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,19 @@ class ContextQuery:
     """Current rejections ("never suggest X") returned after the ranked facts, newest first."""
 
 
+@dataclass(frozen=True, slots=True)
+class ContextRead:
+    """A context read and where it came from."""
+
+    records: list[MemoryRecord]
+    """The rows, as `LongTermStore.context` returns them."""
+    source: Literal["primary", "cache", "unavailable"]
+    """"primary": read now; "cache": the last successful read (the database is unreachable);
+    "unavailable": unreachable and nothing cached (`records` is empty, which says nothing about the user)."""
+    as_of: datetime | None
+    """When the records were read from the primary (UTC); None when unavailable."""
+
+
 @runtime_checkable
 class LongTermStore(Protocol):
     """Persistent, per-user memory items.
@@ -62,18 +77,16 @@ class LongTermStore(Protocol):
         self,
         user_id: UUID,
         items: Sequence[MemoryItem],
+        rules: WriteRules = DEFAULT_WRITE_RULES,
         *,
-        reinforcement_step: float,
         write_id: UUID | None = None,
-        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """Insert `items` or reinforce the rows they repeat; returns the rows written, then the rows the write
         superseded (`invalid_at` set).
 
         A fact item reinforces a current fact of the same category it nearly duplicates (trigram similarity
-        at least `near_duplicate_threshold`, same numbers and negation; above 1: off), or, when the item carries
-        an embedding, whose vector of the same model has cosine similarity at least `embedding_threshold` (same
+        at least `rules.near_duplicate_threshold`, same numbers and negation; above 1: off), or, when the item carries
+        an embedding, whose vector of the same model has cosine similarity at least `rules.embedding_threshold` (same
         guard; tried first; above 1: off; `quality/semantic.py`). An item with `replaces`
         supersedes that current fact; for each slot written, the latest stated current fact of the slot
         supersedes the others (`memory_plugin/quality/`).
@@ -129,3 +142,84 @@ class LongTermStore(Protocol):
     async def close(self) -> None:
         """Release connections and resources."""
         ...
+
+    async def start(self) -> None:
+        """Get ready before first use (a wrapper connects its primary and replays what an earlier run
+        journaled). Called once by the manager that creates or receives the store."""
+        ...
+
+    async def read_context(self, user_id: UUID, query: ContextQuery) -> ContextRead:
+        """`context`, saying where the rows came from: read now, or a cached copy while the database is
+        unreachable (a store without a cache raises instead)."""
+        ...
+
+    def cache_shown_facts(self, user_id: UUID, facts: Sequence[MemoryRecord]) -> None:
+        """Make `facts` the ranked facts of the user's outage copy: what a query-aware context showed
+        (no-op for a store without a cache)."""
+        ...
+
+    async def peek_context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
+        """`context` from the database itself, leaving any outage copy as it is: for reads that are not what
+        the agent is shown (the candidate facts given to the extractor); [] while a wrapper has no
+        connection yet."""
+        ...
+
+    async def status(self, *, require_primary: bool = False) -> BackendStatus:
+        """Which backend serves memory, whether it answers now (pinged), and the outage counters."""
+        ...
+
+
+class StoreBase(ABC):
+    """The defaults of a store without an outage cache or journal: subclass it and implement the storage
+    methods of `LongTermStore`; override these only to do something special."""
+
+    @property
+    @abstractmethod
+    def backend_name(self) -> str:
+        """Short name for status and logs."""
+
+    @abstractmethod
+    async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
+        """See `LongTermStore.context`."""
+
+    @abstractmethod
+    async def ping(self) -> bool:
+        """See `LongTermStore.ping`."""
+
+    async def start(self) -> None:
+        """Nothing to do: a store is ready once built."""
+        return
+
+    async def read_context(self, user_id: UUID, query: ContextQuery) -> ContextRead:
+        """The rows, read now."""
+        return ContextRead(await self.context(user_id, query), "primary", datetime.now(UTC))
+
+    def cache_shown_facts(self, user_id: UUID, facts: Sequence[MemoryRecord]) -> None:
+        """No cache: nothing to do."""
+        return
+
+    async def peek_context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
+        """No cache: the same as `context`."""
+        return await self.context(user_id, query)
+
+    async def status(self, *, require_primary: bool = False) -> BackendStatus:
+        """No cache, no journal: the backend and whether it answers."""
+        reachable = await self.ping()
+        name = self.backend_name
+        return BackendStatus(
+            backend=name,
+            primary=name,
+            postgres_reachable=reachable,
+            journal_length=0,
+            journal_path=None,
+            last_error=None,
+            last_error_at=None,
+            connection_errors=0,
+            fallback_reads=0,
+            journaled_writes=0,
+            replayed_writes=0,
+            replay_failures=0,
+            rejected_writes=0,
+            cache_entries=0,
+            require_pg_memory=require_primary,
+        )

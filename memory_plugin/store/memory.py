@@ -15,12 +15,13 @@ from uuid import UUID, uuid4
 
 from ..quality.decay import decayed_confidence
 from ..quality.matching import is_near_duplicate, trigram_similarity
+from ..quality.rules import WriteRules
 from ..quality.semantic import cosine_similarity
 from ..ranking import fact_score
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import BacklogItem, EmbeddingUpdate, SearchQuery, StoredVector, score_in_python
 from ..rows import MemoryItem, MemoryKind, MemoryRecord, is_single_valued
-from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
+from .base import DEFAULT_WRITE_RULES, ContextQuery, StoreBase
 
 __all__ = ["InMemoryStore"]
 
@@ -28,7 +29,7 @@ _MAX_PROVENANCE = 50
 _MAX_PREFERENCES = 100
 
 
-class InMemoryStore:
+class InMemoryStore(StoreBase):
     """A `LongTermStore` that keeps everything in RAM (lost on exit)."""
 
     def __init__(self) -> None:
@@ -47,11 +48,9 @@ class InMemoryStore:
         self,
         user_id: UUID,
         items: Sequence[MemoryItem],
+        rules: WriteRules = DEFAULT_WRITE_RULES,
         *,
-        reinforcement_step: float,
         write_id: UUID | None = None,
-        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """Insert or reinforce, as `public.memory_upsert_items` does (a known `write_id` changes nothing)."""
         async with self._lock:
@@ -65,9 +64,9 @@ class InMemoryStore:
             for ord_, item in enumerate(items):
                 target = item.content_hash
                 if target not in rows:
-                    match = self._similar_by_embedding(rows, item, now, embedding_threshold)
+                    match = self._similar_by_embedding(rows, item, now, rules.embedding_threshold)
                     if match is None:
-                        match = self._near_duplicate(rows, item, now, near_duplicate_threshold)
+                        match = self._near_duplicate(rows, item, now, rules.near_duplicate_threshold)
                     target = match.content_hash if match is not None else target
                 groups.setdefault(target, []).append((ord_, item))
             # Written in the order of each group's representative item, as the SQL returns them.
@@ -80,7 +79,7 @@ class InMemoryStore:
                 record = (
                     MemoryRecord.inserted(user_id, item, record_id=uuid4(), now=now)
                     if existing is None
-                    else self._merge(existing, item, now, reinforcement_step)
+                    else self._merge(existing, item, now, rules.reinforcement_step)
                 )
                 rows[target] = record
                 written.append(record)

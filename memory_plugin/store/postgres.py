@@ -27,6 +27,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreError, StoreUnavailableError
+from ..quality.rules import WriteRules
 from ..retrieval.scored import ScoreComponents, ScoredMemory
 from ..retrieval.search import (
     BacklogItem,
@@ -36,7 +37,7 @@ from ..retrieval.search import (
     search_params,
 )
 from ..rows import MemoryItem, MemoryKind, MemoryRecord
-from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
+from .base import DEFAULT_WRITE_RULES, ContextQuery, StoreBase
 
 __all__ = ["PostgresStore"]
 
@@ -83,7 +84,7 @@ def _like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
-class PostgresStore:
+class PostgresStore(StoreBase):
     """A `LongTermStore` on a psycopg async connection pool.
 
     Create with `await PostgresStore.connect(url)`; close with `await store.close()`.
@@ -168,11 +169,9 @@ class PostgresStore:
         self,
         user_id: UUID,
         items: Sequence[MemoryItem],
+        rules: WriteRules = DEFAULT_WRITE_RULES,
         *,
-        reinforcement_step: float,
         write_id: UUID | None = None,
-        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """All items in one statement (one round trip), whatever their number.
 
@@ -184,11 +183,23 @@ class PostgresStore:
         payload = json.dumps([item.as_json() for item in items], ensure_ascii=False)
         model = next((i.embedding_model for i in items if i.embedding is not None), None)
         if model is None:
-            params: tuple[Any, ...] = (user_id, payload, reinforcement_step, write_id, near_duplicate_threshold)
+            params: tuple[Any, ...] = (
+                user_id,
+                payload,
+                rules.reinforcement_step,
+                write_id,
+                rules.near_duplicate_threshold,
+            )
             rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, params)
         else:
             params = (
-                user_id, payload, reinforcement_step, write_id, near_duplicate_threshold, model, embedding_threshold
+                user_id,
+                payload,
+                rules.reinforcement_step,
+                write_id,
+                rules.near_duplicate_threshold,
+                model,
+                rules.embedding_threshold,
             )  # fmt: skip
             rows = await self._fetch(user_id, UPSERT_EMBEDDED_SQL, params)
         return [MemoryRecord.from_row(r) for r in rows]

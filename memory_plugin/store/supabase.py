@@ -26,6 +26,7 @@ from uuid import UUID
 import httpx
 
 from ..errors import StoreError, StoreUnavailableError
+from ..quality.rules import WriteRules
 from ..retrieval.scored import ScoreComponents, ScoredMemory
 from ..retrieval.search import (
     BacklogItem,
@@ -36,7 +37,7 @@ from ..retrieval.search import (
 )
 from ..rows import MemoryItem, MemoryKind, MemoryRecord
 from ..settings import MemorySettings
-from .base import DEFAULT_EMBEDDING_THRESHOLD, DEFAULT_NEAR_DUPLICATE_THRESHOLD, ContextQuery
+from .base import DEFAULT_WRITE_RULES, ContextQuery, StoreBase
 
 if TYPE_CHECKING:
     from postgrest import AsyncPostgrestClient
@@ -102,7 +103,7 @@ def _records(data: Any) -> list[MemoryRecord]:
     return [_record(row) for row in data]
 
 
-class SupabaseStore:
+class SupabaseStore(StoreBase):
     """A `LongTermStore` over a Supabase project's REST API, as each user (their JWT), under RLS.
 
     Args:
@@ -227,11 +228,9 @@ class SupabaseStore:
         self,
         user_id: UUID,
         items: Sequence[MemoryItem],
+        rules: WriteRules = DEFAULT_WRITE_RULES,
         *,
-        reinforcement_step: float,
         write_id: UUID | None = None,
-        near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-        embedding_threshold: float = DEFAULT_EMBEDDING_THRESHOLD,
     ) -> list[MemoryRecord]:
         """All items in one `memory_upsert_items` call. `write_id` (an idempotency key) is sent as
         `p_write_id` only when given."""
@@ -240,8 +239,8 @@ class SupabaseStore:
         params: dict[str, Any] = {
             "p_user_id": str(user_id),
             "p_items": [item.as_json() for item in items],
-            "p_reinforcement_step": reinforcement_step,
-            "p_near_duplicate_threshold": near_duplicate_threshold,
+            "p_reinforcement_step": rules.reinforcement_step,
+            "p_near_duplicate_threshold": rules.near_duplicate_threshold,
         }
         if write_id is not None:
             params["p_write_id"] = str(write_id)
@@ -250,7 +249,7 @@ class SupabaseStore:
         function = "memory_upsert_items"
         if model is not None:
             params["p_model"] = model
-            params["p_embedding_threshold"] = embedding_threshold
+            params["p_embedding_threshold"] = rules.embedding_threshold
             function = "memory_upsert_embedded"
         api = await self._as_user(user_id)
         return _records(await self._data("writing memory", api.rpc(function, params).execute()))

@@ -11,16 +11,19 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from .models import CleanText, FactCategory, FactSource
-from .rows import MemoryItem
-from .text import content_hash
+from ..models import CleanText, FactCategory, FactSource, MemoryModel, StorableTime
+from ..rows import MemoryItem
+from ..text import content_hash, unstorable_reason
 
-__all__ = ["Note", "note_item"]
+__all__ = ["MAX_METADATA_CHARS", "Note", "note_item"]
+
+MAX_METADATA_CHARS = 16_384
+"""A note's metadata as JSON: turn ids, speakers and tags fit many times over; a blob does not belong here."""
 
 
-class Note(BaseModel):
+class Note(MemoryModel):
     """One memory to store as given: `Note(content="Prefiere aluminio 7075", category="preference")`."""
 
     model_config = ConfigDict(frozen=True)
@@ -30,9 +33,9 @@ class Note(BaseModel):
     category: FactCategory = "fact"
     """What kind of fact it is (`memory_plugin.taxonomy`); `fact` (default) for anything that is not a
     preference, requirement, goal… (a conversation turn, an event)."""
-    occurred_at: datetime | None = None
+    occurred_at: StorableTime | None = None
     """When it was said or happened (a question naming that date finds it); None: now."""
-    expires_at: datetime | None = None
+    expires_at: StorableTime | None = None
     """After this it is never returned (temporary memories)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Extras stored as `jsonb` (a turn id, `speaker`: a question naming that person favours their notes)."""
@@ -55,10 +58,31 @@ class Note(BaseModel):
     @classmethod
     def _json_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
         try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+            encoded = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as exc:
             raise ValueError(f"metadata must be JSON (str keys, JSON values): {exc}") from None
+        reason = _unstorable_json(value)
+        if reason is not None:
+            raise ValueError(f"metadata {reason}")
+        if len(encoded) > MAX_METADATA_CHARS:
+            raise ValueError(f"metadata is {len(encoded):,} characters as JSON; the limit is {MAX_METADATA_CHARS:,}")
         return value
+
+
+def _unstorable_json(value: Any) -> str | None:
+    """Why a JSON value could not be stored as `jsonb` (a key or string with NUL or a lone surrogate)."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            if (reason := unstorable_reason(item)) is not None:
+                return reason
+        elif isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list | tuple):
+            todo.extend(item)
+    return None
 
 
 def note_item(note: Note) -> MemoryItem:

@@ -1,0 +1,34 @@
+"""Database URLs as they may be shown: in logs, status pages and `describe()`."""
+
+from __future__ import annotations
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+__all__ = ["masked_url"]
+
+
+def masked_url(url: str) -> str:
+    """`url` with its password replaced by `***` (a URL or a `key=value` connection string)."""
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        credentials, at, host = rest.rpartition("@")
+        if not at:
+            return _mask_query(url)
+        user, colon, _ = credentials.partition(":")
+        return _mask_query(f"{scheme}://{user}{':***' if colon else ''}@{host}")
+    try:
+        params = conninfo_to_dict(url)
+    except Exception:  # not a connection string: show nothing of it
+        return "***"
+    if "password" in params:
+        params["password"] = "***"
+    return make_conninfo(**{k: str(v) for k, v in params.items()})
+
+
+def _mask_query(url: str) -> str:
+    """A `password=` query parameter masked too."""
+    head, sep, query = url.partition("?")
+    if not sep:
+        return url
+    parts = [p if not p.lower().startswith("password=") else "password=***" for p in query.split("&")]
+    return head + "?" + "&".join(parts)

@@ -1,0 +1,170 @@
+"""`ExtractionRunner`: when the extraction policy says so, extracts lasting facts from the session's messages
+not extracted yet, in one model call, and stores them through the write pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from ..conversions import fact_from_record
+from ..errors import ExtractionError, MemoryPluginError, StoreError, StoreUnavailableError
+from ..failures import StoreFailures
+from ..logs import LOG_PREFIX, logger
+from ..models import MemorizedFact, MemoryUpdate, Message
+from ..session import SessionStore
+from ..settings import MemorySettings
+from ..store import ContextQuery, LongTermStore
+from ..write.pipeline import WritePipeline
+from .base import FactExtractor
+from .policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
+
+__all__ = ["ExtractionRunner", "ExtractionStats"]
+
+
+@dataclass(slots=True)
+class ExtractionStats:
+    """What extractions did (see `MemoryStats` for each counter)."""
+
+    extraction_calls: int = 0
+    extraction_model_calls: int = 0
+    extraction_failures: int = 0
+    facts_rejected: int = 0
+    extraction_rejections: dict[str, int] = field(default_factory=dict)
+    extraction_fields_dropped: int = 0
+    extractions_explicit: int = 0
+    extractions_end_of_request: int = 0
+    extractions_cadence: int = 0
+    extractions_skipped: int = 0
+
+
+class ExtractionRunner:
+    """Runs the extractor on a session's pending messages; at most one extraction per session at a time."""
+
+    def __init__(
+        self,
+        settings: MemorySettings,
+        extractor: FactExtractor,
+        sessions: SessionStore,
+        writer: WritePipeline,
+        store: LongTermStore,
+        failures: StoreFailures,
+        candidate_query: ContextQuery,
+    ) -> None:
+        self.settings = settings
+        self.extractor = extractor
+        self.sessions = sessions
+        self.writer = writer
+        self.store = store
+        self.failures = failures
+        self.policy = ExtractionPolicy.from_settings(settings)
+        """When extraction runs (triggers, cadence)."""
+        self.stats = ExtractionStats()
+        self._candidate_query = candidate_query
+        self._cursors = ExtractionCursors(settings.max_sessions)
+
+    async def run(
+        self, session_id: str, user_id: UUID, *, end_of_request: bool = False, force: bool = False
+    ) -> ExtractionRun:
+        """One extraction if due (`force`: whenever messages are pending); see `MemoryManager.extract_if_due`."""
+        async with self._cursors.flight(session_id):
+            # Decided under the lock: a trigger that waited for the previous extraction sees the cursor it
+            # moved, so messages are never extracted twice and a burst of triggers makes one call.
+            short = self.sessions.snapshot(session_id)
+            pending = self._cursors.pending(session_id, short.messages)
+            trigger: ExtractionTrigger | None = (
+                "manual" if force and pending else self.policy.decide(pending, end_of_request=end_of_request)
+            )
+            if trigger is None:
+                return self._maybe_skip(session_id, pending, end_of_request)
+            run = ExtractionRun(trigger=trigger, messages=len(pending))
+            self._count_trigger(trigger)
+            try:
+                known = await self._candidate_facts(user_id)
+                facts = await self.extract(pending, user_id, known_facts=known)
+                if facts:
+                    outcome = await self.writer.update(
+                        MemoryUpdate(user_id=user_id, session_id=session_id, new_facts=facts)
+                    )
+                    run.stored = outcome.stored
+            except MemoryPluginError as exc:
+                run.error = str(exc)
+                logger.warning("%s extraction (%s) failed for session %s: %s", LOG_PREFIX, trigger, session_id, exc)
+            else:
+                self._cursors.advance(session_id, pending)
+            return run
+
+    async def extract(
+        self, messages: Sequence[Message], user_id: UUID, *, known_facts: Sequence[MemorizedFact] = ()
+    ) -> list[MemorizedFact]:
+        """Candidate facts from `messages`, not stored; see `MemoryManager.extract_facts_from_conversation`."""
+        if not messages:
+            return []
+        self.stats.extraction_calls += 1
+        try:
+            outcome = await self.extractor.extract(list(messages), known_facts=list(known_facts))
+        except ExtractionError:
+            self.stats.extraction_failures += 1
+            raise
+        self.stats.extraction_model_calls += outcome.model_calls
+        self.stats.facts_rejected += outcome.rejected
+        self.stats.extraction_fields_dropped += sum(outcome.dropped_fields.values())
+        for reason, count in outcome.rejections.items():
+            self.stats.extraction_rejections[reason] = self.stats.extraction_rejections.get(reason, 0) + count
+        if outcome.rejections or outcome.dropped_fields:
+            logger.info(
+                "%s extraction output: rejected %s, fields dropped %s",
+                LOG_PREFIX,
+                outcome.rejections or "{}",
+                outcome.dropped_fields or "{}",
+            )
+        accepted: list[MemorizedFact] = []
+        for fact in outcome.facts:
+            too_long = len(fact.content) > self.settings.max_fact_chars
+            if too_long or fact.confidence < self.settings.min_fact_confidence:
+                self.stats.facts_rejected += 1
+                continue
+            accepted.append(fact.model_copy(update={"user_id": user_id}))
+        logger.info(
+            "%s extracted %d facts (%d rejected) with %s",
+            LOG_PREFIX,
+            len(accepted),
+            outcome.rejected + len(outcome.facts) - len(accepted),
+            self.extractor.name,
+        )
+        return accepted
+
+    def _maybe_skip(self, session_id: str, pending: Sequence[Message], end_of_request: bool) -> ExtractionRun:
+        """Nothing due. If a trigger would have fired but the pending user messages are only small talk,
+        move the cursor past them so they are not carried along forever."""
+        users = [m for m in pending if m.role == "user"]
+        small_talk_only = bool(users) and all(is_small_talk(m.content) for m in users)
+        if small_talk_only and (end_of_request or len(users) >= self.policy.every_n_user_messages):
+            self._cursors.advance(session_id, pending)
+            self.stats.extractions_skipped += 1
+            return ExtractionRun(skipped=True, messages=len(pending))
+        return ExtractionRun()
+
+    def _count_trigger(self, trigger: ExtractionTrigger) -> None:
+        if trigger == "explicit":
+            self.stats.extractions_explicit += 1
+        elif trigger == "end_of_request":
+            self.stats.extractions_end_of_request += 1
+        elif trigger == "cadence":
+            self.stats.extractions_cadence += 1
+
+    async def _candidate_facts(self, user_id: UUID) -> list[MemorizedFact]:
+        """The user's best-ranked current facts (`extraction_candidate_facts` of them), given to the extractor
+        with their ids for `replaces`; [] when the store cannot be read now (extraction goes on without)."""
+        if self.settings.extraction_candidate_facts == 0:
+            return []
+        try:
+            # Not `read_context`: that would replace the user's outage copy (what the agent sees) with this
+            # wider, facts-only read.
+            records = await self.store.peek_context(user_id, self._candidate_query)
+        except StoreError as exc:
+            if self.settings.require_pg_memory and isinstance(exc, StoreUnavailableError):
+                raise
+            self.failures.report("reading candidate facts for extraction", exc)
+            return []
+        return [fact_from_record(r) for r in records if r.kind == "fact"]
