@@ -19,7 +19,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agents.budget_agent import build_budget_agent, offline_reply
 from agents.fact_extractor import build_fact_extractor
-from agents.intent_classifier import Classification, build_intent_classifier, classify_offline
+from agents.intent import Classification, build_intent_classifier, classify_offline
 from agents.models import last_user_prompt, resolve_agent_model
 from agents.vocabulary import SHOP_VOCABULARY
 from memory_plugin import InvalidMemoryInputError, MemoryManager, MemorySettings, StoreUnavailableError

@@ -34,7 +34,7 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import AgentRunError
 
 from agents.budget_agent import build_budget_agent, offline_budget_model
-from agents.intent_classifier import (
+from agents.intent import (
     Classification,
     build_intent_classifier,
     classify_offline,
