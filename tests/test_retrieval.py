@@ -15,8 +15,8 @@ import pytest
 from memory_plugin import InvalidMemoryInputError, MemorizedFact, MemoryManager, MemoryUpdate, Note, StoreError
 from memory_plugin.retrieval import ScoredMemory, SearchQuery
 from memory_plugin.retrieval.search import vector_literal
-from memory_plugin.rows import MemoryRecord
 from memory_plugin.store import ContextQuery
+from memory_plugin.store.base import ContextRead
 from memory_plugin.store.postgres import IDENTITY_PRELUDE_SQL, user_claims
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -262,9 +262,9 @@ class _Spy:
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 
-    async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
+    async def read_context(self, user_id: UUID, query: ContextQuery) -> ContextRead:
         self.facts_asked.append(query.max_facts)
-        return await self.inner.context(user_id, query)  # type: ignore[attr-defined, no-any-return]
+        return await self.inner.read_context(user_id, query)  # type: ignore[attr-defined, no-any-return]
 
     async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
         if self.search_fails:

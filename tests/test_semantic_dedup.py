@@ -71,9 +71,9 @@ VECTORS = {
 }
 
 
-def manager(memory: MemoryManager, name: str = "chosen") -> MemoryManager:
+def manager(memory: MemoryManager, name: str = "chosen", **settings: object) -> MemoryManager:
     emb = MemoryEmbedder(Embedder(ChosenVectors(VECTORS)), name=name)
-    return MemoryManager(memory.settings, memory.store, embedder=emb)
+    return MemoryManager(memory.settings.model_copy(update=settings), memory.store, embedder=emb)
 
 
 def fact(content: str, *, importance: int = 3, confidence: float = 0.8, replaces: UUID | None = None) -> MemorizedFact:
@@ -159,8 +159,7 @@ async def test_paraphrases_in_one_write_fold_into_the_first(any_memory: MemoryMa
 
 
 async def test_a_threshold_above_one_turns_the_rule_off(any_memory: MemoryManager, user_id: UUID) -> None:
-    memory = manager(any_memory)
-    memory.settings = memory.settings.model_copy(update={"dedup_embedding_threshold": 2.0})
+    memory = manager(any_memory, dedup_embedding_threshold=2.0)
     await write(memory, user_id, fact("Le gusta el aluminio 7075"))
     outcome = await write(memory, user_id, fact("Prefiere el aluminio 7075"))
     assert outcome.inserted == 1

@@ -78,22 +78,24 @@ def cls(
 
 
 def spy_on(memory: MemoryManager, monkeypatch: pytest.MonkeyPatch, log: list[str]) -> None:
-    """Log every call to the manager methods the seven steps use, in order."""
-    for name in (
-        "get_memory_context",
-        "add_message",
-        "update_session_intents",
-        "update_session_entities",
-        "extract_facts_from_conversation",
-        "update_memory",
-    ):
-        original = getattr(memory, name)
+    """Log every call the seven steps make, in order, by the manager method's name: extraction and writes are
+    logged where every path reaches them (the extraction runner and the write pipeline)."""
+    targets: list[tuple[object, str, str]] = [
+        (memory, "get_memory_context", "get_memory_context"),
+        (memory, "add_message", "add_message"),
+        (memory, "update_session_intents", "update_session_intents"),
+        (memory, "update_session_entities", "update_session_entities"),
+        (memory.extraction, "extract", "extract_facts_from_conversation"),
+        (memory.writer, "update", "update_memory"),
+    ]
+    for owner, attribute, name in targets:
+        original = getattr(owner, attribute)
 
         async def spy(*args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
             log.append(_name)
             return await _original(*args, **kwargs)
 
-        monkeypatch.setattr(memory, name, spy)
+        monkeypatch.setattr(owner, attribute, spy)
     original_format: Callable[..., str] = memory.format_memory_for_agent
 
     def format_spy(*args: Any, **kwargs: Any) -> str:
