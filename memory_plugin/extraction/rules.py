@@ -163,7 +163,8 @@ _REQUEST_CATEGORIES: tuple[tuple[re.Pattern[str], FactCategory], ...] = (
     (re.compile(r"\b(?:prefer\w*|prefier\w*|gusta|like|likes|favou?rite|favorit[oa])\b", re.IGNORECASE), "preference"),
     (
         re.compile(
-            r"\b(?:need|needs|require\w*|must|necesit\w*|requier\w*|requerimos|exig\w*|tienen\s+que|deben)\b",
+            r"\b(?:need|needs|require\w*|must|necesit\w*|requier\w*|requerimos|exig\w*|tienen\s+que|deben"
+            r"|certifica\w*|certificate\w*|certified)\b",
             re.IGNORECASE,
         ),
         "requirement",
