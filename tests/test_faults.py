@@ -98,6 +98,7 @@ async def wait_until_replayed(store: ResilientStore) -> None:
     raise AssertionError(f"{store.pending_writes} writes still pending: {(await store.status()).last_error}")
 
 
+@pytest.mark.slow
 async def test_stopping_the_server_mid_stream_loses_no_write_and_applies_none_twice(
     server: Server, tmp_path: Path
 ) -> None:
@@ -161,6 +162,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 async def test_a_write_journaled_by_a_killed_process_is_replayed_at_the_next_start(
     server: Server, tmp_path: Path
 ) -> None:

@@ -391,6 +391,7 @@ def _same_partition(admin_conn: Conn, user_id: UUID) -> UUID:
             return other
 
 
+@pytest.mark.slow
 async def test_the_vector_channel_walks_hnsw_for_a_large_user_and_scans_a_small_or_crowded_one(
     pg_memory: MemoryManager, user_id: UUID, admin_conn: Conn
 ) -> None:

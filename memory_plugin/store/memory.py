@@ -116,7 +116,9 @@ class InMemoryStore(StoreBase):
                     current, key=lambda r: (-r.last_reinforced_at.timestamp(), r.id not in written_ids, str(r.id))
                 )
                 gone.extend(self._supersede(rows, r, winner) for r in current if r.id != winner.id)
-            written = [rows[r.content_hash] for r in written]  # as they are now
+            # As they are now: one may have been superseded by a later item of this write (its hash renamed).
+            now_by_id = {r.id: r for r in rows.values()}
+            written = [now_by_id[r.id] for r in written]
             if write_id is not None:
                 self._applied_writes[write_id] = [r.id for r in written + gone]
             return written + gone
