@@ -19,7 +19,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from memory_plugin.capability import MemoryCapability, MemoryDeps
 from memory_plugin.manager import MemoryManager
 
-from .intent_classifier import classify_offline, extract_entities
+from .intent import classify_offline, extract_entities
 from .models import last_user_prompt
 
 __all__ = [

@@ -44,6 +44,7 @@ from rich.table import Table
 
 from agents.fact_extractor import build_fact_extractor
 from agents.models import resolve_agent_model
+from agents.vocabulary import with_shop_vocabulary
 from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 
 from .database import EmbeddedPostgres
@@ -120,9 +121,10 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 def _settings(data_dir: Path | None) -> MemorySettings:
     try:
+        # The CLI is the machining shop's demo: its manager uses the shop's vocabulary.
         if data_dir is not None:
-            return MemorySettings(data_dir=data_dir.expanduser().resolve(), database_url=None)
-        return MemorySettings()
+            return with_shop_vocabulary(MemorySettings(data_dir=data_dir.expanduser().resolve(), database_url=None))
+        return with_shop_vocabulary(MemorySettings())
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"

@@ -85,7 +85,7 @@ class WritePipeline:
             else:
                 refused.append(RefusedFact(index, admitted))
         preferences, project, patterns = self.admission.sanitize_parts(update)
-        items = items_from_update(kept, preferences, project, patterns, update.session_id)
+        items = items_from_update(kept, preferences, project, patterns, update.session_id, self.settings.vocabulary)
         # Within this write: the last value of a slot wins, and near-duplicates fold into the first wording.
         items, _ = keep_latest_per_slot(items)
         items, folded = fold_near_duplicates(items, self.rules.near_duplicate_threshold)
