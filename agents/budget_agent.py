@@ -1,4 +1,4 @@
-"""The budget assistant of Arkcutt (a CNC machining shop): step 5 of the seed's workflow.
+"""The budget assistant of Arkcutt (a CNC machining shop): step 5 of the budget-request workflow.
 
 `build_budget_agent(memory, model)` is a pydantic-ai agent whose instructions get the user's memory from
 `MemoryCapability`. `offline_budget_model()` is a deterministic stand-in LLM for the demo and the tests:

@@ -1,4 +1,4 @@
-"""The budget-request workflow: the seed's seven steps, with memory, for one user message.
+"""The budget-request workflow: seven steps, with memory, for one user message.
 
     async with MemoryManager.open(MemorySettings(vocabulary=SHOP_VOCABULARY)) as memory:
         workflow = BudgetRequestWorkflow.build(memory)
@@ -83,7 +83,7 @@ class BudgetTurn:
 
 @dataclass
 class BudgetRequestWorkflow:
-    """Budget requests for a CNC machining shop, with conversational memory (the seed's workflow)."""
+    """Budget requests for a CNC machining shop, with conversational memory."""
 
     memory: MemoryManager
     """Short- and long-term memory."""
@@ -143,7 +143,7 @@ class BudgetRequestWorkflow:
             seen = await self.memory.add_message(session_id, Message(role="assistant", content=reply), user_id=user_id)
         else:
             warnings.append("the budget agent returned an empty answer; it was not recorded")
-        # 7. Extract and persist on the seed's triggers.
+        # 7. Extract and persist on the extraction policy's triggers.
         turn = BudgetTurn(
             reply=reply,
             classification=classification,
