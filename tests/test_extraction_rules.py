@@ -211,7 +211,7 @@ async def test_an_explicit_memory_request_is_stored_through_the_manager(
     assert is_explicit_trigger(text)  # the policy extracts at once...
     async with MemoryManager.open(pg_settings, extractor=RuleBasedExtractor()) as memory:
         session = f"s-{uuid4()}"
-        await memory.add_message(session, Message(role="user", content=text))
+        await memory.add_message(session, Message(role="user", content=text), user_id=user_id)
         run = await memory.extract_if_due(session, user_id)
         # ... and the extractor finds the fact: one user message, no cadence, stored in this turn.
         assert run.trigger == "explicit"
