@@ -153,6 +153,12 @@ class MemorySettings(BaseSettings):
     a conversation produces and far below what one user needs to slow everyone else down (a flood of 100,000
     facts in 65 s doubled a neighbour's write p50)."""
 
+    max_facts_per_user: int = Field(default=200_000, ge=1)
+    """Fact rows (current and history) one user may have; a write that would pass it raises `MemoryLimitError`
+    and writes nothing. 200,000 is twice the largest history the benchmarks measure; a person's conversations
+    produce a few thousand. Checked against a count read once per user and process, kept up to date by this
+    process's writes and read again near the limit (other processes' writes are seen then)."""
+
     write_burst: int = Field(default=10_000, ge=1)
     """Items one user may write at once (an import of a long history: a LoCoMo conversation is ~700 turns)."""
 

@@ -243,3 +243,22 @@ async def test_a_session_of_one_user_is_never_read_or_extracted_for_another(pg_m
             await call
     assert await pg_memory.list_memory(alice) == []
     assert [m.content for m in (await pg_memory.get_short_term(session, user_id=bob)).messages] == [said.content]
+
+
+@pytest.mark.parametrize("backend", ["postgres", "memory", "supabase"])
+async def test_a_user_cannot_pass_the_fact_limit_and_others_are_not_affected(
+    backend: str, pg_settings: MemorySettings, database_url: str, user_id: UUID
+) -> None:
+    from postgrest_transport import supabase_store
+
+    store = {"postgres": None, "memory": InMemoryStore(), "supabase": supabase_store(database_url)}[backend]
+    settings = pg_settings.model_copy(update={"max_facts_per_user": 5, "embedding_model": "none"})
+    async with MemoryManager.open(settings, store=store) as memory:
+        await memory.remember_many(user_id, [Note(content=f"Nota {i}") for i in range(4)])
+        assert await memory.store.count_facts(user_id) == 4
+        with pytest.raises(MemoryLimitError, match="MEMORY_MAX_FACTS_PER_USER"):
+            await memory.remember_many(user_id, [Note(content="Nota 4"), Note(content="Nota 5")])
+        assert await memory.store.count_facts(user_id) == 4  # nothing of the refused write
+        await memory.remember(user_id, "Nota 0")  # a repeat reinforces: no new row, allowed
+        await memory.remember(user_id, "Nota 4")  # the fifth row
+        assert len(await memory.remember_many(uuid4(), [Note(content=f"Otra {i}") for i in range(5)])) == 5
