@@ -50,6 +50,7 @@ from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 from .database import EmbeddedPostgres
 from .database.admin import ArchiveReport, MemoryAdmin
 from .database.connector import DatabaseConnector
+from .database.urls import masked_url
 from .database.embedded import stop_embedded
 from .database.migrations import migrate
 from .errors import InvalidMemoryInputError, MemoryPluginError
@@ -255,7 +256,7 @@ async def _demo(settings: MemorySettings, console: Console) -> None:
         if url:
             query = f"select kind, category, content, confidence from user_memory where user_id = '{user}'"
             console.print("[bold]Inspect the table:[/]")
-            console.print(f'  psql "{escape(url)}" -c "{escape(query)}"', soft_wrap=True)
+            console.print(f'  psql "{escape(masked_url(url))}" -c "{escape(query)}"', soft_wrap=True)
             console.print(
                 "[dim]  (the embedded server stops when the last command using it exits; `memory-plugin db-url` "
                 "starts it again and keeps it running until `memory-plugin stop`)[/]",
