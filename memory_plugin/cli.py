@@ -50,9 +50,9 @@ from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 from .database import EmbeddedPostgres
 from .database.admin import ArchiveReport, MemoryAdmin
 from .database.connector import DatabaseConnector
-from .database.urls import masked_url
 from .database.embedded import stop_embedded
 from .database.migrations import migrate
+from .database.urls import masked_url
 from .errors import InvalidMemoryInputError, MemoryPluginError
 from .manager import MemoryManager
 from .outage.journal import WriteJournal
