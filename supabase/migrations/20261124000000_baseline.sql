@@ -120,7 +120,9 @@ create table public.user_memory (
     -- fact: its category (memory_plugin.taxonomy); preference: the slot it fills; project and pattern: the
     -- kind again (so the column is never null and always filterable).
     category           text        not null,
-    content            text        not null check (char_length(content) between 1 and 2000),
+    -- 20,000 characters: a verbatim note is a message someone wrote (MEMORY_MAX_NOTE_CHARS, 16,000 by default;
+    -- ~2 % of everyday chat turns exceed 500 characters); extracted facts are held to MEMORY_MAX_FACT_CHARS.
+    content            text        not null check (char_length(content) between 1 and 20000),
     confidence         real        not null default 0.6 check (confidence between 0 and 1),
     source             text        not null default 'inferred' check (source in ('explicit', 'inferred')),
     importance         smallint    not null default 3 check (importance between 1 and 5),
@@ -189,7 +191,7 @@ create index user_memory_user_id_kind_idx on public.user_memory (user_id, kind, 
 create index user_memory_fact_rank_idx on public.user_memory
     (user_id, importance, confidence desc, last_reinforced_at desc, id) include (expires_at, category)
     where kind = 'fact' and invalid_at is null and archived_at is null and category <> 'rejection';
--- The most recently reinforced facts of each importance level: the seed of memory_rank_facts' bar.
+-- The most recently reinforced facts of each importance level: the starting set of memory_rank_facts' bar.
 create index user_memory_fact_recent_idx on public.user_memory
     (user_id, importance, last_reinforced_at desc, id) include (confidence, expires_at, category)
     where kind = 'fact' and invalid_at is null and archived_at is null and category <> 'rejection';
@@ -1263,6 +1265,23 @@ revoke all on function public.memory_fact_history(uuid, timestamptz, boolean, in
 grant execute on function public.memory_rank_facts(uuid, integer, real, real, real, real, timestamptz, jsonb, real) to authenticated, service_role;
 grant execute on function public.memory_context(uuid, integer, integer, integer, real, real, real, real, timestamptz, jsonb, real, integer) to authenticated, service_role;
 grant execute on function public.memory_fact_history(uuid, timestamptz, boolean, integer) to authenticated, service_role;
+
+
+-- memory_fact_count: how many fact rows the user has (current and history), for the per-user fact limit
+-- (MEMORY_MAX_FACTS_PER_USER). Read once per user and process, then kept up to date by the writer: an
+-- index-only count, ~10 ms at 100,000 facts.
+create function public.memory_fact_count(p_user_id uuid)
+    returns bigint
+    language sql
+    stable
+    security invoker
+    set search_path = ''
+as $$
+    select count(*) from public.user_memory m where m.user_id = p_user_id and m.kind = 'fact';
+$$;
+
+revoke all on function public.memory_fact_count(uuid) from public, anon;
+grant execute on function public.memory_fact_count(uuid) to authenticated, service_role;
 
 
 -- ==== supabase/schemas/22_memory_search.sql
