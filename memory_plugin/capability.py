@@ -7,11 +7,18 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
+from opentelemetry import trace
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities.abstract import WrapRunHandler
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.toolsets import AbstractToolset
 
+from .context.budget import ContextReport
+from .context.builder import ContextBuilder
+from .context.history import messages_for_request
 from .errors import InvalidMemoryInputError, MemoryPluginError
 from .logs import LOG_PREFIX, logger
 from .manager import MemoryManager
@@ -78,6 +85,20 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     """Also give the model tools to search, add and delete the user's memories (`memory_toolset`)."""
     id: str | None = "memory"
     """One memory per agent by default; pass another id to combine two managers."""
+    context: ContextBuilder | None = None
+    """Spend one token budget on memory and history (`ContextBuilder`, e.g. `await ContextBuilder.open(memory,
+    settings, database_url=memory.database_url)`): profile, slots, rolling summary and relevant facts as
+    instructions, the clamped history (the caller's `message_history`, else the session's) as messages,
+    compaction with the summary later in long runs, the report on the run's span; slots and summary kept up
+    to date after each run. None: the memory block and the caller's history as they are."""
+    _history: list[ModelMessage] = field(default_factory=list, init=False, repr=False)
+    """This run's assembled history (with `context`)."""
+    _given: int = field(default=0, init=False, repr=False)
+    """How many messages the caller passed as `message_history`."""
+    _summary: str | None = field(default=None, init=False, repr=False)
+    """The rolling summary compaction hands over."""
+    _report: ContextReport | None = field(default=None, init=False, repr=False)
+    """How this run's budget was spent."""
     _block: str = field(default="", init=False, repr=False)
     """This run's rendered memory block."""
 
@@ -89,14 +110,47 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         prompt = _prompt_text(ctx.prompt)
         if self.record_messages:
             self.memory.check_message(identity.session_id, identity.user_id, prompt)
-        context = await self.memory.get_memory_context(identity.session_id, identity.user_id, query=prompt or None)
         run = replace(self)
+        if self.context is not None:
+            # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
+            built = await self.context.build(
+                identity.session_id, identity.user_id, query=prompt or None, history=list(ctx.messages) or None
+            )
+            run._block, run._history, run._given = built.instructions, built.history, len(ctx.messages)
+            run._summary, run._report = built.summary, built.report
+            return run
+        context = await self.memory.get_memory_context(identity.session_id, identity.user_id, query=prompt or None)
         run._block = self.memory.format_memory_for_agent(context)
         return run
 
     def get_instructions(self) -> str | None:
         """The memory block, placed in the instructions (None when nothing is remembered yet)."""
         return self._block or None
+
+    async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
+        """With `context`: the budget report on the agent run's span (`memory.context.*`; instrumentation is
+        the outermost capability, so its run span is current here)."""
+        if self._report is not None:
+            trace.get_current_span().set_attributes(self._report.as_attributes())
+        return await handler()
+
+    async def before_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """With `context`: the assembled history on the first request, compaction on the later ones."""
+        if self.context is None:
+            return request_context
+        request_context.messages = messages_for_request(
+            request_context.messages,
+            first_request=ctx.run_step <= 1,
+            history=self._history,
+            given=self._given,
+            summary=self._summary,
+            counter=self.context.counter,
+            max_tokens=self.context.budget.total_tokens,
+            min_messages=self.context.budget.min_recent_messages,
+        )
+        return request_context
 
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         """The memory tools, when `tools=True`."""
@@ -115,14 +169,30 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         answer = result.output if isinstance(result.output, str) else ""
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
         await self.memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
+        extraction = None
         if self.extract_facts and identity.user_id is not None:
             try:
                 # The extraction policy decides: an explicit memory instruction, or the cadence of user
                 # messages; one batched call covers everything not extracted yet.
-                await self.memory.extract_if_due(identity.session_id, identity.user_id)
+                extraction = await self.memory.extract_if_due(identity.session_id, identity.user_id)
             except MemoryPluginError as exc:
                 # The answer is already produced; failing the run now would lose it. Report instead.
                 logger.warning("%s could not store facts after the run: %s", LOG_PREFIX, exc)
+        if self.context is not None and identity.user_id is not None:
+            try:
+                # Slots from the facts just stored (what they superseded is read back), the rolling summary
+                # if due.
+                short = await self.memory.get_short_term(identity.session_id, user_id=identity.user_id)
+                await self.context.after_turn(
+                    identity.session_id,
+                    identity.user_id,
+                    short.messages,
+                    stored=extraction.stored if extraction else (),
+                    superseded=None,
+                    extraction_ran=extraction is not None and extraction.trigger is not None,
+                )
+            except MemoryPluginError as exc:
+                logger.warning("%s could not update the slots or the summary after the run: %s", LOG_PREFIX, exc)
         return result
 
     @classmethod
