@@ -122,14 +122,15 @@ async def test_concurrent_first_migrations_apply_once(admin_conn: AdminConn, dat
 
 
 def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn) -> None:
-    """The table editor and the REST API show user_memory and the facts' search rows; the machinery (postings,
+    """The table editor and the REST API show user_memory, the facts' search rows, and each user's structured slots
+    and rolling summaries (memory a person reads, like the facts); the machinery (postings,
     counts, partitions, applied writes, trigger and text helpers) is in `memory_private`, which the API does not
     expose; user_memory's internal key columns say so in their comments."""
     tables = admin_conn.execute(
         "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
         " where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1"
     ).fetchall()
-    assert tables == [("memory_search_docs",), ("user_memory",)]
+    assert tables == [("memory_search_docs",), ("memory_slots",), ("memory_summaries",), ("user_memory",)]
     functions = admin_conn.execute(
         "select p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
         " where n.nspname = 'public' and p.prorettype <> 'trigger'::regtype order by 1"
