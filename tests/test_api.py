@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -247,3 +249,24 @@ async def test_openapi_schema_is_served(client: httpx.AsyncClient) -> None:
     schema = (await client.get("/openapi.json")).json()
     assert {"/api/chats", "/api/chats/{chat_id}", "/api/memory/records"} <= set(schema["paths"])
     assert "ErrorBody" in schema["components"]["schemas"]
+
+
+@pytest.mark.slow
+async def test_fuzzing_from_the_openapi_schema_finds_no_server_error(api: str, tmp_path: Any) -> None:
+    """schemathesis generates requests from the served schema (60 per operation, 6 operations, fixed seed) with
+    a valid user's token; no answer may be a 5xx."""
+    user = uuid4()
+    async with httpx.AsyncClient(base_url=api) as c:  # a chat of this user, so `{chat_id}` routes can hit one
+        await c.post("/api/chats", json={"turns": turns(1, "fuzz")}, headers=auth(user))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "schemathesis.cli", "run", f"{api}/openapi.json",
+        "--checks", "not_a_server_error", "--phases", "examples,coverage,fuzzing", "--max-examples", "60",
+        "--seed", "17", "--no-shrink", "--workers", "1", "-H", f"Authorization: Bearer {token(user)}",
+        cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(process.communicate(), timeout=280)
+    text = output.decode(errors="replace")
+    assert process.returncode == 0, text[-4000:]
+    generated = re.search(r"(\d+) generated", text)
+    assert generated is not None, text[-2000:]
+    assert int(generated.group(1)) >= 100  # the run really exercised the API
