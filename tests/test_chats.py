@@ -286,3 +286,35 @@ async def test_extractive_summary_prefers_recurring_topics() -> None:
     text = await ExtractiveSummarizer().summarize(lines, 90)
     assert "soportes anodizados" in text
     assert "tiempo" not in text
+
+
+async def test_the_find_chat_tool_answers_for_the_runs_user_only(service: ChatService, user_id: UUID) -> None:
+    from dataclasses import dataclass
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ToolReturnPart as Return
+
+    from memory_plugin.chats.tools import chat_toolset
+
+    @dataclass
+    class Deps:
+        user_id: UUID
+
+    anodised = await service.create(user_id, turns=conversation(3, "soportes anodizados"))
+    await service.create(user_id, turns=conversation(3, "facturas pendientes de pago"))
+    seen: list[Any] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p for m in messages for p in m.parts if isinstance(p, Return)]
+        if returns:
+            seen.append(returns[-1].content)
+            return ModelResponse(parts=[TextPart("ok")])
+        call = ToolCallPart("find_chat", {"description": "volvamos al chat de los soportes anodizados"})
+        return ModelResponse(parts=[call])
+
+    agent = Agent(FunctionModel(model), deps_type=Deps, toolsets=[chat_toolset(service)])
+    await agent.run("volvamos al chat de los soportes anodizados", deps=Deps(user_id))
+    assert seen[-1]["status"] == "found"
+    assert seen[-1]["chat"]["chat_id"] == str(anodised.id)
+    await agent.run("volvamos al chat de los soportes anodizados", deps=Deps(uuid4()))
+    assert seen[-1] == {"status": "none"}
