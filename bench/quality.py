@@ -441,9 +441,9 @@ async def run_conversation(
                         superseded.add(said.supersedes)
                     if said.category == "rejection":
                         rejections.add(said.fid)
-                await memory.add_message(session, message)
+                await memory.add_message(session, message, user_id=user)
                 reply = "Anotado, te preparo el presupuesto." if turn.facts else "De acuerdo."
-                await memory.add_message(session, Message(role="assistant", content=reply, timestamp=at))
+                await memory.add_message(session, Message(role="assistant", content=reply, timestamp=at), user_id=user)
                 await memory.extract_if_due(session, user, end_of_request=turn.end_of_request)
                 result.user_turns += 1
                 at += timedelta(minutes=3)

@@ -290,8 +290,10 @@ def _plan_lines(lines: list[str], limit: int = 40, width: int = 150) -> list[str
 async def _time_context(memory: MemoryManager, user_id: UUID, warmup: int, calls: int) -> list[float]:
     session_id = f"bench-{user_id}"
     for text in ("Necesito 50 soportes en aluminio 7075", "¿Con qué acabado?", "Anodizado negro"):
-        await memory.add_message(session_id, Message(role="user", content=text))
-    await memory.update_session_entities(session_id, {"materials": ["aluminio 7075"], "quantity": "50"})
+        await memory.add_message(session_id, Message(role="user", content=text), user_id=user_id)
+    await memory.update_session_entities(
+        session_id, {"materials": ["aluminio 7075"], "quantity": "50"}, user_id=user_id
+    )
     for _ in range(warmup):
         await memory.get_memory_context(session_id, user_id)
     timings: list[float] = []

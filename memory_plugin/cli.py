@@ -40,9 +40,11 @@ from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 
 from .database import EmbeddedPostgres
 from .database.admin import ArchiveReport, MemoryAdmin
+from .database.connector import DatabaseConnector
 from .database.migrations import migrate
 from .errors import MemoryPluginError
 from .manager import MemoryManager
+from .outage.journal import WriteJournal
 from .quality.decay import DecayPolicy
 from .rows import MemoryRecord
 from .settings import MemorySettings
@@ -421,8 +423,12 @@ def erase(
     uid = _user(user)
     if not yes and not typer.confirm(f"Erase all memory of user {uid}?"):
         raise typer.Exit(1)
-    deleted = _run(_erase(_admin_url(_settings(data_dir)), uid))
-    _out().print(f"erased {deleted} row(s) of user {uid}")
+    settings = _settings(data_dir)
+    deleted = _run(_erase(_admin_url(settings), uid))
+    # Writes journaled during an outage must not bring the user back at the next replay.
+    journal = WriteJournal.for_database(settings.data_dir, DatabaseConnector(settings).identity)
+    pending = journal.drop_user(uid).items
+    _out().print(f"erased {deleted} row(s) and {pending} pending write(s) of user {uid}")
 
 
 async def _maintain(url: str, settings: MemorySettings) -> ArchiveReport:

@@ -7,9 +7,11 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .errors import MemoryPluginError
+from .privacy.policy import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 
 __all__ = ["LocalRuntime", "MemorySettings"]
@@ -90,9 +92,51 @@ class MemorySettings(BaseSettings):
     max_message_chars: int = Field(default=20_000, ge=1)
     """Longest message accepted; longer input raises `InvalidMemoryInputError` instead of being truncated."""
 
+    session_store_max_bytes: int = Field(default=512 * 1024 * 1024, ge=64 * 1024)
+    """RAM budget of all sessions together, in (estimated) bytes: beyond it the least recently active sessions
+    are evicted. A session is estimated from its text (messages, entity values, intents) plus a fixed cost per
+    object fitted with `tracemalloc` (`session/store.py`; within 6 % of the RAM traced). 512 MiB holds the
+    100,000 sessions of `max_sessions` with 2 short messages each (~3.6 kB), ~27,000 sessions of 20 messages
+    of 300 characters (~19 kB), or ~1,300 full of the longest messages (20 × 20,000 characters, ~0.4 MB)."""
+
+    max_sessions_per_user: int = Field(default=100, ge=1)
+    """Live sessions of one user; a new one beyond it evicts that user's least recently active session, so a
+    user opening sessions in a loop evicts their own, never another user's. Sessions used without a user are
+    bounded only by `max_sessions` and `session_store_max_bytes`."""
+
+    session_max_bytes_per_user: int = Field(default=16 * 1024 * 1024, ge=64 * 1024)
+    """RAM budget of one user's sessions (estimated bytes, as `session_store_max_bytes`); beyond it that user's
+    least recently active sessions are evicted (never the one being written). 16 MiB: ~40 sessions full of
+    the longest messages, far more than a person has open at once."""
+
+    max_session_entity_values_per_kind: int = Field(default=50, ge=1)
+    """Entity values kept per kind in a session ("materials": 50 distinct materials); an update past it
+    raises `SessionLimitError` and keeps nothing of that update."""
+
+    max_session_entity_values: int = Field(default=200, ge=1)
+    """Entity values of all kinds kept in a session (each value reaches the prompt); past it an update raises
+    `SessionLimitError`."""
+
+    max_session_intents: int = Field(default=50, ge=1)
+    """Distinct intents kept in a session; a new one past it raises `SessionLimitError`."""
+
     # --- long-term memory ----------------------------------------------------------------------------
     max_fact_chars: int = Field(default=500, ge=10)
-    """Longest fact content accepted. Facts are short statements; long text belongs in messages."""
+    """Longest extracted fact accepted. Facts are short statements; long text belongs in verbatim notes (see
+    `max_note_chars`). At most `max_note_chars`."""
+
+    max_note_chars: int = Field(default=16_000, ge=10)
+    """Longest verbatim note accepted (a message someone wrote, stored by `remember`/`remember_many` or an
+    import): message-sized, because ~2 % of everyday chat turns are longer than 500 characters and the longest
+    seen reach ~2,000. Must not exceed the schema's `user_memory.content` length check (checked at start-up by
+    `check_content_limit`)."""
+
+    health_notes: HealthNotesConsent = "off"
+    """What may be kept of health statements (`memory_plugin.privacy.HealthNotesConsent`): ``"off"`` (default)
+    replaces the speaker's own clinical detail in notes with ``[health detail]`` and reduces clinical facts to
+    a non-clinical `health_note` or drops them; ``"keep_notes"``, for deployments with the user's explicit
+    consent, also keeps non-clinical health notes where a note would otherwise be dropped. Raw clinical detail
+    (diagnosis, medication, dose, test result) is never stored in either mode."""
 
     write_rate_per_second: float = Field(default=100.0, ge=0)
     """Items (facts, notes, preferences…) one user may write per second once `write_burst` is spent; a write
@@ -159,6 +203,30 @@ class MemorySettings(BaseSettings):
 
     max_rejections_in_context: int = Field(default=20, ge=0)
     """Current rejections ("never suggest X") placed in the context after the ranked facts, newest first."""
+
+    @model_validator(mode="after")
+    def _fact_limit_within_note_limit(self) -> MemorySettings:
+        if self.max_fact_chars > self.max_note_chars:
+            raise ValueError(
+                f"max_fact_chars ({self.max_fact_chars}) is larger than max_note_chars ({self.max_note_chars}): "
+                "an extracted fact is a short statement drawn from a note; raise MEMORY_MAX_NOTE_CHARS or lower "
+                "MEMORY_MAX_FACT_CHARS"
+            )
+        return self
+
+    def check_content_limit(self, schema_max_chars: int) -> None:
+        """Raise `MemoryPluginError` when the text limits exceed what the schema stores.
+
+        `schema_max_chars` is the upper bound of the `user_memory.content` length check of the connected
+        database; call this at start-up so a too-long note fails there, with this message, instead of as a
+        `StoreError` inside Postgres for a whole batch."""
+        for name, value in (("max_note_chars", self.max_note_chars), ("max_fact_chars", self.max_fact_chars)):
+            if value > schema_max_chars:
+                raise MemoryPluginError(
+                    f"{name} is {value} characters but the database stores at most {schema_max_chars} per memory "
+                    f"(the user_memory.content check): set MEMORY_{name.upper()}={schema_max_chars} or less, or "
+                    "apply the migration that raises the check"
+                )
 
     @field_validator("half_life_days")
     @classmethod
@@ -231,7 +299,7 @@ class MemorySettings(BaseSettings):
     search_exact_scan_below: int = Field(default=2000, ge=0)
     """Users with fewer vectors than this are scanned exactly; above, through the HNSW index, unless they are a
     small share of their partition of the search table: the threshold grows by `k / (share × ef_search)`, as
-    the index walk must pass over the other users' rows (migration `20261123200000_search_share.sql`)."""
+    the index walk must pass over the other users' rows (`supabase/schemas/22_memory_search.sql`)."""
 
     search_text_scan_limit: int = Field(default=500, ge=1)
     """Postings read per question word: bounds the cost of very common words in a long history."""

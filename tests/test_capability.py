@@ -93,7 +93,7 @@ async def test_run_records_prompt_and_answer_and_next_run_sees_them(pg_memory: M
 
     await agent.run("Necesito 20 soportes fresados", deps=MemoryDeps(session_id=session, user_id=user_id))
 
-    short = await pg_memory.get_short_term(session)
+    short = await pg_memory.get_short_term(session, user_id=user_id)
     assert [(m.role, m.content) for m in short.messages] == [
         ("user", "Necesito 20 soportes fresados"),
         ("assistant", "¿Qué material prefieres?"),

@@ -62,10 +62,10 @@ def counting() -> CountingModel:
     return CountingModel()
 
 
-async def say(memory: MemoryManager, session: str, text: str, when: datetime | None = None) -> Message:
+async def say(memory: MemoryManager, session: str, user_id: UUID, text: str, when: datetime | None = None) -> Message:
     message = Message(role="user", content=text, **({"timestamp": when} if when else {}))
-    await memory.add_message(session, message)
-    await memory.add_message(session, Message(role="assistant", content="Entendido."))
+    await memory.add_message(session, message, user_id=user_id)
+    await memory.add_message(session, Message(role="assistant", content="Entendido."), user_id=user_id)
     return message
 
 
@@ -125,7 +125,7 @@ async def test_cadence_counts_user_messages_and_batches_everything_pending(
         session = f"s-{uuid4()}"
         sent = []
         for i, text in enumerate(["Necesito 50 bridas", "Gracias", "En acero 316L", "Con rosca M8", "Y planos"]):
-            sent.append(await say(memory, session, text))
+            sent.append(await say(memory, session, user_id, text))
             run = await memory.extract_if_due(session, user_id)
             if i < 4:
                 assert run.trigger is None
@@ -135,7 +135,7 @@ async def test_cadence_counts_user_messages_and_batches_everything_pending(
         assert run.messages == 10
         assert all(f"[{m.id}] user" in counting.prompts[0] for m in sent)
 
-        await say(memory, session, "Otra cosa: 20 ejes")
+        await say(memory, session, user_id, "Otra cosa: 20 ejes")
         assert (await memory.extract_if_due(session, user_id)).trigger is None
         assert len(counting.prompts) == 1
 
@@ -145,15 +145,15 @@ async def test_explicit_trigger_fires_at_once_and_the_cursor_prevents_rereading(
 ) -> None:
     async with manager(pg_settings, counting) as memory:
         session = f"s-{uuid4()}"
-        first = await say(memory, session, "Necesito 50 bridas en 316L")
+        first = await say(memory, session, user_id, "Necesito 50 bridas en 316L")
         await memory.extract_if_due(session, user_id)
-        second = await say(memory, session, "Recuerda: no me sugieras acero 1045")
+        second = await say(memory, session, user_id, "Recuerda: no me sugieras acero 1045")
         run = await memory.extract_if_due(session, user_id)
         assert (run.trigger, run.messages, len(counting.prompts)) == ("explicit", 4, 1)
         assert first.id in counting.prompts[0]
         assert second.id in counting.prompts[0]
 
-        third = await say(memory, session, "A partir de ahora, todo anodizado")
+        third = await say(memory, session, user_id, "A partir de ahora, todo anodizado")
         await memory.extract_if_due(session, user_id)
         assert len(counting.prompts) == 2
         assert third.id in counting.prompts[1]
@@ -167,7 +167,7 @@ async def test_small_talk_only_is_skipped_without_a_call(
     async with manager(pg_settings, counting) as memory:
         session = f"s-{uuid4()}"
         for text in ["Hola", "Gracias", "Vale, perfecto", "¡Genial!"]:
-            await say(memory, session, text)
+            await say(memory, session, user_id, text)
         run = await memory.extract_if_due(session, user_id, end_of_request=True)
         assert run.skipped
         assert counting.prompts == []
@@ -179,7 +179,7 @@ async def test_end_of_request_extracts_what_is_pending(
 ) -> None:
     async with manager(pg_settings, counting) as memory:
         session = f"s-{uuid4()}"
-        await say(memory, session, "Prefiero 7075 para prototipos")
+        await say(memory, session, user_id, "Prefiero 7075 para prototipos")
         assert (await memory.extract_if_due(session, user_id)).trigger is None
         assert (await memory.extract_if_due(session, user_id, end_of_request=True)).trigger == "end_of_request"
         assert len(counting.prompts) == 1
@@ -189,11 +189,11 @@ async def test_at_most_one_extraction_in_flight_per_session(pg_settings: MemoryS
     model = CountingModel(gate=asyncio.Event())
     async with manager(pg_settings, model) as memory:
         session = f"s-{uuid4()}"
-        await say(memory, session, "Recuerda que siempre pedimos certificado 3.1")
+        await say(memory, session, user_id, "Recuerda que siempre pedimos certificado 3.1")
         first = asyncio.create_task(memory.extract_if_due(session, user_id))
         second = asyncio.create_task(memory.extract_if_due(session, user_id))
         await model.started.wait()
-        await say(memory, session, "Y recuerda que las cajas van etiquetadas")  # arrives while the call runs
+        await say(memory, session, user_id, "Y recuerda que las cajas van etiquetadas")  # arrives while the call runs
         third = asyncio.create_task(memory.extract_if_due(session, user_id))
         await asyncio.sleep(0.01)
         assert model.in_flight == 1
@@ -222,7 +222,7 @@ async def test_a_failed_extraction_keeps_the_messages_pending(
 
     async with MemoryManager.open(pg_settings, extractor=LLMExtractor(FunctionModel(respond))) as memory:
         session = f"s-{uuid4()}"
-        first = await say(memory, session, "Recuerda que siempre pedimos certificado 3.1")
+        first = await say(memory, session, user_id, "Recuerda que siempre pedimos certificado 3.1")
         with caplog.at_level(logging.WARNING, logger="memory_plugin"):
             run = await memory.extract_if_due(session, user_id)
         assert run.error is not None
@@ -231,7 +231,7 @@ async def test_a_failed_extraction_keeps_the_messages_pending(
         assert "extraction (explicit) failed" in caplog.text
         assert await memory.list_memory(user_id) == []
 
-        await say(memory, session, "Y recuerda: anodizado negro")
+        await say(memory, session, user_id, "Y recuerda: anodizado negro")
         run = await memory.extract_if_due(session, user_id)
         assert run.error is None
         [fact] = run.stored
@@ -273,7 +273,7 @@ async def test_the_extractor_gets_candidate_facts_with_ids_and_replaces_is_valid
         )
         known["budget"] = old.id
         session = f"s-{uuid4()}"
-        await say(memory, session, "Ya no: el presupuesto ahora es de 2000 € por pedido")
+        await say(memory, session, user_id, "Ya no: el presupuesto ahora es de 2000 € por pedido")
         run = await memory.extract_if_due(session, user_id)
 
         assert f"[{old.id}] (constraint) No puede superar 1000 € por pedido" in model.prompts[0]
@@ -326,7 +326,7 @@ async def test_provenance_conversation_time_and_resolved_dates_are_stored(
 ) -> None:
     said_at = datetime(2026, 3, 2, 11, 30, tzinfo=UTC)  # a Monday, months before the write
     session = f"s-{uuid4()}"
-    message = await say(pg_memory, session, "Estaré fuera este fin de semana.", when=said_at)
+    message = await say(pg_memory, session, user_id, "Estaré fuera este fin de semana.", when=said_at)
     await pg_memory.remember_from_session(session, user_id)
 
     row = admin_conn.execute(
@@ -350,7 +350,7 @@ async def test_a_current_temporary_fact_reaches_the_prompt_until_it_expires(
     pg_memory: MemoryManager, user_id: UUID
 ) -> None:
     session = f"s-{uuid4()}"
-    await say(pg_memory, session, "I'll be away next week.")
+    await say(pg_memory, session, user_id, "I'll be away next week.")
     [fact] = await pg_memory.remember_from_session(session, user_id)
     assert fact.content.startswith("Will be away the week of ")
     assert fact.expires_at is not None
@@ -370,7 +370,7 @@ async def test_bad_items_are_counted_by_reason_and_the_good_ones_stored(
     ]
     async with manager(pg_settings, CountingModel(facts=lambda prompt: items)) as memory:
         session = f"s-{uuid4()}"
-        await say(memory, session, "Recuerda que necesitamos ISO 9001")
+        await say(memory, session, user_id, "Recuerda que necesitamos ISO 9001")
         run = await memory.extract_if_due(session, user_id)
         assert [f.content for f in run.stored] == ["Requiere ISO 9001"]
         assert memory.stats.extraction_rejections == {"unknown_category": 1, "too_long": 1}

@@ -30,6 +30,7 @@ from memory_plugin import (
     PostgresStore,
     ProjectRecord,
     RequestPattern,
+    SessionOwnershipError,
     ShortTermMemory,
     StoreError,
     UserPreferences,
@@ -111,7 +112,11 @@ async def test_context_without_user_is_short_term_only(pg_memory: MemoryManager,
     assert ctx.short_term.entities == {"services": ["fresado"]}
     assert ctx.long_term.is_empty()
 
-    ctx = await pg_memory.get_memory_context("s-anon", str(user_id))  # a UUID string works as well
+    # An anonymous session stays anonymous: it is never read into a user's context.
+    with pytest.raises(SessionOwnershipError):
+        await pg_memory.get_memory_context("s-anon", user_id)
+    await pg_memory.add_message("s-user", user_msg("Hola, ¿hacéis fresado?"), user_id=user_id)
+    ctx = await pg_memory.get_memory_context("s-user", str(user_id))  # a UUID string works as well
     assert ctx.user_id == user_id
     assert [f.content for f in ctx.long_term.facts] == ["Prefiere titanio"]
     assert [m.content for m in ctx.short_term.messages] == ["Hola, ¿hacéis fresado?"]
@@ -299,10 +304,10 @@ async def _context_with(memory: MemoryManager, fact_text: str, message_text: str
             preferences=UserPreferences(industry="aeroespacial", preferred_materials=["aluminio 7075"]),
         )
     )
-    await memory.add_message(session, user_msg(message_text))
-    await memory.add_message(session, Message(role="assistant", content="De acuerdo."))
-    await memory.update_session_entities(session, {"materials": ["Titanio grado 5"], "quantity": "50"})
-    await memory.update_session_intents(session, "budget_request")
+    await memory.add_message(session, user_msg(message_text), user_id=user)
+    await memory.add_message(session, Message(role="assistant", content="De acuerdo."), user_id=user)
+    await memory.update_session_entities(session, {"materials": ["Titanio grado 5"], "quantity": "50"}, user_id=user)
+    await memory.update_session_intents(session, "budget_request", user_id=user)
     return await memory.get_memory_context(session, user)
 
 
@@ -361,7 +366,7 @@ async def test_store_failure_degrades_to_short_term_memory(
     store = await PostgresStore.connect(database_url)
     async with MemoryManager.open(pg_settings, store=store) as memory:
         await memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=[fact("Prefiere latón")]))
-        await memory.add_message("s1", user_msg("Necesito 20 bridas"))
+        await memory.add_message("s1", user_msg("Necesito 20 bridas"), user_id=user_id)
         assert (await memory.get_memory_context("s1", user_id)).long_term.facts
 
         await store.pool.close()  # the database is gone from the manager's point of view

@@ -276,7 +276,7 @@ def said(content: str, category: str, **kw: Any) -> dict[str, Any]:
 
 
 async def chat(memory: MemoryManager, session: str, user: UUID, text: str, at: datetime) -> list[MemorizedFact]:
-    await memory.add_message(session, Message(role="user", content=text, timestamp=at))
+    await memory.add_message(session, Message(role="user", content=text, timestamp=at), user_id=user)
     return await memory.remember_from_session(session, user)
 
 

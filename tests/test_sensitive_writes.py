@@ -219,7 +219,9 @@ async def test_extractor_output_is_filtered_and_its_input_redacted(
 
     async with MemoryManager.open(pg_settings, extractor=LLMExtractor(FunctionModel(model))) as memory:
         session = f"s-{uuid4()}"
-        await memory.add_message(session, Message(role="user", content="Recuerda: cobrad a la 4111 1111 1111 1111"))
+        await memory.add_message(
+            session, Message(role="user", content="Recuerda: cobrad a la 4111 1111 1111 1111"), user_id=user_id
+        )
         await memory.remember_from_session(session, user_id)
 
     assert "4111" not in prompts[0]
@@ -278,3 +280,23 @@ async def test_relative_dates_follow_the_configured_timezone(user_id: UUID) -> N
     assert in_madrid.content == "Recoge las piezas el 2026-11-25"
     with pytest.raises(ValueError, match="unknown timezone"):
         MemorySettings(date_timezone="Europe/Atlantis")
+
+
+async def test_logs_never_print_a_facts_text(
+    ram_memory: MemoryManager, user_id: UUID, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    low_confidence = MemorizedFact(content="Mi DNI es 12345678Z", category="fact", confidence=0.1, source="inferred")
+    await ram_memory.update_memory(
+        MemoryUpdate(
+            user_id=user_id,
+            new_facts=[
+                low_confidence,
+                fact("Paga con la tarjeta 4111 1111 1111 1111"),
+                fact("Toma metformina 850 mg dos veces al día"),
+            ],
+        )
+    )
+    assert caplog.records  # the rejections and redactions were logged…
+    for secret in ("12345678Z", "4111", "metformina", "850 mg"):
+        assert secret not in caplog.text  # …without the text they were about

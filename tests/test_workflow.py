@@ -141,7 +141,7 @@ async def test_each_message_is_recorded_once(pg_memory: MemoryManager, user_id: 
 
     turn = await workflow.handle(session_id=session, user_id=user_id, message="Hola")
 
-    short = await pg_memory.get_short_term(session)
+    short = await pg_memory.get_short_term(session, user_id=user_id)
     assert [(m.role, m.content) for m in short.messages] == [
         ("user", "Hola"),
         ("assistant", "¡Hola! ¿En qué te ayudo?"),
@@ -168,7 +168,7 @@ async def test_facts_are_persisted_after_the_fourth_user_message(pg_memory: Memo
     assert turn2.messages_seen == 8
     [fact] = turn2.facts_stored
     assert (fact.category, fact.content) == ("requirement", "Necesita tolerancia ±0.01 mm en los ejes")
-    first_message = (await pg_memory.get_short_term(session)).messages[0]
+    first_message = (await pg_memory.get_short_term(session, user_id=user_id)).messages[0]
     assert fact.source_message_ids == (first_message.id,)
     assert [r.content for r in await pg_memory.list_memory(user_id)] == [fact.content]
 
@@ -274,7 +274,7 @@ async def test_failing_extraction_model_keeps_the_reply_and_warns(pg_settings: M
         assert turn.reply == "Anotado: titanio grado 5."
         assert turn.facts_stored == []
         assert any("fact extraction failed" in w and "503" in w for w in turn.warnings)
-        short = await memory.get_short_term(session)
+        short = await memory.get_short_term(session, user_id=user_id)
         assert [m.role for m in short.messages] == ["user", "assistant"]
         # What did not need the model (the stated preference) is still remembered.
         assert [r.content for r in await memory.list_memory(user_id)] == ["titanio grado 5"]
@@ -313,7 +313,7 @@ async def test_failing_classifier_falls_back_to_the_offline_rules(pg_memory: Mem
 
     assert turn.classification == classify_offline(message)
     assert any("intent classifier failed" in w for w in turn.warnings)
-    assert (await pg_memory.get_short_term(session)).entities["materials"] == ["aluminio 7075"]
+    assert (await pg_memory.get_short_term(session, user_id=user_id)).entities["materials"] == ["aluminio 7075"]
 
 
 async def test_bad_user_id_is_refused_before_anything_is_recorded(pg_memory: MemoryManager) -> None:

@@ -70,7 +70,7 @@ class ExtractionRunner:
         async with self._cursors.flight(session_id):
             # Decided under the lock: a trigger that waited for the previous extraction sees the cursor it
             # moved, so messages are never extracted twice and a burst of triggers makes one call.
-            short = self.sessions.snapshot(session_id)
+            short = self.sessions.snapshot(session_id, user_id=user_id)
             pending = self._cursors.pending(session_id, short.messages)
             trigger: ExtractionTrigger | None = (
                 "manual" if force and pending else self.policy.decide(pending, end_of_request=end_of_request)

@@ -22,7 +22,16 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["HealthScreen", "looks_spanish", "screen_health"]
+__all__ = [
+    "CLINICAL_TERM",
+    "DIAGNOSIS",
+    "DOSE",
+    "MEDICATION",
+    "TEST_RESULT",
+    "HealthScreen",
+    "looks_spanish",
+    "screen_health",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,38 +52,50 @@ def _fold(text: str) -> str:
 
 # Matched on the folded text (lower case, no accents). Whole words, with stems where Spanish and English
 # inflect ("diabet" covers diabetes, diabético, diabetic).
-_DIAGNOSIS = re.compile(
-    r"\b(?:diabet\w*|epilep\w*|cancer|tumou?r\w*|leucemia|leuka?emia|depresion|depression|depresiv\w*|depressive"
+_DIAGNOSIS_WORDS = (
+    r"(?:diabet\w*|prediabet\w*|epilep\w*|cancer|tumou?r\w*|leucemia|leuka?emia|depresion|depression|depresiv\w*|depressive"
     r"|trastorno|disorder|bipolar|esquizofreni\w*|schizophreni\w*|vih|hiv|sida|asma|asthma\w*|hipertens\w*"
     r"|hypertens\w*|esclerosis|sclerosis|parkinson\w*|alzheimer\w*|artritis|arthritis|migran\w*|migraine\w*"
     r"|tdah|adhd|autis\w*|hepatitis|epoc|copd|insuficiencia\s+renal|kidney\s+failure|renal\s+failure|apnea"
-    r"|apnoea|crohn\w*|celiac\w*|celiaqu\w*|infarto|heart\s+attack|ictus|(?:had|suffered)\s+a\s+stroke|covid\w*"
+    r"|apnoea|crohn\w*|celiac\w*|celiaqu\w*|infarto|heart\s+attack|ictus|(?:had|suffered)\s+a\s+(?:\w+\s+)?stroke|covid\w*"
     r"|embarazad\w*|embarazo|pregnan\w*|quimioterapia|chemotherapy|chemo|dialisis|dialysis|cirugia|surgery"
-    r"|hernia\w*|diagnosticad\w*|diagnosed|diagnostico\s+de|diagnosis\s+of)\b"
+    r"|hernia\w*|diagnosticad\w*|diagnosed|diagnostico\s+de|diagnosis\s+of|lupus|fibromialgia|fibromyalgia"
+    r"|anemia|anaemia|psoriasis|anorexia|bulimia|tuberculosis)"
 )
-_MEDICATION = re.compile(
-    r"\b(?:metformin\w*|insulin\w*|ibuprofen\w*|paracetamol|acetaminophen|omeprazol\w*|sertralin\w*"
+DIAGNOSIS = re.compile(r"(?<!\w)" + _DIAGNOSIS_WORDS + r"\b")
+_MEDICATION_WORDS = (
+    r"(?:metformin\w*|insulin\w*|ibuprofen\w*|aspirin[as]?|amoxicilina|amoxicillin|antibiotic\w*|paracetamol"
+    r"|acetaminophen|omeprazol\w*|sertralin\w*"
     r"|fluoxetin\w*|prozac|lorazepam|diazepam|alprazolam|xanax|levotiroxin\w*|levothyroxin\w*|eutirox"
     r"|atorvastatin\w*|simvastatin\w*|enalapril|losartan|warfarin\w*|sintrom|adalimumab|metotrexato"
     r"|methotrexate|predniso\w*|cortisona|cortisone|antidepresiv\w*|antidepressant\w*|ansiolitic\w*"
     r"|anxiolytic\w*|morfina|morphine|tramadol|opioid\w*|opiace\w*|adderall|ritalin|metilfenidato"
-    r"|methylphenidate)\b"
+    r"|methylphenidate)"
 )
+MEDICATION = re.compile(r"(?<!\w)" + _MEDICATION_WORDS + r"\b")
 # A dose: digits and a mass unit in lower case ("850 mg", "0,5 mcg"); "Mg" (magnesium in an alloy) is not one.
-_DOSE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug)(?:/d[ií]a|/day|/dl)?\b")
+DOSE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug)(?:/d[ií]a|/day|/dl)?\b")
 _LAB_TERM = (
-    r"(?:glucosa|glucose|glucemia|azucar\s+en\s+sangre|blood\s+sugar|hba1c|hemoglobina\s+glicosilada|colesterol"
+    r"(?:glucosa|glucose|glucemia|azucar\s+en\s+sangre|blood\s+sugar|hba1c|a1c|hemoglobina\s+glicosilada|colesterol"
     r"|cholesterol|trigliceridos|triglycerides|tension\s+arterial|presion\s+arterial|blood\s+pressure|creatinina"
     r"|creatinine|psa|tsh|analitica|analisis\s+de\s+sangre|blood\s+test|biopsia|biopsy|electrocardiograma|ecg|ekg"
     r"|pcr|test\s+de\s+covid|covid\s+test|prueba\s+de\s+covid)"
 )
 # A lab term with a value or a verdict close after it ("glucosa 180", "colesterol alto", "biopsia positiva"),
 # or a result stated of the person ("dio positivo", "tested positive").
-_TEST_RESULT = re.compile(
-    r"\b" + _LAB_TERM + r"\b[^.;\n]{0,25}?(?:\d|\b(?:positiv\w*|negativ\w*|alt[oa]s?|baj[oa]s?|high|low|elevad\w*"
-    r"|elevated|normal)\b)"
-    r"|\b(?:di[oó]|dado|dio|tested|came\s+back)\s+(?:positivo|negativo|positive|negative)\b"
-    r"|\bmg/dl\b|\bmmol/l\b"
+_TEST_RESULT_FORMS = (
+    r"(?:" + _LAB_TERM + r"\b[^.;\n]{0,25}?(?:\d|\b(?:positiv\w*|negativ\w*|alt[oa]s?|baj[oa]s?|high|low"
+    r"|elevad\w*|elevated|normal)\b)"
+    r"|(?:di|di[oó]|dado|dio|tested|came\s+back)\s+(?:positivo|negativo|positive|negative)\b"
+    r"|mg/dl\b|mmol/l\b)"
+)
+TEST_RESULT = re.compile(r"(?<!\w)" + _TEST_RESULT_FORMS)
+# All three in one scan (20,000 characters: ~2.2 ms instead of ~2.8 for three), for text that is searched for
+# every clinical term; a group names each match's kind. Results first, so "covid test … positive" is a result
+# rather than the word "covid".
+CLINICAL_TERM = re.compile(
+    r"(?<!\w)(?:(?P<test_result>" + _TEST_RESULT_FORMS + r")|(?P<diagnosis>" + _DIAGNOSIS_WORDS + r")\b"
+    r"|(?P<medication>" + _MEDICATION_WORDS + r")\b)"
 )
 
 # What a condition changes for a machining shop's service: the only part of a clinical fact worth a note.
@@ -101,7 +122,9 @@ _CONSEQUENCES: tuple[tuple[re.Pattern[str], str, str], ...] = (
 )
 
 _SPANISH_HINT = re.compile(
-    r"[ñáéíóú¿¡]|\b(?:el|la|los|las|de|del|que|y|en|por|para|con|tiene|tengo|es|est[aá]|una?|su|sus|mi|no)\b",
+    r"[ñáéíóú¿¡]|\b(?:el|la|los|las|de|del|que|y|en|por|para|con|tiene|tengo|es|est[aá]|una?|su|sus|mi|no"
+    r"|estoy|tomo|desde|cada|pero|muy|hace|ayer|hoy|han|al|como|ya|sin|porque|esto|esta|este|hay|son|fue|era"
+    r"|todo|nada|vale|gracias|hola)\b",
     re.IGNORECASE,
 )
 _ENGLISH_HINT = re.compile(
@@ -122,11 +145,11 @@ def screen_health(text: str) -> HealthScreen:
     """Find clinical details in `text` and, if there are any, the non-clinical note that may replace it."""
     folded = _fold(text)
     kinds: list[str] = []
-    if _DIAGNOSIS.search(folded):
+    if DIAGNOSIS.search(folded):
         kinds.append("diagnosis")
-    if _MEDICATION.search(folded) or _DOSE.search(text):
+    if MEDICATION.search(folded) or DOSE.search(text):
         kinds.append("medication")
-    if _TEST_RESULT.search(folded):
+    if TEST_RESULT.search(folded):
         kinds.append("test_result")
     if not kinds:
         return HealthScreen(clinical=(), note=None)

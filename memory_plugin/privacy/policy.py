@@ -8,6 +8,13 @@ Two filters, in this order:
    a non-clinical `health_note` ("Tiene una condición médica que afecta a los turnos"), or the fact is dropped
    when nothing useful for the service remains.
 
+Verbatim notes (what a person wrote: `remember`, `remember_many`, imported conversation turns) go through
+`redact_note_text` instead: secrets as above, and only the speaker's own clinical detail
+(`own_health.find_own_clinical_spans`) replaced by ``[health detail]`` / ``[dato de salud]``; the rest of the
+message is kept and stays searchable, and a note is dropped only when nothing meaningful is left. Extracted
+facts keep the stricter rule of `sanitize_fact_text` (reduce to a `health_note` or drop), because a fact is a
+single statement about the user: any clinical word in it is about them.
+
 `sanitize_fact_text` is the pure function; `MemoryManager.sanitize_fact` wraps it with the manager's counters
 and logging and is the hook for every write path (`update_memory`, the memory tools' `remember`, imports,
 extraction output). `sanitize_item_text` applies filter 1 to the text of preferences, projects and patterns.
@@ -15,14 +22,40 @@ extraction output). `sanitize_item_text` applies filter 1 to the text of prefere
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
 from ..models import FactCategory
-from .health import screen_health
+from .health import looks_spanish, screen_health
+from .own_health import find_own_clinical_spans
 from .redaction import redact_sensitive
 
-__all__ = ["DropReason", "SanitizedText", "sanitize_fact_text", "sanitize_item_text"]
+__all__ = [
+    "HEALTH_PLACEHOLDER_EN",
+    "HEALTH_PLACEHOLDER_ES",
+    "DropReason",
+    "HealthNotesConsent",
+    "NoteRedaction",
+    "SanitizedText",
+    "redact_note_text",
+    "sanitize_fact_text",
+    "sanitize_item_text",
+]
+
+HealthNotesConsent = Literal["off", "keep_notes"]
+"""What a deployment may keep of health statements in verbatim notes (`MemorySettings.health_notes`).
+
+- ``"off"`` (default): the speaker's own clinical detail becomes ``[health detail]`` / ``[dato de salud]``.
+- ``"keep_notes"`` (the user explicitly agreed to keep health notes): the placeholder also says what the
+  condition affects when the sentence names it (``[health detail: affects shifts]``), and a note made only of
+  such detail is kept as that non-clinical note instead of being dropped. Raw clinical detail (diagnosis, drug,
+  dose, result) is never kept in either mode."""
+
+HEALTH_PLACEHOLDER_EN = "[health detail]"
+"""What replaces the speaker's own clinical detail in an English note."""
+HEALTH_PLACEHOLDER_ES = "[dato de salud]"
+"""What replaces the speaker's own clinical detail in a Spanish note."""
 
 DropReason = Literal["only_sensitive", "clinical"]
 """Why a fact was not stored: nothing but sensitive data in it, or clinical detail with nothing else useful."""
@@ -50,6 +83,90 @@ class SanitizedText:
     def health_reduced(self) -> bool:
         """True when clinical detail was replaced by a non-clinical note."""
         return bool(self.clinical) and self.text is not None
+
+
+@dataclass(frozen=True, slots=True)
+class NoteRedaction:
+    """The outcome of `redact_note_text`."""
+
+    text: str | None
+    """What may be stored, or None when nothing meaningful is left (see `dropped`)."""
+    redacted: tuple[str, ...] = ()
+    """Kinds of sensitive data replaced by placeholders ("payment_card", "iban", …)."""
+    clinical: tuple[str, ...] = ()
+    """Kinds of the speaker's own clinical detail replaced ("diagnosis", "medication", "test_result")."""
+    dropped: DropReason | None = None
+    """Why `text` is None."""
+    health_note: bool = False
+    """True when, under ``keep_notes`` consent, the note was reduced to a non-clinical health note."""
+
+    @property
+    def changed(self) -> bool:
+        """True when anything was redacted or the note was dropped."""
+        return bool(self.redacted or self.clinical) or self.text is None
+
+
+# The language of a note is read from its start: 2,000 characters hold ~100 function words, plenty to tell
+# Spanish from English, and a 16,000-character note costs no more than a short one.
+_LANGUAGE_SAMPLE_CHARS = 2_000
+
+_PLACEHOLDER = re.compile(r"\[(?:redacted [a-z_]+|health detail[^\]]*|dato de salud[^\]]*)\]")
+# `_MIN_REMAINING_CHARS` (3) letters or digits, found without listing every one of a long note.
+_MEANINGFUL = re.compile(r"\w(?:\W*+\w){2}")
+
+
+def _nothing_left(text: str) -> bool:
+    """Whether `text` holds fewer than `_MIN_REMAINING_CHARS` letters or digits besides placeholders."""
+    return _MEANINGFUL.search(_PLACEHOLDER.sub("", text)) is None
+
+
+def redact_note_text(text: str, *, consent: HealthNotesConsent = "off") -> NoteRedaction:
+    """Apply the sensitive-data policy to a verbatim note (a message someone wrote). Pure: no I/O.
+
+    Secrets become ``[redacted <kind>]``; the speaker's own clinical detail becomes ``[health detail]`` (or
+    ``[dato de salud]`` in Spanish); everything else is kept as written. Other people's health, public events,
+    figures of speech, hypotheticals and questions are left alone. Linear in the length of `text`.
+
+    >>> redact_note_text("Turns out I'm covid positive, so I cancelled the trip to Bilbao").text
+    'Turns out [health detail], so I cancelled the trip to Bilbao'
+    """
+    redaction = redact_sensitive(text)
+    cleaned = redaction.text
+    spans = find_own_clinical_spans(cleaned)
+    clinical: list[str] = []
+    if spans:
+        spanish = looks_spanish(cleaned[:_LANGUAGE_SAMPLE_CHARS])
+        base = HEALTH_PLACEHOLDER_ES if spanish else HEALTH_PLACEHOLDER_EN
+        # One placeholder for the whole note (the note says what the condition affects, once): computed once,
+        # so a note with many spans stays linear.
+        placeholder = _placeholder_with_note(cleaned, base) if consent == "keep_notes" else base
+        pieces: list[str] = []
+        cursor = 0
+        for span in spans:
+            pieces.append(cleaned[cursor : span.start] + placeholder)
+            cursor = span.end
+            clinical.extend(k for k in span.kinds if k not in clinical)
+        pieces.append(cleaned[cursor:])
+        cleaned = "".join(pieces)
+    kinds = tuple(clinical)
+    if (kinds or redaction.kinds) and _nothing_left(cleaned):
+        if kinds and consent == "keep_notes":
+            note = screen_health(text).note
+            if note is not None:
+                return NoteRedaction(note, redaction.kinds, kinds, health_note=True)
+        reason: DropReason = "clinical" if kinds else "only_sensitive"
+        return NoteRedaction(None, redaction.kinds, kinds, dropped=reason)
+    return NoteRedaction(cleaned, redaction.kinds, kinds)
+
+
+def _placeholder_with_note(text: str, base: str) -> str:
+    """The placeholder naming what the condition affects ("[health detail: affects shifts]"), when the text says."""
+    note = screen_health(text).note
+    if note is None:
+        return base
+    affects = note.split(" que afecta ", 1)[-1] if base == HEALTH_PLACEHOLDER_ES else note.split(" that ", 1)[-1]
+    prefix = "afecta " if base == HEALTH_PLACEHOLDER_ES else ""
+    return f"{base[:-1]}: {prefix}{affects}]"
 
 
 def _only_placeholders(text: str, kinds: tuple[str, ...]) -> bool:

@@ -59,7 +59,7 @@ class FactAdmission:
             raise InvalidMemoryInputError(f"fact {fact.id} belongs to user {fact.user_id}, not {user_id}")
         if fact.confidence < self.settings.min_fact_confidence:
             self.stats.facts_rejected += 1
-            logger.debug("%s not storing low-confidence fact (%.2f): %s", LOG_PREFIX, fact.confidence, fact.content)
+            logger.debug("%s not storing low-confidence fact %s (%.2f)", LOG_PREFIX, fact.id, fact.confidence)
             return None
         clean = self.sanitize_fact(fact)
         if clean is None:

@@ -28,7 +28,7 @@ create table public.chats (
     last_activity_at     timestamptz not null default now(),
     created_at           timestamptz not null default now(),
     search_tsv           tsvector generated always as
-                             (public.memory_tsvector(coalesce(title, '') || ' ' || summary_text)) stored,
+                             (memory_private.memory_tsvector(coalesce(title, '') || ' ' || summary_text)) stored,
     -- A summary always has its embedding (and the model that made it), and the other way round.
     constraint chats_summary_has_embedding check (
         (summary_text = '') = (summary_embedding is null) and (summary_embedding is null) = (summary_model is null)
@@ -81,7 +81,7 @@ as $$
         -- Any of the query's words may match (OR): "volvamos al chat de los soportes anodizados" must find a
         -- chat about anodised brackets though it never says "volvamos".
         select nullif(array_to_string(array(
-                   select quote_literal(lexeme) from unnest(public.memory_tsvector(coalesce(p_query, ''))) as l
+                   select quote_literal(lexeme) from unnest(memory_private.memory_tsvector(coalesce(p_query, ''))) as l
                ), ' | '), '') as words
     ), scored as (
         select c.id, c.title, c.summary_text, c.last_activity_at, c.turn_count,
@@ -89,7 +89,7 @@ as $$
                              then greatest(0, 1 - (c.summary_embedding operator(extensions.<=>) p_embedding))
                         end, 0)::real as semantic,
                coalesce(case when q.words is not null
-                             then ts_rank_cd(c.search_tsv, to_tsquery('public.memory_search'::regconfig, q.words), 32)
+                             then ts_rank_cd(c.search_tsv, to_tsquery('memory_private.memory_search'::regconfig, q.words), 32)
                         end, 0)::real as text_match,
                power(0.5, greatest(0, extract(epoch from (p_now - c.last_activity_at))) / 86400.0
                           / greatest(p_half_life_days, 0.001))::real as recency

@@ -1,0 +1,301 @@
+"""The speaker's own clinical detail in conversation text, as spans to redact.
+
+Verbatim notes (what a person wrote) talk about health in many ways that are not health data about the
+speaker: a pandemic as a period ("since covid prices went up"), figures of speech ("the calories gave me a
+heart attack"), other people ("my partner is pregnant!", "a writer who had liver cancer"), hypotheticals and
+questions ("maybe you have arthritis?"). `find_own_clinical_spans` returns only the spans where the speaker
+states their own diagnosis, medication or dose, or test result, in Spanish or English:
+
+- a clinical term (the vocabulary of `health.py`: diagnoses, drugs and doses, lab values and verdicts);
+- owned by the speaker: a first-person word ("I", "I'm", "my", "me"; "tengo", "tomo", "me diagnosticaron",
+  "mi", "estoy", "di positivo"…) earlier in the same clause, with no other person between it and the term
+  ("my partner is pregnant": "partner" stands between "my" and the term);
+- in a statement: not in a question, and not after a hypothetical or speculative word in the same sentence
+  ("if", "maybe", "might", "afraid", "si", "quizá", "a lo mejor", "ojalá"…);
+- used clinically: covid counts only when caught or tested ("I had covid", "tengo covid", "covid positive"),
+  never as a period or subject; "heart attack" / "infarto" not in the figures "gave me a heart attack",
+  "almost had a heart attack", "casi me da un infarto"; "depression" not the economic one.
+
+The span runs from the first-person word to the end of the clinical detail (with its type, dose or value), so
+"turns out I'm covid positive so I cancelled the trip" keeps "turns out … so I cancelled the trip".
+Matching runs on a length-preserving fold of the text (lower case, accents removed) so spans map back 1:1;
+every pattern is a single linear scan or a bounded look-behind window (`_WINDOW` characters).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from .health import CLINICAL_TERM, DOSE
+
+__all__ = ["ClinicalSpan", "find_own_clinical_spans", "fold_same_length"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClinicalSpan:
+    """A stretch of text stating the speaker's own clinical detail."""
+
+    start: int
+    end: int
+    kinds: tuple[str, ...]
+    """What the span states, each once: "diagnosis", "medication", "test_result"."""
+
+
+_COMBINING = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
+def fold_same_length(text: str) -> str:
+    """Lower case without accents, one character per input character (so match positions map back 1:1)."""
+    if text.isascii():
+        return text.lower()
+    # Whole-string NFKD without the combining marks keeps one character per character when the text holds no
+    # combining mark of its own (none removed) and the length is unchanged (so none expanded: "ﬁ" -> "fi").
+    if _COMBINING.search(text) is None:
+        folded = _COMBINING.sub("", unicodedata.normalize("NFKD", text)).lower()
+        if len(folded) == len(text):
+            return folded
+    return "".join(_fold_char(c) for c in text)
+
+
+def _fold_char(char: str) -> str:
+    """One character folded to one character: ASCII lower-cased; others without accents when that is one
+    character, else lower-cased when that is one character, else as they are."""
+    if char.isascii():
+        return char.lower()
+    decomposed = unicodedata.normalize("NFKD", char)
+    base = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    lowered = char.lower()
+    return base if len(base) == 1 else lowered if len(lowered) == 1 else char
+
+
+# How far back from a clinical term its owner may be (characters): "I have been taking metformin" is 25,
+# "me diagnosticaron hace dos años una diabetes" 40.
+_WINDOW = 60
+
+# How far back in the sentence a hypothetical or speculative word still governs a term ("If I get covid" is 9;
+# "I'm worried that after the trip I could end up with covid" is 50).
+_HYPOTHETICAL_WINDOW = 100
+
+# First-person words, matched on the folded text. Spanish "he" only as an auxiliary ("he tenido", "he dado"),
+# so English "he" (third person) never counts.
+_FIRST_PERSON = re.compile(
+    r"(?<!\w)(?:i|i'm|im|i've|ive|i'd|i'll|me|my|myself|mine"
+    r"|yo|mi|mis|tengo|tuve|tomo|tome|padezco|padeci|sufro|sufri|estoy|estuve|llevo|sigo|soy|fui|di|mio|mia"
+    r"|conmigo|pille|cogi|contagie|enferme|necesito|uso|use|empece|he\s+(?:sido|tenido|estado|dado|empezado|vuelto)|hice|empece|acabo)\b"
+)
+# Chat drops the subject: "Been battling depression since college", "Got diagnosed in May", "Had covid last
+# week". A sentence starting with one of these verbs is the speaker's own statement.
+_SUBJECTLESS = re.compile(
+    r"(?:^|[.!?\n]\s*+)(?:just\s+|still\s+|finally\s+)?(?P<verb>been|got|had|having|taking|took|started|tested"
+    r"|caught|diagnosed|dealing|battling|fighting|living|recovering|struggling|suffering)\b"
+)
+# "my"/"mi" own the term only when it follows within a few words with no verb between: "my type 2 diabetes",
+# "my last HbA1c"; in "my bank account is in a deep depression" the account is the subject.
+_POSSESSIVES = frozenset({"my", "mi", "mis"})
+_POSSESSIVE_REACH_WORDS = 3
+_VERB_BETWEEN = re.compile(r"\b(?:is|was|are|were|has|had|have|got|gets|es|era|esta|estaba|tiene|tenia|fue)\b")
+
+# Someone or something else between the owner and the term: the detail is theirs ("my partner is pregnant",
+# "I read about a writer who had liver cancer", "I saw a pill that cures cancer").
+_OTHER_OWNER = re.compile(
+    r"(?<!\w)(?:he|she|they|his|her|hers|their|him|them|you|your|we|our|us|it|its|who|whose|whom|which|that|someone"
+    r"|somebody|everyone|everybody|people|person|friends?|mom|mum|mother|dad|father|parents?|sister|brother"
+    r"|siblings?|wife|husband|partner|boyfriend|girlfriend|fiance|fiancee|sons?|daughters?|kids?|child|children"
+    r"|baby|grandma|grandpa|grand(?:mother|father|parents?)|aunt|uncle|cousin|niece|nephew|dogs?|cats?|pets?"
+    r"|neighbou?rs?|boss|colleagues?|coworkers?|writer|author|actor|actress|singer|celebrity|patients?|family"
+    r"|relatives?|teacher|students?|guy|girl|man|woman|lady|cure[sd]?|curing|research|awareness|charity"
+    r"|fundraiser|foundation|documentary|article|news|campaign|study|book|movie|film|show|podcast|about"
+    r"|ella|ellos|ellas|su|sus|le|les|tu|tus|usted|ustedes|nosotros|nosotras|nuestr[oa]s?|quien|alguien|amig[oa]s?"
+    r"|madre|mama|padre|papa|padres|herman[oa]s?|mujer|marido|espos[oa]|pareja|novi[oa]|hij[oa]s?|abuel[oa]s?"
+    r"|ti[oa]s?|prim[oa]s?|sobrin[oa]s?|perr[oa]s?|gat[oa]s?|vecin[oa]s?|jef[ea]|compañer[oa]s?|companer[oa]s?"
+    r"|escritor[a]?|paciente?s?|familia|bebe|cura|investigacion|sobre|que|cual|contra|against|benefica|charity)\b"
+)
+# Hypotheticals and speculation anywhere earlier in the sentence. Spanish "si" is matched unaccented on the
+# original text ("sí" is "yes").
+_HYPOTHETICAL = re.compile(
+    r"(?<!\w)(?:if|what\s+if|in\s+case|maybe|perhaps|might|may\s+have|could\s+have|hope|hopefully|afraid|worried"
+    r"|scared|fear|imagine|suppose|wonder|whether|unless|quiza|quizas|tal\s+vez|a\s+lo\s+mejor|puede\s+que"
+    r"|ojala|por\s+si|imagina|supongamos|miedo|temo|preocupa|igual\s+tengo|no\s+se\s+si)\b"
+)
+_SPANISH_IF = re.compile(r"\bsi\b")
+# Spanish "él" (he) is told from the article "el" only by its accent, so it is matched on the unfolded text.
+_HE = re.compile(r"\bél\b")
+# Covid is clinical only when caught or tested: "had/got/caught covid", "tengo/tuve covid", "covid positive".
+_COVID = re.compile(r"\bcovid(?:-?19)?\b")
+_COVID_CAUGHT = re.compile(
+    r"(?:\b(?:have|has|had|got|get|getting|caught|catch|contracted|tengo|tuve|tenido|pille|pillado"
+    r"|(?:contagie|contagiado|contagiada|enferme|enfermo|enferma)\s+de)\s+(?:the\s+|el\s+|la\s+)?"
+    # "got the flu and covid": one illness before it, joined by "and"/"y".
+    r"(?:(?:the\s+|el\s+|la\s+)?\w+\s+(?:and|y)\s+)?)$"
+)
+_COVID_RESULT = re.compile(r"^\s*(?:positive|positivo|positiva|\+)")
+_COVID_NOT_ILLNESS = re.compile(r"^\s*(?:vaccine|vaccin|shot|jab|booster|vacuna|times|era|pandemic|lockdown|test)")
+# Figures of speech built on clinical words.
+_FIGURATIVE = re.compile(
+    r"(?:gave|give|gives|giving|nearly|almost|about\s+to\s+have|going\s+to\s+have|casi|me\s+va\s+a\s+dar"
+    r"|me\s+van\s+a\s+dar|me\s+da)\s+(?:(?:me|had|have|having|got|tuve|me\s+da|me\s+dio)\s+)*(?:a\s+|un\s+)?"
+    r"(?:mini[\s-]?)?$"
+)
+# A clinical word naming a cause or an institution: "cancer charity", "diabetes research", "covid rules".
+_TOPIC_AFTER = re.compile(
+    r"\s*-?(?:charity|charities|research|awareness|run|walk|fundraiser|foundation|society|association|benefit"
+    r"|drive|month|day|week|campaign|ward|unit|clinic|center|centre|rules|restrictions|vaccine|vaccines|jab"
+    r"|booster|shot|pandemic|era|times|lockdown|crisis|news)\b"
+)
+_ECONOMIC = re.compile(r"(?:economic|great|tropical|state\s+of|market|economica?|gran)\s+$")
+_ECONOMIC_AFTER = re.compile(r"^\s*(?:economica|economic)")
+_ZODIAC = re.compile(r"(?:\bi'?m\s+a|\bi\s+am\s+a|\bsoy|\bsigno|\bsign)\s+$")
+
+# Sentence ends ("." not between digits: "7.2"), question and exclamation marks, new lines.
+_SENTENCE_END = re.compile(r"[!?;\n¿¡]|\.(?!\d)")
+# Clause boundaries besides sentence ends: the owner must be in the same clause as the term.
+_CLAUSE_END = re.compile(r"[,:()\"]|\s(?:but|pero|although|aunque|while|mientras|whereas)\s")
+
+# What follows a term and belongs to it: "diabetes tipo 1", "metformina 850 mg/día", "HbA1c 7,2 %".
+# The first line is the rest of a value the term ends inside (a result pattern stops at "7" of "7.2 %").
+_TRAILING_DETAIL = re.compile(
+    r"\d*+(?:[.,]\d+)?+(?:/\d+)?+(?:\s?(?:%|mg/dl|mmol/l))?+"
+    r"(?:\s+(?:de\s+)?(?:type|tipo)\s+(?:\d|i{1,2}|one|two|uno|dos)\b)?+"
+    r"(?:\s+(?:positive|positivo|positiva|negative|negativo|negativa)\b)?+"
+    r"(?:\s+(?:for|en|de|a|al|in|on)\s+(?:el\s+|la\s+|the\s+)?(?:covid(?:-?19)?|[a-z0-9]+(?=\s*$)))?+"
+    r"(?:[\s:=]*(?:of\s+|de\s+|was\s+|is\s+|fue\s+|es\s+|at\s+|a\s+)?\d+(?:[.,]\d+)?"
+    r"(?:\s?(?:%|mg/dl|mmol/l|mg|mcg|ml|units|unidades|ui)\b)?"
+    r"(?:\s*(?:/|a\s+la|al|per|a|por)\s*(?:day|dia|d)\b)?)?+"
+)
+
+
+# Terms that introduce the condition rather than name it; the next word or two is the diagnosis itself.
+_OBJECT_INTRODUCERS = ("diagnosed", "diagnosticado", "diagnosticada", " of", " de")
+_NAMED_CONDITION = re.compile(
+    r"(?:\s+(?:with|con|de))?\s+(?:(?:a|an|the|un|una|el|la)\s+)?[\w'-]+(?:\s+(?:type|tipo)\s+\w+)?"
+)
+
+
+class _Term(NamedTuple):
+    # A tuple, not a frozen dataclass: text dense with clinical words makes one per word (1,000 in 20,000
+    # characters), and a frozen dataclass costs ~1 µs more to build.
+    start: int
+    end: int
+    kind: str
+
+
+def _clinical_terms(folded: str, original: str) -> list[_Term]:
+    terms = [_Term(m.start(), m.end(), m.lastgroup or "diagnosis") for m in CLINICAL_TERM.finditer(folded)]
+    terms += [_Term(m.start(), m.end(), "medication") for m in DOSE.finditer(original)]
+    terms.sort(key=lambda t: t.start)
+    return terms
+
+
+def _used_clinically(folded: str, term: _Term) -> bool:
+    """False for the figurative and topical uses of clinical words."""
+    before = folded[max(0, term.start - 30) : term.start]
+    after = folded[term.end : term.end + 20]
+    word = folded[term.start : term.end]
+    if _TOPIC_AFTER.match(after):
+        return False
+    if _COVID.fullmatch(word):
+        if _COVID_NOT_ILLNESS.match(after):
+            return False
+        return _COVID_CAUGHT.search(before) is not None or _COVID_RESULT.match(after) is not None
+    if word in ("heart attack", "infarto", "ictus") and _FIGURATIVE.search(before):
+        return False
+    if word.startswith(("depres",)) and (_ECONOMIC.search(before) or _ECONOMIC_AFTER.match(after)):
+        return False
+    return not (word == "cancer" and _ZODIAC.search(before) and not after.lstrip().startswith(("surviv", "patient")))
+
+
+def _boundaries(pattern: re.Pattern[str], folded: str) -> list[int]:
+    return [m.end() for m in pattern.finditer(folded)]
+
+
+def _any_between(starts: list[int], low: int, high: int) -> bool:
+    """Whether a sorted position list holds one in [low, high)."""
+    index = bisect.bisect_left(starts, low)
+    return index < len(starts) and starts[index] < high
+
+
+def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
+    """Spans of `text` where the speaker states their own diagnosis, medication/dose or test result (merged,
+    in order). Empty for other people's health, public events, figures of speech, hypotheticals, questions.
+
+    Each cue (sentence ends, clause ends, owners, other people, hypotheticals) is found in one scan of the
+    whole text; each term then costs a few binary searches, so the whole is O(n log n) however many terms."""
+    folded = fold_same_length(text)
+    terms = _clinical_terms(folded, text)
+    if not terms:
+        return []
+    lowered = text.lower()
+    sentence_ends = [m.start() for m in _SENTENCE_END.finditer(folded)]
+    clause_ends = sorted(set(_boundaries(_CLAUSE_END, folded)) | {e + 1 for e in sentence_ends})
+    owners = sorted(
+        [m.span() for m in _FIRST_PERSON.finditer(folded)] + [m.span("verb") for m in _SUBJECTLESS.finditer(folded)]
+    )
+    owner_starts = [start for start, _ in owners]
+    owner_ends = [end for _, end in owners]
+    owner_words = [folded[start:end] for start, end in owners]
+    others = sorted([m.start() for m in _OTHER_OWNER.finditer(folded)] + [m.start() for m in _HE.finditer(lowered)])
+    hypotheticals = sorted(
+        [m.start() for m in _HYPOTHETICAL.finditer(folded)] + [m.start() for m in _SPANISH_IF.finditer(lowered)]
+    )
+    spans: list[ClinicalSpan] = []
+    for term in terms:
+        # The sentence holding the term: from the previous end mark to the next one.
+        k = bisect.bisect_left(sentence_ends, term.start)
+        sentence_start = sentence_ends[k - 1] + 1 if k > 0 else 0
+        end_mark = folded[sentence_ends[k]] if k < len(sentence_ends) else ""
+        if end_mark == "?" or (k > 0 and folded[sentence_ends[k - 1]] == "¿"):
+            continue
+        if not _used_clinically(folded, term):
+            continue
+        # A hypothetical marker further back than `_HYPOTHETICAL_WINDOW` does not govern the term.
+        if _any_between(hypotheticals, max(sentence_start, term.start - _HYPOTHETICAL_WINDOW), term.start):
+            continue
+        c = bisect.bisect_right(clause_ends, term.start)
+        clause_start = max(clause_ends[c - 1] if c > 0 else 0, term.start - _WINDOW, sentence_start)
+        o = bisect.bisect_right(owner_starts, term.start) - 1
+        start: int | None = None
+        if o >= 0 and owner_starts[o] >= clause_start and not _any_between(others, owner_ends[o], term.start):
+            start = min(owner_starts[o], term.start)
+            if owner_words[o] in _POSSESSIVES:
+                between = folded[owner_ends[o] : term.start]
+                if len(between.split()) > _POSSESSIVE_REACH_WORDS or _VERB_BETWEEN.search(between):
+                    start = None
+        if start is None:
+            # A further term in a sentence whose earlier detail was the speaker's ("my A1C came back at 6.8,
+            # still prediabetic") is theirs too, unless someone else is named in between.
+            last = spans[-1] if spans else None
+            if last is None or last.end < sentence_start or _any_between(others, last.end, term.start):
+                continue
+            start = term.start
+        end = _detail_end(folded, term)
+        spans.append(ClinicalSpan(start, end, (term.kind,)))
+    return _merge(spans)
+
+
+def _detail_end(folded: str, term: _Term) -> int:
+    """Where the clinical detail starting with `term` ends: its type, dose, value, verdict, and the condition
+    named after "diagnosed with" / "diagnosis of" / "diagnosticado de"."""
+    end = term.end
+    if folded[term.start : term.end].endswith(_OBJECT_INTRODUCERS):
+        named = _NAMED_CONDITION.match(folded, end)
+        if named is not None:
+            end = named.end()
+    detail = _TRAILING_DETAIL.match(folded, end)
+    return detail.end() if detail is not None else end
+
+
+def _merge(spans: list[ClinicalSpan]) -> list[ClinicalSpan]:
+    spans.sort(key=lambda s: s.start)
+    merged: list[ClinicalSpan] = []
+    for span in spans:
+        if merged and span.start <= merged[-1].end:
+            last = merged[-1]
+            kinds = last.kinds + tuple(k for k in span.kinds if k not in last.kinds)
+            merged[-1] = ClinicalSpan(last.start, max(last.end, span.end), kinds)
+        else:
+            merged.append(span)
+    return merged
