@@ -86,6 +86,7 @@ async def run(
         by_conv[turn["conv_id"]].append(turn)
     latencies: list[float] = []
     store_seconds = 0.0
+    refused: list[str] = []
     async with MemoryManager.open(settings) as memory:
         shared = uuid.uuid4()
         users = {conv: shared if one_user else uuid.uuid4() for conv in by_conv}
@@ -99,7 +100,9 @@ async def run(
                 if one_user:  # dia_ids repeat across conversations: qualify them
                     for note in notes:
                         note.metadata["dia_id"] = f"{conv}|{note.metadata['dia_id']}"
-                await memory.remember_many(users[conv], notes)
+                outcome = await memory.remember_many_detailed(users[conv], notes)
+                # A turn the privacy policy refuses is reported and skipped; it never stops the run.
+                refused.extend(f"{notes[n.index].metadata['dia_id']}: {n.reason}" for n in outcome.refused)
         store_seconds = time.perf_counter() - started
         with out_path.open("w", encoding="utf-8") as out:
             for q in questions:
@@ -119,6 +122,7 @@ async def run(
         "search_p50_ms": 1000 * _percentile(latencies, 0.5),
         "search_p95_ms": 1000 * _percentile(latencies, 0.95),
         "embedder": embedder,
+        "refused": refused,
     }
 
 
@@ -159,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| store all turns (remember_many, embeddings included) | {timings['store_seconds']:.1f} s |")
     print(f"| search p50 / p95 (question embedding included) | {timings['search_p50_ms']:.1f} / "
           f"{timings['search_p95_ms']:.1f} ms |")  # fmt: skip
+    print(f"| turns refused by the privacy policy (skipped) | {len(timings['refused'])} |")
     print(f"| whole run, wall | {time.perf_counter() - wall:.1f} s |")
+    for line in timings["refused"]:
+        print(f"- refused {line}")
     return 0
 
 

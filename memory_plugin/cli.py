@@ -1,10 +1,12 @@
-"""`memory-plugin`: the command line (demo, chat, inspect, status, db-url, reembed).
+"""`memory-plugin`: the command line (demo, chat, inspect, status, db-url, stop, migrate, erase, maintain,
+reembed).
 
     memory-plugin demo                      # two sessions; session 1 shapes the answer in session 2
     memory-plugin chat --user UUID          # talk to the budget agent
     memory-plugin inspect --user UUID       # what is stored about a user
     memory-plugin status                    # backend in use, database reachable, outage journal
-    psql "$(memory-plugin db-url)"          # open the database
+    psql "$(memory-plugin db-url)"          # open the database (the server stays up until `stop`)
+    memory-plugin stop                      # stop the embedded database
     memory-plugin reembed                   # vectors of the current embedding model for every fact
 
 Every command reads `MemorySettings` from `MEMORY_*` variables; `--data-dir DIR` means "the embedded
@@ -15,8 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
+import os
+import re
+import signal
 import subprocess
+import sys
+import threading
 from collections.abc import Coroutine
 from datetime import UTC
 from pathlib import Path
@@ -26,7 +34,7 @@ from uuid import UUID, uuid4
 import psycopg
 import typer
 from pydantic import ValidationError
-from pydantic_ai.exceptions import AgentRunError
+from pydantic_ai.exceptions import AgentRunError, UserError
 from rich import box
 from rich.console import Console
 from rich.logging import RichHandler
@@ -41,8 +49,9 @@ from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 from .database import EmbeddedPostgres
 from .database.admin import ArchiveReport, MemoryAdmin
 from .database.connector import DatabaseConnector
+from .database.embedded import stop_embedded
 from .database.migrations import migrate
-from .errors import MemoryPluginError
+from .errors import InvalidMemoryInputError, MemoryPluginError
 from .manager import MemoryManager
 from .outage.journal import WriteJournal
 from .quality.decay import DecayPolicy
@@ -87,13 +96,21 @@ DataDirOption = Annotated[
 UserOption = Annotated[str, typer.Option("--user", help="The user's id (a UUID, as Supabase Auth user ids are).")]
 
 
-def _out() -> Console:
+PIPED_WIDTH = 160
+"""Width of output that is not a terminal (a file, a pipe) when COLUMNS is unset: rich's default of 80
+squeezed tables until words broke (`confidenc/e`); 160 fits every table's columns, and text never wraps."""
+
+
+def _out(*, stderr: bool = False) -> Console:
     # Built per command (not at import) so that COLUMNS and output redirection in effect at call time apply.
-    return Console(highlight=False)
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(stderr=stderr, highlight=False, width=PIPED_WIDTH, soft_wrap=True)
+    return console
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False)
+    return _out(stderr=True)
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -129,6 +146,8 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise _fail(f"the database could not be started or reached: {exc}") from None
     except AgentRunError as exc:
         raise _fail(f"the model failed: {exc}") from None
+    except UserError as exc:  # pydantic-ai refusing a configuration, e.g. a model without its API key
+        raise _fail(f"the model cannot be used: {exc}") from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
@@ -236,8 +255,8 @@ async def _demo(settings: MemorySettings, console: Console) -> None:
             console.print("[bold]Inspect the table:[/]")
             console.print(f'  psql "{escape(url)}" -c "{escape(query)}"', soft_wrap=True)
             console.print(
-                "[dim]  (the embedded server stops with this process; `memory-plugin db-url` starts it again "
-                "and keeps it running)[/]",
+                "[dim]  (the embedded server stops when the last command using it exits; `memory-plugin db-url` "
+                "starts it again and keeps it running until `memory-plugin stop`)[/]",
                 soft_wrap=True,
             )
         console.print(f"  memory-plugin inspect --user {user}", soft_wrap=True)
@@ -255,29 +274,72 @@ def demo(data_dir: DataDirOption = None) -> None:
 # --- chat -----------------------------------------------------------------------------------------------
 
 
+PROMPT = "[bold cyan]tú › [/]"
+
+
+def _check_model(model: str | None) -> None:
+    """Fail before the conversation starts when pydantic-ai cannot build the configured model (unknown
+    provider, missing API key), instead of a traceback at the first message."""
+    if model is None:
+        return
+    from pydantic_ai.models import infer_model
+
+    try:
+        infer_model(model)
+    except UserError as exc:
+        raise _fail(
+            f"MEMORY_AGENT_MODEL={model} cannot be used: {exc} "
+            "(unset MEMORY_AGENT_MODEL and OPENAI_API_KEY to chat with the offline models)"
+        ) from None
+
+
 async def _chat(settings: MemorySettings, user: UUID, session: str, console: Console) -> None:
     model = resolve_agent_model(settings)
     async with MemoryManager.open(settings, extractor=build_fact_extractor(settings.extraction_model)) as memory:
         workflow = BudgetRequestWorkflow.build(memory, settings)
         console.print(
             f"[dim]user {user} · session {escape(session)} · model {escape(model or 'offline')} · "
-            "exit with Ctrl-D, 'exit' or 'quit'[/]"
+            "exit with Ctrl-D, Ctrl-C, 'exit' or 'quit'[/]"
         )
         try:
             await _chat_loop(workflow, user, session, console)
         finally:
-            # The conversation is over: what the extraction policy had not reached yet is extracted now.
+            # The conversation is over (end of input, an exit word, Ctrl-C at the prompt or during an answer):
+            # what the extraction policy had not reached yet is extracted now.
             await memory.remember_from_session(session, user)
+
+
+def _read_message(console: Console) -> str | None:
+    """The next line the user typed; None at the end of input or on Ctrl-C (both end the conversation).
+
+    Not a terminal (piped input): the line is echoed after the prompt, so the transcript reads as a
+    conversation instead of prompts run together.
+    """
+    # asyncio.run's own SIGINT handler only cancels the task at its next await: a blocking read would ignore
+    # the first Ctrl-C. While reading, Ctrl-C raises KeyboardInterrupt here, as in any terminal program.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler) if main else None
+    try:
+        if sys.stdin.isatty():
+            return console.input(PROMPT)
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        line = line.rstrip("\r\n")
+        console.print(PROMPT + escape(line), soft_wrap=True)
+        return line
+    except (EOFError, KeyboardInterrupt):
+        console.print()
+        return None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 async def _chat_loop(workflow: BudgetRequestWorkflow, user: UUID, session: str, console: Console) -> None:
     while True:
-        try:
-            message = console.input("[bold cyan]tú › [/]")
-        except EOFError:
-            console.print()
-            return
-        if message.strip().lower() in _EXIT_WORDS:
+        message = _read_message(console)
+        if message is None or message.strip().lower() in _EXIT_WORDS:
             return
         if not message.strip():
             continue
@@ -287,12 +349,16 @@ async def _chat_loop(workflow: BudgetRequestWorkflow, user: UUID, session: str, 
             # One failed answer should not end the conversation.
             console.print(f"[red]the model failed: {escape(str(exc))}[/]")
             continue
+        except (InvalidMemoryInputError, ValidationError) as exc:  # e.g. a NUL byte: say why, go on
+            reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            console.print(f"[red]that message was not used: {escape(reason)}; type it again[/]")
+            continue
         except MemoryPluginError as exc:
             console.print(f"[red]{escape(str(exc))}[/]")
             continue
-        console.print(f"[bold green]arkcutt ›[/] {escape(turn.reply)}")
+        console.print(f"[bold green]arkcutt ›[/] {escape(turn.reply)}", soft_wrap=True)
         for warning in turn.warnings:
-            console.print(f"[yellow]⚠ {escape(warning)}[/]")
+            console.print(f"[yellow]⚠ {escape(warning)}[/]", soft_wrap=True)
 
 
 @app.command()
@@ -303,7 +369,9 @@ def chat(
 ) -> None:
     """Talk to the budget agent with memory (a real model when MEMORY_AGENT_MODEL or OPENAI_API_KEY is set)."""
     uid = _user(user)
-    _run(_chat(_settings(data_dir), uid, session or f"chat-{uuid4().hex[:8]}", _out()))
+    settings = _settings(data_dir)
+    _check_model(resolve_agent_model(settings))
+    _run(_chat(settings, uid, session or f"chat-{uuid4().hex[:8]}", _out()))
 
 
 # --- inspect ------------------------------------------------------------------------------------------------
@@ -367,7 +435,8 @@ def _start_embedded(settings: MemorySettings) -> str:
 
 @app.command("db-url")
 def db_url(data_dir: DataDirOption = None) -> None:
-    """Print the database URL, starting the embedded database (and leaving it running) if needed.
+    """Print the database URL, starting the embedded database if needed: it then stays up until
+    `memory-plugin stop`, whatever other commands start and end meanwhile.
 
     psql "$(memory-plugin db-url)"
     """
@@ -382,6 +451,20 @@ def db_url(data_dir: DataDirOption = None) -> None:
     typer.echo(url)
 
 
+@app.command("stop")
+def stop(data_dir: DataDirOption = None) -> None:
+    """Stop the embedded database of the data directory (started by `db-url`, or left by a crash). Processes
+    still using it lose their connections; a running manager (`chat`, an application) restarts it, as it
+    owns the server while it runs."""
+    settings = _settings(data_dir)
+    try:
+        was_running = stop_embedded(settings.data_dir)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise _fail(f"the embedded database could not be stopped: {exc}") from None
+    where = settings.data_dir / "postgres"
+    _out().print(f"stopped the embedded database in {where}" if was_running else f"no server running in {where}")
+
+
 # --- service path: migrate, erase ------------------------------------------------------------------------
 
 
@@ -391,7 +474,7 @@ def _admin_url(settings: MemorySettings) -> str:
         if url is not None:
             return url.get_secret_value()
     try:
-        return EmbeddedPostgres.from_settings(settings, keep_running=True).start()
+        return EmbeddedPostgres.from_settings(settings).start()  # stops at exit if this process started it
     except (psycopg.Error, OSError, subprocess.SubprocessError) as exc:
         raise _fail(f"the embedded database could not be started: {exc}") from None
 
@@ -508,6 +591,18 @@ def serve(
         serve_api(_settings(data_dir), host=host, port=port)
     except MemoryPluginError as exc:
         raise _fail(str(exc)) from None
+
+
+def _reflow(doc: str) -> str:
+    """A docstring as help text: the lines of a paragraph joined (source wraps at 120 columns; the help
+    wraps at the terminal's width: keeping both broke lines mid-sentence), paragraphs kept."""
+    paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(doc))
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+for _command in app.registered_commands:
+    if _command.help is None and _command.callback is not None and _command.callback.__doc__:
+        _command.help = _reflow(_command.callback.__doc__)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -41,9 +41,10 @@ from .logs import LOG_PREFIX, logger
 from .models import FactCategory, MemorizedFact, MemoryContext, MemoryUpdate, Message, ShortTermMemory
 from .outage import ResilientStore, WriteJournal
 from .quality import WriteOutcome
+from .quality.outcome import NoteBatchOutcome
 from .retrieval import ScoredMemory
 from .retrieval.searcher import Searcher
-from .rows import MemoryRecord
+from .rows import CONTENT_MAX_CHARS, MemoryRecord
 from .session import Clock, SessionStore
 from .settings import MemorySettings
 from .stats import MemoryStats
@@ -80,6 +81,7 @@ class MemoryManager:
         database_url: str | None = None,
         embedder: MemoryEmbedder | None = None,
     ) -> None:
+        settings.check_content_limit(CONTENT_MAX_CHARS)  # a limit the schema cannot hold fails here, not per write
         self.settings = settings
         self.store = store
         self.embedder = embedder if embedder is not None else default_embedder(settings)
@@ -479,12 +481,21 @@ class MemoryManager:
             session_id=session_id,
             importance=importance,
         )
-        (record,) = await self.remember_many(user_id, [note])
-        return record
+        (outcome,) = (await self.remember_many_detailed(user_id, [note])).notes
+        if outcome.record is None:
+            raise InvalidMemoryInputError(f"nothing is left to remember: {outcome.reason}")
+        return outcome.record
 
     async def remember_many(self, user_id: str | UUID, notes: Sequence[Note]) -> list[MemoryRecord]:
         """`remember` for a batch: one embedding call per `embedding_batch_size` notes, one store round trip.
-        Returns the stored rows, one per distinct note, in order. All or nothing on bad input."""
+        Returns the stored rows, one per distinct note, in order. Invalid input (not a `Note`, over
+        `max_note_chars`, a bad session id) raises before anything is written; a note the privacy policy
+        refuses is skipped and the rest stored (`remember_many_detailed` reports each note)."""
+        return (await self.remember_many_detailed(user_id, notes)).records
+
+    async def remember_many_detailed(self, user_id: str | UUID, notes: Sequence[Note]) -> NoteBatchOutcome:
+        """`remember_many`, reporting per note whether it was stored, merged into an existing memory, or
+        refused (and why), and which kinds of data were redacted. Counted in `stats`."""
         self._check_open()
         return await self.writer.remember_many(parse_user_id(user_id), notes)
 

@@ -17,6 +17,7 @@ from uuid import UUID
 from pydantic import TypeAdapter
 
 __all__ = [
+    "CONTENT_MAX_CHARS",
     "LIST_PREFERENCE_SLOTS",
     "SINGLE_PREFERENCE_SLOTS",
     "MemoryItem",
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 MemoryKind = Literal["fact", "preference", "project", "pattern"]
+CONTENT_MAX_CHARS = 20_000
+"""The `user_memory.content` length check (supabase/schemas/10_user_memory.sql); settings are checked against it."""
 RowSource = Literal["explicit", "inferred"]
 """How a row was learned: said by the user, or inferred (the same values as `models.FactSource`)."""
 LIST_PREFERENCE_SLOTS = ("preferred_materials",)

@@ -75,6 +75,14 @@ class MemoryStats:
     """Facts merged into a similar fact (stored, or earlier in the same write) instead of inserted."""
     facts_superseded: int = 0
     """Stored facts a write made no longer current (`replaces`, a new value of their slot); kept as history."""
+    notes_stored: int = 0
+    """Notes (`remember`, `remember_many`) stored as new memories."""
+    notes_merged: int = 0
+    """Notes that repeated a memory exactly (stored, or earlier in their batch) and reinforced it."""
+    notes_refused: int = 0
+    """Notes not stored: nothing meaningful was left once sensitive data was removed."""
+    notes_redacted: int = 0
+    """Notes stored with sensitive data or the speaker's own clinical detail replaced by placeholders."""
 
     @classmethod
     def collect(cls, *parts: Any) -> MemoryStats:

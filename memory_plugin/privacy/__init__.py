@@ -2,7 +2,7 @@
 
 - `redaction.py`: payment cards (Luhn), IBANs (mod 97), national ids, SSNs, passwords and API keys →
   placeholders, judged by checksums and context words, in linear time.
-- `health.py`: clinical details of an extracted fact reduced to a non-clinical note (seed 000's HEALTH_NOTE) or
+- `health.py`: clinical details of an extracted fact reduced to a non-clinical note or
   dropped.
 - `own_health.py`: the speaker's own clinical detail in a verbatim note, as spans to redact.
 - `policy.py`: both, in order, as applied to facts (`sanitize_fact_text`), verbatim notes (`redact_note_text`)

@@ -1,4 +1,4 @@
-"""Health data is kept only as a non-clinical note (seed 000's HEALTH_NOTE), never as clinical detail.
+"""Health data is kept only as a non-clinical note, never as clinical detail.
 
 The rule, applied to every fact before it is stored (`memory_plugin.privacy.sanitize_fact_text`):
 

@@ -47,8 +47,13 @@ class FactAdmission:
         self._date_zone = ZoneInfo(settings.date_timezone) if settings.date_timezone else None
 
     def admit(self, fact: MemorizedFact, user_id: UUID) -> MemorizedFact | None:
-        """Validate and clean one fact for storage; None when it must not be stored (below threshold, or
-        nothing storable left once sensitive data is removed). Raises on invalid input.
+        """`admit_or_refuse`, None when the fact must not be stored."""
+        admitted = self.admit_or_refuse(fact, user_id)
+        return admitted if isinstance(admitted, MemorizedFact) else None
+
+    def admit_or_refuse(self, fact: MemorizedFact, user_id: UUID) -> MemorizedFact | str:
+        """Validate and clean one fact for storage; the reason it must not be stored instead (below
+        threshold, or nothing storable left once sensitive data is removed). Raises on invalid input.
 
         Relative dates are resolved against `fact.timestamp` (the message's time for extracted facts), and a
         fact pinned only to dates still to come gets an expiry (see `memory_plugin.dates`)."""
@@ -60,10 +65,10 @@ class FactAdmission:
         if fact.confidence < self.settings.min_fact_confidence:
             self.stats.facts_rejected += 1
             logger.debug("%s not storing low-confidence fact %s (%.2f)", LOG_PREFIX, fact.id, fact.confidence)
-            return None
+            return f"confidence {fact.confidence:.2f} is below the threshold {self.settings.min_fact_confidence:.2f}"
         clean = self.sanitize_fact(fact)
         if clean is None:
-            return None
+            return "nothing storable is left once sensitive data and clinical detail are removed"
         said_at = clean.timestamp
         if self._date_zone is not None and said_at.tzinfo is not None:
             said_at = said_at.astimezone(self._date_zone)  # the users' calendar decides what "mañana" is

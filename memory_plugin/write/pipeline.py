@@ -8,6 +8,7 @@ admit (checks, threshold, sensitive data, dates) → rows → fold repeats and n
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
@@ -17,7 +18,9 @@ from ..embeddings import MemoryEmbedder
 from ..errors import EmbeddingError, InvalidMemoryInputError
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, MemoryUpdate
+from ..privacy import redact_json_value, redact_note_text_async
 from ..quality import WriteOutcome, fold_near_duplicates, fold_semantic_duplicates
+from ..quality.outcome import NoteBatchOutcome, NoteOutcome, NoteStatus, RefusedFact
 from ..quality.rules import WriteRules
 from ..quality.slots import keep_latest_per_slot
 from ..rows import MemoryItem, MemoryRecord
@@ -43,6 +46,10 @@ class WriteStats:
     facts_superseded: int = 0
     facts_embedded: int = 0
     embedding_failures: int = 0
+    notes_stored: int = 0
+    notes_merged: int = 0
+    notes_refused: int = 0
+    notes_redacted: int = 0
 
 
 class WritePipeline:
@@ -69,22 +76,28 @@ class WritePipeline:
             raise InvalidMemoryInputError(f"update must be a MemoryUpdate, got {type(update).__name__}")
         if update.session_id is not None:
             check_session_id(update.session_id)
-        facts = [self.admission.admit(f, update.user_id) for f in update.new_facts]
-        kept = [f for f in facts if f is not None]
+        kept: list[MemorizedFact] = []
+        refused: list[RefusedFact] = []
+        for index, fact in enumerate(update.new_facts):
+            admitted = self.admission.admit_or_refuse(fact, update.user_id)
+            if isinstance(admitted, MemorizedFact):
+                kept.append(admitted)
+            else:
+                refused.append(RefusedFact(index, admitted))
         preferences, project, patterns = self.admission.sanitize_parts(update)
         items = items_from_update(kept, preferences, project, patterns, update.session_id)
         # Within this write: the last value of a slot wins, and near-duplicates fold into the first wording.
         items, _ = keep_latest_per_slot(items)
         items, folded = fold_near_duplicates(items, self.rules.near_duplicate_threshold)
         if not items:
-            return WriteOutcome()
+            return WriteOutcome(refused=refused)
         items = await self.embed_items(items)
         # Then paraphrases by meaning (same category, guard and model), once the facts have their vectors.
         items, folded_by_meaning = fold_semantic_duplicates(items, self.rules.embedding_threshold)
         folded += folded_by_meaning
         self.rate_limit.take(update.user_id, len(items))
         records = await self.store.upsert(update.user_id, items, self.rules)
-        outcome = outcome_of(items, records, folded)
+        outcome = dataclasses.replace(outcome_of(items, records, folded), refused=refused)
         self._count(outcome)
         if outcome.stored:
             logger.info(
@@ -99,51 +112,80 @@ class WritePipeline:
             )
         return outcome
 
-    async def remember_many(self, user_id: UUID, notes: Sequence[Note]) -> list[MemoryRecord]:
-        """Store notes as given; see `MemoryManager.remember_many`."""
-        items: list[MemoryItem] = []
-        for note in notes:
+    async def remember_many(self, user_id: UUID, notes: Sequence[Note]) -> NoteBatchOutcome:
+        """Store notes as given, reporting each; see `MemoryManager.remember_many_detailed`."""
+        for note in notes:  # invalid input raises before anything is filtered or written
             if not isinstance(note, Note):
                 raise InvalidMemoryInputError(f"remember_many takes Note objects, got {type(note).__name__}")
-            check_text(note.content, "memory content", self.settings.max_fact_chars)
+            check_text(note.content, "memory content", self.settings.max_note_chars)
             if note.session_id is not None:
                 check_session_id(note.session_id)
-            # The sensitive-data hook of every write path (payment data, ids, secrets, clinical details).
-            as_fact = MemorizedFact(
-                content=note.content, category=note.category, confidence=note.confidence, source=note.source
+        outcomes: dict[int, NoteOutcome] = {}
+        accepted: list[tuple[int, MemoryItem, tuple[str, ...]]] = []
+        for index, note in enumerate(notes):
+            # The sensitive-data hook of every write path: content, and every string of the metadata (the
+            # speaker reaches the search table from there), before the hash, the journal or the database.
+            redaction = await redact_note_text_async(note.content, consent=self.settings.health_notes)
+            meta = redact_json_value(note.metadata)
+            kinds = tuple(
+                dict.fromkeys((*redaction.redacted, *(f"health:{k}" for k in redaction.clinical), *meta.kinds))
             )
-            clean = self.admission.sanitize_fact(as_fact)
-            if clean is None:
-                raise InvalidMemoryInputError("nothing is left to remember once sensitive data is removed")
-            if clean is not as_fact:
-                note = note.model_copy(update={"content": clean.content, "category": clean.category})
-            items.append(note_item(note))
-        if not items:
-            return []
-        # Exact repeats inside the batch are one row (Postgres cannot upsert one row twice in a statement).
-        unique = list({item.content_hash: item for item in items}.values())
-        self.rate_limit.take(user_id, len(unique))
-        unique = await self.embed_items(unique)
-        records = await self.store.upsert(user_id, unique, WriteRules(reinforcement_step=self.rules.reinforcement_step))
-        self.stats.facts_written += len(records)
-        return records
+            if redaction.text is None:
+                outcomes[index] = NoteOutcome(
+                    index, "refused", redacted=kinds, reason="nothing meaningful is left once sensitive data is removed"
+                )
+                continue
+            if kinds:
+                note = note.model_copy(update={"content": redaction.text, "metadata": meta.value})
+            accepted.append((index, note_item(note), kinds))
+        if accepted:
+            # Exact repeats inside the batch are one row (Postgres cannot upsert one row twice in a statement).
+            unique = list({item.content_hash: item for _, item, _ in accepted}.values())
+            self.rate_limit.take(user_id, len(unique))
+            unique = await self.embed_items(unique)
+            records = await self.store.upsert(
+                user_id, unique, WriteRules(reinforcement_step=self.rules.reinforcement_step)
+            )
+            by_hash = {r.content_hash: r for r in records}
+            first_of: dict[str, int] = {}
+            for index, item, kinds in accepted:
+                record = by_hash[item.content_hash]
+                repeat = first_of.setdefault(item.content_hash, index) != index
+                status: NoteStatus = "merged" if repeat or record.relevance_count > 0 else "stored"
+                outcomes[index] = NoteOutcome(index, status, record=record, redacted=kinds)
+        outcome = NoteBatchOutcome([outcomes[i] for i in range(len(notes))])
+        self.stats.facts_written += len(outcome.records)
+        self.stats.notes_stored += outcome.count("stored")
+        self.stats.notes_merged += outcome.count("merged")
+        self.stats.notes_refused += outcome.count("refused")
+        self.stats.notes_redacted += sum(1 for n in outcome.notes if n.redacted)
+        if outcome.refused:
+            logger.info("%s %d of %d notes refused by the privacy policy", LOG_PREFIX, len(outcome.refused), len(notes))
+        return outcome
 
     async def embed_items(self, items: list[MemoryItem]) -> list[MemoryItem]:
         """The facts among `items` with their embeddings, computed in batches (one model call per
-        `embedding_batch_size` facts). If the embedder fails the facts are stored without vectors: counted,
-        logged, found by text until `memory-plugin reembed` fills them."""
+        `embedding_batch_size` texts). A text longer than `EMBEDDING_WINDOW_CHARS` is embedded as the normalised
+        mean of its overlapping windows (`embedding_windows`), so its last words count too. If the embedder fails
+        the facts are stored without vectors: counted, logged, found by text until `memory-plugin reembed` fills
+        them."""
         embedder = self.embedder
         todo = [i for i, item in enumerate(items) if item.kind == "fact" and item.embedding is None]
         if embedder is None or not todo:
             return items
+        windows = [embedding_windows(items[i].content) for i in todo]
         try:
-            vectors = await embedder.embed_documents([items[i].content for i in todo])
+            vectors = await embedder.embed_documents([w for item_windows in windows for w in item_windows])
         except EmbeddingError as exc:
             self.stats.embedding_failures += len(todo)
             logger.warning("%s storing %d facts without embeddings: %s", LOG_PREFIX, len(todo), exc)
             return items
         out = list(items)
-        for i, vector in zip(todo, vectors, strict=True):
+        start = 0
+        for i, item_windows in zip(todo, windows, strict=True):
+            own = vectors[start : start + len(item_windows)]
+            start += len(item_windows)
+            vector = own[0] if len(own) == 1 else mean_direction(own)
             out[i] = dataclasses.replace(items[i], embedding=vector, embedding_model=embedder.name)
         self.stats.facts_embedded += len(todo)
         return out
@@ -171,3 +213,37 @@ def outcome_of(items: Sequence[MemoryItem], records: Sequence[MemoryRecord], fol
         near_duplicates=folded + redirected,
         superseded=[fact_from_record(r) for r in facts if r.invalid_at is not None],
     )
+
+
+EMBEDDING_WINDOW_CHARS = 800
+"""Longest text embedded in one piece. all-MiniLM-L6-v2 reads 256 word pieces (~1,000 characters of English)
+and ignores the rest; 800 leaves room for longer words and other languages."""
+EMBEDDING_WINDOW_OVERLAP = 200
+"""Characters two neighbouring windows share, so a sentence cut by one window is whole in the next."""
+
+
+def embedding_windows(text: str) -> list[str]:
+    """`text` itself when short; else overlapping windows of at most `EMBEDDING_WINDOW_CHARS` characters that
+    cover all of it, cut at spaces where one is near."""
+    if len(text) <= EMBEDDING_WINDOW_CHARS:
+        return [text]
+    windows: list[str] = []
+    start = 0
+    while True:
+        end = min(start + EMBEDDING_WINDOW_CHARS, len(text))
+        if end < len(text):
+            space = text.rfind(" ", start + EMBEDDING_WINDOW_CHARS // 2, end)
+            end = space if space > 0 else end
+        windows.append(text[start:end])
+        if end >= len(text):
+            return windows
+        start = max(end - EMBEDDING_WINDOW_OVERLAP, start + 1)
+        space = text.find(" ", start, end)
+        start = space + 1 if 0 <= space < end else start
+
+
+def mean_direction(vectors: Sequence[tuple[float, ...]]) -> tuple[float, ...]:
+    """The normalised mean of `vectors`: one vector for a text embedded in windows."""
+    sums = [sum(column) for column in zip(*vectors, strict=True)]
+    norm = math.sqrt(sum(x * x for x in sums)) or 1.0
+    return tuple(x / norm for x in sums)

@@ -19,7 +19,9 @@ create table public.user_memory (
     -- fact: its category (memory_plugin.taxonomy); preference: the slot it fills; project and pattern: the
     -- kind again (so the column is never null and always filterable).
     category           text        not null,
-    content            text        not null check (char_length(content) between 1 and 2000),
+    -- 20,000 characters: a verbatim note is a message someone wrote (MEMORY_MAX_NOTE_CHARS, 16,000 by default;
+    -- ~2 % of everyday chat turns exceed 500 characters); extracted facts are held to MEMORY_MAX_FACT_CHARS.
+    content            text        not null check (char_length(content) between 1 and 20000),
     confidence         real        not null default 0.6 check (confidence between 0 and 1),
     source             text        not null default 'inferred' check (source in ('explicit', 'inferred')),
     importance         smallint    not null default 3 check (importance between 1 and 5),
@@ -88,7 +90,7 @@ create index user_memory_user_id_kind_idx on public.user_memory (user_id, kind, 
 create index user_memory_fact_rank_idx on public.user_memory
     (user_id, importance, confidence desc, last_reinforced_at desc, id) include (expires_at, category)
     where kind = 'fact' and invalid_at is null and archived_at is null and category <> 'rejection';
--- The most recently reinforced facts of each importance level: the seed of memory_rank_facts' bar.
+-- The most recently reinforced facts of each importance level: the starting set of memory_rank_facts' bar.
 create index user_memory_fact_recent_idx on public.user_memory
     (user_id, importance, last_reinforced_at desc, id) include (confidence, expires_at, category)
     where kind = 'fact' and invalid_at is null and archived_at is null and category <> 'rejection';
