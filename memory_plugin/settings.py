@@ -405,3 +405,6 @@ class MemorySettings(BaseSettings):
     chat_summary_model: str | None = None
     """pydantic-ai model writing chat summaries and titles (e.g. "openai:gpt-4o-mini"); unset: the offline
     extractive summary."""
+
+    max_checkpoints: int = Field(default=20, ge=1, le=10_000)
+    """Workflow checkpoints kept per session; each save deletes the older ones beyond it."""

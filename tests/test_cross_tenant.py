@@ -35,6 +35,7 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "memory_private.memory_search_terms": {"memory_id": "{b_fact}", "lexeme": "injected", "tf": 1},
     "memory_private.memory_search_counts": {"docs": 1},
     "public.chats": {"title": "injected", "full_history": "[]"},
+    "public.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
 }
 
 
@@ -173,6 +174,11 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
             "insert into public.chats (user_id, title, summary_text, summary_embedding, summary_model, full_history,"
             " assistant_history, turn_count) values (%s, %s, %s, %s::extensions.halfvec, 'test', '[]', '[]', 0)",
             (user, f"Chat de {name}", f"{name} titanio bridas", _VECTOR),
+        )
+        admin_conn.execute(
+            "insert into public.workflow_checkpoints (user_id, session_id, step, state) values (%s, 's1', 'route',"
+            ' \'{"route": "budget"}\')',
+            (user,),
         )
         # Every fact has a vector, so the search attack has something to find.
         admin_conn.execute(
