@@ -113,8 +113,11 @@ class InMemoryCheckpointStore:
 
 
 _COLUMNS = "id, session_id, step, state, created_at"
+# Saves of one session are serialised by a transaction-level advisory lock taken in a statement of its own, so
+# the insert-and-prune statement after it (a new snapshot under READ COMMITTED) sees every committed save.
 # Insert and prune in one statement: the delete sees the table as it was before the insert, so it keeps the
-# newest `max - 1` older snapshots, and with the new one the session holds at most `max`.
+# newest `max - 1` older snapshots, and with the new one the session holds exactly at most `max`.
+LOCK_SQL = "select pg_advisory_xact_lock(hashtextextended(%(lock)s, 7441))"
 SAVE_SQL = f"""
 with new as (
     insert into public.workflow_checkpoints (user_id, session_id, step, state)
@@ -156,7 +159,8 @@ class PostgresCheckpointStore:
                 # Named parameters: the prelude's claims go in as one more of them.
                 prelude = IDENTITY_PRELUDE_SQL.replace("%s", "%(claims)s")
                 await cursor.execute(f"{prelude}; {query}", {**params, "claims": user_claims(user_id)})
-                cursor.nextset()
+                while cursor.nextset():  # the last statement's result is the answer
+                    pass
                 return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
         except PoolTimeout as exc:
             raise StoreUnavailableError(f"no Postgres connection available: {exc}") from exc
@@ -170,8 +174,11 @@ class PostgresCheckpointStore:
     ) -> Checkpoint:
         """Store a snapshot and prune beyond `max_checkpoints`, in one statement."""
         text = _encode(session_id, step, state, max_checkpoints)
-        params = {"user": user_id, "session": session_id, "step": step, "state": text, "keep": max_checkpoints - 1}
-        rows, _ = await self._run(user_id, SAVE_SQL, params)
+        params = {
+            "user": user_id, "session": session_id, "step": step, "state": text, "keep": max_checkpoints - 1,
+            "lock": f"workflow_checkpoints:{user_id}:{session_id}",
+        }  # fmt: skip
+        rows, _ = await self._run(user_id, f"{LOCK_SQL}; {SAVE_SQL}", params)
         return _row(rows[0])
 
     async def list_checkpoints(self, user_id: UUID, session_id: str) -> list[Checkpoint]:
