@@ -35,7 +35,8 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "memory_private.memory_search_terms": {"memory_id": "{b_fact}", "lexeme": "injected", "tf": 1},
     "memory_private.memory_search_counts": {"docs": 1},
     "public.chats": {"title": "injected", "full_history": "[]"},
-    "public.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
+    "memory_private.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
+    "memory_private.memory_sessions": {"session_id": "injected-session", "last_active": 1.0},
 }
 
 
@@ -176,9 +177,14 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
             (user, f"Chat de {name}", f"{name} titanio bridas", _VECTOR),
         )
         admin_conn.execute(
-            "insert into public.workflow_checkpoints (user_id, session_id, step, state) values (%s, 's1', 'route',"
-            ' \'{"route": "budget"}\')',
-            (user,),
+            "insert into memory_private.workflow_checkpoints (user_id, session_id, step, state)"
+            " values (%s, 's1', 'route', %s)",
+            (user, '{"route": "budget"}'),
+        )
+        admin_conn.execute(
+            "insert into memory_private.memory_sessions (session_id, user_id, messages, last_active)"
+            " values (%s, %s, %s, 1)",
+            (f"session-of-{name}-{user}", user, '[{"role": "user", "content": "secreto"}]'),
         )
         # Every fact has a vector, so the search attack has something to find.
         admin_conn.execute(

@@ -120,26 +120,26 @@ _COLUMNS = "id, session_id, step, state, created_at"
 LOCK_SQL = "select pg_advisory_xact_lock(hashtextextended(%(lock)s, 7441))"
 SAVE_SQL = f"""
 with new as (
-    insert into public.workflow_checkpoints (user_id, session_id, step, state)
+    insert into memory_private.workflow_checkpoints (user_id, session_id, step, state)
     values (%(user)s, %(session)s, %(step)s, %(state)s::jsonb) returning {_COLUMNS}
 ), pruned as (
-    delete from public.workflow_checkpoints c
+    delete from memory_private.workflow_checkpoints c
      where c.user_id = %(user)s and c.session_id = %(session)s
-       and c.id in (select o.id from public.workflow_checkpoints o
+       and c.id in (select o.id from memory_private.workflow_checkpoints o
                      where o.user_id = %(user)s and o.session_id = %(session)s
                      order by o.id desc offset %(keep)s)
 )
 select {_COLUMNS} from new
 """
 LIST_SQL = (
-    f"select {_COLUMNS} from public.workflow_checkpoints where user_id = %(user)s and session_id = %(session)s"
+    f"select {_COLUMNS} from memory_private.workflow_checkpoints where user_id = %(user)s and session_id = %(session)s"
     " order by id desc"
 )
 LATEST_SQL = (
-    f"select {_COLUMNS} from public.workflow_checkpoints where user_id = %(user)s and session_id = %(session)s"
+    f"select {_COLUMNS} from memory_private.workflow_checkpoints where user_id = %(user)s and session_id = %(session)s"
     " and (%(step)s::text is null or step = %(step)s) order by id desc limit 1"
 )
-DELETE_SQL = "delete from public.workflow_checkpoints where user_id = %(user)s and session_id = %(session)s"
+DELETE_SQL = "delete from memory_private.workflow_checkpoints where user_id = %(user)s and session_id = %(session)s"
 
 
 def _row(r: dict[str, Any]) -> Checkpoint:
@@ -147,7 +147,7 @@ def _row(r: dict[str, Any]) -> Checkpoint:
 
 
 class PostgresCheckpointStore:
-    """Checkpoints in `public.workflow_checkpoints`, each statement as the user under RLS."""
+    """Checkpoints in `memory_private.workflow_checkpoints`, each statement as the user under RLS."""
 
     def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]) -> None:
         self._pool = pool
