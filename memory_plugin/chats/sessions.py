@@ -166,7 +166,9 @@ class PostgresSessionStore:
         now = self._clock()
         with self._transaction() as conn:
             existing = self._locked(conn, session_id, user_id, now)
-            known: dict[str, dict[str, str]] = existing["entities"] if existing else {}
+            # Stored as kind -> values in first-seen order (a jsonb object would not keep key order).
+            stored: dict[str, list[str]] = existing["entities"] if existing else {}
+            known = {kind: {normalize_key(v): v for v in values} for kind, values in stored.items()}
             added: dict[str, dict[str, str]] = {}
             for kind, values in entities.items():
                 kind_key = kind.strip().lower()
@@ -193,10 +195,10 @@ class PostgresSessionStore:
                     " request, or raise the limit"
                 )
             row = existing or self._create(conn, session_id, user_id, now)
-            merged = {kind: dict(values) for kind, values in row["entities"].items()}
+            merged: dict[str, list[str]] = {kind: list(values) for kind, values in row["entities"].items()}
             for kind_key, new in added.items():
                 if new:
-                    merged.setdefault(kind_key, {}).update(new)
+                    merged.setdefault(kind_key, []).extend(new.values())
             self._write(conn, {**row, "entities": merged}, now)
 
     def add_intent(self, session_id: str, intent: str, *, user_id: UUID | None = None) -> None:
@@ -228,7 +230,7 @@ class PostgresSessionStore:
             conn.execute(TOUCH_SQL, (now, session_id))
             return ShortTermMemory(
                 messages=[Message.model_validate(m) for m in row["messages"]],
-                entities={kind: list(values.values()) for kind, values in row["entities"].items()},
+                entities={kind: list(values) for kind, values in row["entities"].items()},
                 intents=list(row["intents"]),
             )
 
