@@ -408,3 +408,7 @@ class MemorySettings(BaseSettings):
 
     max_checkpoints: int = Field(default=20, ge=1, le=10_000)
     """Workflow checkpoints kept per session; each save deletes the older ones beyond it."""
+
+    session_backend: Literal["memory", "postgres"] = "memory"
+    """Where short-term sessions live: "memory" (this process's RAM) or "postgres" (the database in use, shared
+    by every worker; `memory_private.memory_sessions`)."""

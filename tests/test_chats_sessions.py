@@ -154,3 +154,15 @@ def test_two_processes_share_one_session_and_lose_no_message(database_url: str, 
     for w in ("w1", "w2"):  # each process's messages in the order it wrote them
         mine = [c for c in contents if c.startswith(w)]
         assert mine == [f"{w}-{i}" for i in range(60)]
+
+
+async def test_two_managers_with_the_postgres_backend_share_a_session(pg_settings: Any, sid: str) -> None:
+    from memory_plugin import MemoryManager
+
+    settings = pg_settings.model_copy(update={"session_backend": "postgres"})
+    user = uuid4()
+    async with MemoryManager.open(settings) as first, MemoryManager.open(settings) as second:
+        await first.add_message(sid, msg("Necesito 40 soportes anodizados"), user_id=user)
+        short = await second.get_short_term(sid, user_id=user)
+        assert [m.content for m in short.messages] == ["Necesito 40 soportes anodizados"]
+        assert second.describe()["live_sessions"] >= 1

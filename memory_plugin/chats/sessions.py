@@ -25,9 +25,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import SessionLimitError, SessionOwnershipError, StoreUnavailableError
 from ..models import Message, ShortTermMemory
+from ..settings import MemorySettings
 from ..text import normalize_key
 
-__all__ = ["PostgresSessionStore"]
+__all__ = ["PostgresSessionStore", "postgres_sessions_from_settings"]
 
 Conn = psycopg.Connection[dict[str, Any]]
 
@@ -42,6 +43,7 @@ WRITE_SQL = (
 )
 TOUCH_SQL = "update memory_private.memory_sessions set last_active = %s where session_id = %s"
 DELETE_SQL = "delete from memory_private.memory_sessions where session_id = %s"
+COUNT_SQL = "select count(*) as live from memory_private.memory_sessions where last_active > %s"
 EXPIRE_SQL = "delete from memory_private.memory_sessions where last_active <= %s"
 # The user's sessions beyond the cap, least recently active first (made room for before creating one).
 CAP_SQL = (
@@ -248,7 +250,26 @@ class PostgresSessionStore:
             conn.execute(DELETE_SQL, (session_id,))
             return True
 
+    def __len__(self) -> int:
+        """Live sessions (all users)."""
+        with self._transaction() as conn:
+            row = conn.execute(COUNT_SQL, (self._clock() - self.ttl_seconds,)).fetchone()
+            return int(row["live"]) if row else 0
+
     def expire(self) -> int:
         """Delete every session idle for longer than the TTL; returns how many."""
         with self._transaction() as conn:
             return int(conn.execute(EXPIRE_SQL, (self._clock() - self.ttl_seconds,)).rowcount)
+
+
+def postgres_sessions_from_settings(settings: MemorySettings, url: str) -> PostgresSessionStore:
+    """The Postgres session store `settings` describe (window, TTL, per-user cap, entity and intent limits)."""
+    return PostgresSessionStore.connect(
+        url,
+        max_messages=settings.max_messages_per_session,
+        ttl_seconds=settings.session_ttl_seconds,
+        max_sessions_per_user=settings.max_sessions_per_user,
+        max_entity_values_per_kind=settings.max_session_entity_values_per_kind,
+        max_entity_values=settings.max_session_entity_values,
+        max_intents=settings.max_session_intents,
+    )
