@@ -87,7 +87,9 @@ class MemoryManager:
         self.store = store
         self.embedder = embedder if embedder is not None else default_embedder(settings)
         """Embeds facts at write time and questions at search time (None: text-only search)."""
-        self.sessions: SessionBackend = sessions or SessionStore.from_settings(settings, clock=clock or time.monotonic)
+        self.sessions: SessionBackend = (
+            sessions if sessions is not None else SessionStore.from_settings(settings, clock=clock or time.monotonic)
+        )
         self.failures = StoreFailures(settings.outage_log_interval_seconds)
         """Long-term reads that failed, counted and logged (throttled)."""
         self.searcher = Searcher(settings, store, self.embedder)
