@@ -35,9 +35,12 @@ from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.chats.compaction import turn_text
 from memory_plugin.chats.service import from_json
+from memory_plugin.chats.sessions import PostgresSessionStore
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder
+from memory_plugin.models import Message
+from memory_plugin.session import SessionBackend, SessionStore
 
 SECRET = "bench-secret-with-at-least-32-bytes-of-entropy"
 TOPICS = ["soportes anodizados", "bridas de acero", "facturas pendientes", "tornillería M8", "plazos de entrega"]
@@ -121,6 +124,30 @@ async def _search_throughput(client: httpx.AsyncClient, chats: int, seconds: flo
     print()
 
 
+def _session_latency(url: str, calls: int) -> None:
+    """`add_message` and `snapshot` on one session, RAM vs Postgres (same process, same host)."""
+    print(f"## Short-term sessions: {calls} `add_message` then {calls} `snapshot` calls, window of 20\n")
+    print("| backend | add_message p50 / p95 | snapshot p50 / p95 |\n|---|---:|---:|")
+    postgres = PostgresSessionStore.connect(url, max_messages=20)
+    backends: dict[str, SessionBackend] = {"memory (RAM)": SessionStore(max_messages=20), "postgres": postgres}
+    for name, backend in backends.items():
+        user, session = uuid.uuid4(), f"bench-{uuid.uuid4().hex}"
+        writes, reads = [], []
+        for i in range(calls):
+            began = time.perf_counter()
+            backend.add_message(session, Message(role="user", content=f"mensaje {i} sobre soportes"), user_id=user)
+            writes.append((time.perf_counter() - began) * 1000)
+        for _ in range(calls):
+            began = time.perf_counter()
+            backend.snapshot(session, user_id=user)
+            reads.append((time.perf_counter() - began) * 1000)
+        w = f"{_pct(writes, 0.5):.3f} / {_pct(writes, 0.95):.3f} ms"
+        r = f"{_pct(reads, 0.5):.3f} / {_pct(reads, 0.95):.3f} ms"
+        print(f"| {name} | {w} | {r} |")
+    postgres.close()
+    print()
+
+
 async def _bench(url: str, turns: int, chats: int, seconds: float) -> None:
     pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
         url, min_size=4, max_size=16, open=False, kwargs={"autocommit": True, "row_factory": dict_row}
@@ -161,6 +188,7 @@ def main() -> None:
                 async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
                     await migrate(conn)
                 await _bench(url, turns, chats, seconds)
+                await asyncio.to_thread(_session_latency, url, 200 if args.quick else 2000)
 
             asyncio.run(run())
         finally:
