@@ -1,4 +1,4 @@
-"""The budget assistant of Arkcutt (a CNC machining shop): step 5 of the seed's workflow.
+"""The budget assistant of Arkcutt (a CNC machining shop): step 5 of the budget-request workflow.
 
 `build_budget_agent(memory, model)` is a pydantic-ai agent whose instructions get the user's memory from
 `MemoryCapability`. `offline_budget_model()` is a deterministic stand-in LLM for the demo and the tests:
@@ -19,7 +19,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from memory_plugin.capability import MemoryCapability, MemoryDeps
 from memory_plugin.manager import MemoryManager
 
-from .intent_classifier import classify_offline, extract_entities
+from .intent import classify_offline, extract_entities
 from .models import last_user_prompt
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Fact extraction tuned for Arkcutt's customers (step 7 of the seed's workflow).
+"""Fact extraction tuned for Arkcutt's customers (the last step of the budget-request workflow).
 
 With a model: `LLMExtractor` with the plugin's extraction policy plus what a machining shop needs to remember
 (materials, tolerances, certifications, budget limits, delivery feedback). Without: the offline

@@ -53,6 +53,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 
+from agents.vocabulary import SHOP_VOCABULARY
 from bench.tables import BenchTable, render
 from memory_plugin import MemoryManager, MemorySettings, Message
 from memory_plugin.database import EmbeddedPostgres
@@ -409,6 +410,7 @@ async def run_conversation(
         pool_min_size=1,
         embedding_model="local",
         dedup_embedding_threshold=MemorySettings().dedup_embedding_threshold if embedding_dedup else 2.0,
+        vocabulary=SHOP_VOCABULARY,  # the script is a machining shop's conversation
     )
     variant = "reuses known wording" if reuse_known_wording else "as said"
     result = QualityResult(variant if embedding_dedup else f"{variant}, no embedding de-dup")

@@ -44,6 +44,7 @@ from rich.table import Table
 
 from agents.fact_extractor import build_fact_extractor
 from agents.models import resolve_agent_model
+from agents.vocabulary import with_shop_vocabulary
 from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 
 from .database import EmbeddedPostgres
@@ -51,6 +52,7 @@ from .database.admin import ArchiveReport, MemoryAdmin
 from .database.connector import DatabaseConnector
 from .database.embedded import stop_embedded
 from .database.migrations import migrate
+from .database.urls import masked_url
 from .errors import InvalidMemoryInputError, MemoryPluginError
 from .manager import MemoryManager
 from .outage.journal import WriteJournal
@@ -120,9 +122,10 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 def _settings(data_dir: Path | None) -> MemorySettings:
     try:
+        # The CLI is the machining shop's demo: its manager uses the shop's vocabulary.
         if data_dir is not None:
-            return MemorySettings(data_dir=data_dir.expanduser().resolve(), database_url=None)
-        return MemorySettings()
+            return with_shop_vocabulary(MemorySettings(data_dir=data_dir.expanduser().resolve(), database_url=None))
+        return with_shop_vocabulary(MemorySettings())
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
@@ -253,7 +256,7 @@ async def _demo(settings: MemorySettings, console: Console) -> None:
         if url:
             query = f"select kind, category, content, confidence from user_memory where user_id = '{user}'"
             console.print("[bold]Inspect the table:[/]")
-            console.print(f'  psql "{escape(url)}" -c "{escape(query)}"', soft_wrap=True)
+            console.print(f'  psql "{escape(masked_url(url))}" -c "{escape(query)}"', soft_wrap=True)
             console.print(
                 "[dim]  (the embedded server stops when the last command using it exits; `memory-plugin db-url` "
                 "starts it again and keeps it running until `memory-plugin stop`)[/]",

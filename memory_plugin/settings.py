@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, PlainSerializer, PlainValidator, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import MemoryPluginError
 from .privacy.policy import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
+from .quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
 __all__ = ["LocalRuntime", "MemorySettings"]
 
 
 LocalRuntime = Literal["auto", "onnx", "torch"]
 """What runs the offline embedding model for a single question (`MemorySettings.local_embedding_runtime`)."""
+
+
+def _a_vocabulary(value: object) -> Vocabulary:
+    # Checked as an instance only: a vocabulary holds compiled patterns and rule objects, nothing pydantic
+    # could build from text.
+    if not isinstance(value, Vocabulary):
+        raise ValueError(f"expected a memory_plugin.quality.vocabulary.Vocabulary, got {type(value).__name__}")
+    return value
 
 
 def _default_data_dir() -> Path:
@@ -144,6 +153,12 @@ class MemorySettings(BaseSettings):
     a conversation produces and far below what one user needs to slow everyone else down (a flood of 100,000
     facts in 65 s doubled a neighbour's write p50)."""
 
+    max_facts_per_user: int = Field(default=200_000, ge=1)
+    """Fact rows (current and history) one user may have; a write that would pass it raises `MemoryLimitError`
+    and writes nothing. 200,000 is twice the largest history the benchmarks measure; a person's conversations
+    produce a few thousand. Checked against a count read once per user and process, kept up to date by this
+    process's writes and read again near the limit (other processes' writes are seen then)."""
+
     write_burst: int = Field(default=10_000, ge=1)
     """Items one user may write at once (an import of a long history: a LoCoMo conversation is ~700 turns)."""
 
@@ -186,7 +201,7 @@ class MemorySettings(BaseSettings):
     dedup_embedding_threshold: float = Field(default=0.85, ge=0)
     """Cosine similarity (0–1) of two facts' embeddings (same model) at or above which a new fact reinforces a
     current fact of the same category instead of adding a row, when both have the same numbers/codes,
-    negation and named values (weekdays, months, colours, materials). Catches paraphrases trigrams miss ("Le
+    negation and named values (`vocabulary`). Catches paraphrases trigrams miss ("Le
     gusta el aluminio 7075" / "Prefiere el aluminio 7075"). 0.85 was chosen on Spanish and English
     paraphrase pairs with the offline MiniLM (README); above 1 turns it off. Env
     `MEMORY_DEDUP_EMBEDDING_THRESHOLD`."""
@@ -200,6 +215,14 @@ class MemorySettings(BaseSettings):
     decay_floor: float = Field(default=0.2, ge=0, le=1)
     """Facts whose decayed confidence is below this never reach the prompt; `memory-plugin maintain` archives
     them (correctness does not depend on it running)."""
+
+    vocabulary: Annotated[Vocabulary, PlainValidator(_a_vocabulary), PlainSerializer(repr)] = Field(
+        default_factory=lambda: DEFAULT_VOCABULARY, exclude=True, repr=False
+    )
+    """The domain's named values and slots (`quality/vocabulary.py`): which words name one value ("lunes",
+    "monday": near-duplicates must name the same) and which subjects hold one current value (budget, lead
+    time). The default is domain-free; pass a domain's own, e.g. `MemorySettings(vocabulary=SHOP_VOCABULARY)`
+    (`agents/vocabulary.py`). Code only, not read from the environment."""
 
     max_rejections_in_context: int = Field(default=20, ge=0)
     """Current rejections ("never suggest X") placed in the context after the ranked facts, newest first."""

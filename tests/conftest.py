@@ -21,6 +21,7 @@ import pytest
 import pytest_asyncio
 from postgrest_transport import supabase_store
 
+from agents.vocabulary import with_shop_vocabulary
 from memory_plugin import InMemoryStore, LongTermStore, MemoryManager, MemorySettings
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
@@ -148,18 +149,32 @@ async def ram_memory() -> AsyncIterator[MemoryManager]:
         yield memory
 
 
+def _store_for(backend: str, database_url: str) -> LongTermStore | None:
+    """The long-term store of a backend name (None: the manager's own Postgres store)."""
+    if backend == "memory":
+        return InMemoryStore()
+    if backend == "supabase":
+        return supabase_store(database_url)
+    return None
+
+
 @pytest_asyncio.fixture(loop_scope="session", params=["postgres", "memory", "supabase"])
 async def any_memory(
     request: pytest.FixtureRequest, pg_settings: MemorySettings, database_url: str
 ) -> AsyncIterator[MemoryManager]:
     """The same test against every long-term backend: their behaviour must not differ. `supabase` is
     `SupabaseStore` through a PostgREST emulator (tests/postgrest_transport.py) over the same database."""
-    store: LongTermStore | None = None
-    if request.param == "memory":
-        store = InMemoryStore()
-    elif request.param == "supabase":
-        store = supabase_store(database_url)
-    async with MemoryManager.open(pg_settings, store=store) as memory:
+    async with MemoryManager.open(pg_settings, store=_store_for(request.param, database_url)) as memory:
+        yield memory
+
+
+@pytest_asyncio.fixture(loop_scope="session", params=["postgres", "memory", "supabase"])
+async def any_shop_memory(
+    request: pytest.FixtureRequest, pg_settings: MemorySettings, database_url: str
+) -> AsyncIterator[MemoryManager]:
+    """`any_memory` with the machining shop's vocabulary (materials as named values, the `material:` slot)."""
+    settings = with_shop_vocabulary(pg_settings)
+    async with MemoryManager.open(settings, store=_store_for(request.param, database_url)) as memory:
         yield memory
 
 

@@ -26,6 +26,7 @@ from memory_plugin import (
     MemoryUpdate,
     Message,
     Note,
+    SessionOwnershipError,
     ShortTermMemory,
     format_memory_for_agent,
 )
@@ -221,3 +222,43 @@ def test_the_memory_block_stays_bounded_whatever_the_session_holds() -> None:
     assert block.startswith('<memory id="')
     assert block.endswith('">')  # the fence is closed after the cut
     assert "limited in size" in block
+
+
+async def test_a_session_of_one_user_is_never_read_or_extracted_for_another(pg_memory: MemoryManager) -> None:
+    alice, bob = uuid4(), uuid4()
+    session = f"b-session-{uuid4()}"
+    said = Message(role="user", content="Recuerda que mi presupuesto máximo es 3000 euros")
+    await pg_memory.add_message(session, said, user_id=bob)
+    for call in (
+        pg_memory.get_memory_context(session, alice),
+        pg_memory.remember_from_session(session, alice),
+        pg_memory.extract_if_due(session, alice),
+        pg_memory.add_message(session, Message(role="user", content="soy Alice"), user_id=alice),
+        pg_memory.update_session_entities(session, {"materials": ["oro"]}, user_id=alice),
+        pg_memory.update_session_intents(session, "budget_request", user_id=alice),
+        pg_memory.get_short_term(session, user_id=alice),
+        pg_memory.get_short_term(session),  # without the owner either
+    ):
+        with pytest.raises(SessionOwnershipError):
+            await call
+    assert await pg_memory.list_memory(alice) == []
+    assert [m.content for m in (await pg_memory.get_short_term(session, user_id=bob)).messages] == [said.content]
+
+
+@pytest.mark.parametrize("backend", ["postgres", "memory", "supabase"])
+async def test_a_user_cannot_pass_the_fact_limit_and_others_are_not_affected(
+    backend: str, pg_settings: MemorySettings, database_url: str, user_id: UUID
+) -> None:
+    from postgrest_transport import supabase_store
+
+    store = {"postgres": None, "memory": InMemoryStore(), "supabase": supabase_store(database_url)}[backend]
+    settings = pg_settings.model_copy(update={"max_facts_per_user": 5, "embedding_model": "none"})
+    async with MemoryManager.open(settings, store=store) as memory:
+        await memory.remember_many(user_id, [Note(content=f"Nota {i}") for i in range(4)])
+        assert await memory.store.count_facts(user_id) == 4
+        with pytest.raises(MemoryLimitError, match="MEMORY_MAX_FACTS_PER_USER"):
+            await memory.remember_many(user_id, [Note(content="Nota 4"), Note(content="Nota 5")])
+        assert await memory.store.count_facts(user_id) == 4  # nothing of the refused write
+        await memory.remember(user_id, "Nota 0")  # a repeat reinforces: no new row, allowed
+        await memory.remember(user_id, "Nota 4")  # the fifth row
+        assert len(await memory.remember_many(uuid4(), [Note(content=f"Otra {i}") for i in range(5)])) == 5

@@ -69,6 +69,8 @@ RPC_CALLS: dict[str, str] = {
     "memory_context": "select * from public.memory_context({b})",
     "memory_rank_facts": "select * from public.memory_rank_facts({b}, 100, 0.6, 0.3, 0.1, 30, now())",
     "memory_fact_history": "select * from public.memory_fact_history({b})",
+    # Counting B's facts counts none (so the query returns no row).
+    "memory_fact_count": "select * from public.memory_fact_count({b}) where memory_fact_count > 0",
     # Hybrid search with B's id, a text every fact of B matches and a vector: nothing of B's comes back.
     "memory_search": "select * from public.memory_search({b}, 'Bob prefiere titanio', %(vector)s::extensions.vector,"
     " 'test', 50, 50, p_exact_scan_below => 0)",

@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_plugin import MemorizedFact, MemoryManager, MemorySettings, MemoryUpdate, Message
-from memory_plugin.extraction import LLMExtractor
+from memory_plugin.extraction import LLMExtractor, RuleBasedExtractor
 from memory_plugin.extraction.policy import is_explicit_trigger, is_small_talk
 from memory_plugin.taxonomy import FACT_CATEGORIES, TAXONOMY, render_taxonomy_for_prompt
 
@@ -91,6 +91,23 @@ def manager(settings: MemorySettings, model: CountingModel) -> Any:
     ],
 )
 def test_memory_instructions_are_explicit_triggers(text: str) -> None:
+    assert is_explicit_trigger(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please remember we are in the aerospace sector",
+        "Do not forget that our plant closes in August",
+        "Apúntalo: trabajamos con Airbus",
+        "Apuntad que el contacto es Ana",
+        "Tengan en cuenta que facturamos a 60 días",
+    ],
+)
+async def test_every_memory_request_the_offline_extractor_reads_is_an_explicit_trigger(text: str) -> None:
+    # A request the rule-based extractor turns into a fact must also make the policy extract at once.
+    outcome = await RuleBasedExtractor().extract([Message(role="user", content=text)])
+    assert len(outcome.facts) == 1
     assert is_explicit_trigger(text)
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from uuid import UUID, uuid4
 
 import pytest
 
+from memory_plugin import MemoryManager, MemorySettings
 from memory_plugin.extraction import FactExtractor, RuleBasedExtractor, default_extractor
+from memory_plugin.extraction.policy import is_explicit_trigger
 from memory_plugin.models import FactCategory, MemorizedFact, Message
 
 
@@ -182,3 +185,61 @@ def test_default_extractor_is_rules_without_a_model() -> None:
     assert isinstance(extractor, RuleBasedExtractor)
     assert isinstance(extractor, FactExtractor)
     assert extractor.name == "rules"
+
+
+# Explicit memory requests: what follows "remember that…" is kept, in the third person, with a category from its
+# words; an explicit trigger of the extraction policy, so a manager stores it at once.
+MEMORY_REQUESTS = [
+    ("Remember that my budget is 2000 EUR per order", "Their budget is 2000 EUR per order", "constraint"),
+    ("Please remember we are in the aerospace sector", "They are in the aerospace sector", "fact"),
+    ("recuerda que mi contacto de compras es Ana García", "Su contacto de compras es Ana García", "contact"),
+    ("Apunta que preferimos recibir los presupuestos por email", "Prefiere recibir los presupuestos por email",
+     "preference"),
+    ("Ten en cuenta que cerramos en agosto", "Cierra en agosto", "fact"),
+    ("Por favor, recuerda que facturamos a 60 días", "Factura a 60 días", "fact"),
+    ("Keep in mind our dock closes at 3pm", "Their dock closes at 3pm", "fact"),
+    ("Don't forget that we order 500 units every month", "They order 500 units every month", "routine"),
+    ("Remember that we need ISO 9001", "Needs ISO 9001", "requirement"),  # a statement the rules know
+    ("Recuerda que trabajamos siempre con 7075", "Siempre trabaja con 7075", "preference"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "content", "category"), MEMORY_REQUESTS)
+async def test_an_explicit_memory_request_is_stored_through_the_manager(
+    pg_settings: MemorySettings, user_id: UUID, text: str, content: str, category: FactCategory
+) -> None:
+    assert is_explicit_trigger(text)  # the policy extracts at once...
+    async with MemoryManager.open(pg_settings, extractor=RuleBasedExtractor()) as memory:
+        session = f"s-{uuid4()}"
+        await memory.add_message(session, Message(role="user", content=text), user_id=user_id)
+        run = await memory.extract_if_due(session, user_id)
+        # ... and the extractor finds the fact: one user message, no cadence, stored in this turn.
+        assert run.trigger == "explicit"
+        [fact] = run.stored
+        assert (fact.content, fact.category, fact.confidence) == (content, category, 0.95)
+        stored = [(f.content, f.category) for f in (await memory.get_memory_context("next", user_id)).long_term.facts]
+        assert stored == [(content, category)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "necesito otras 10 piezas",  # the quantity under discussion is never stored
+        "Necesito unas veinte unidades más",
+        "I need 10 more parts",
+        "Ten en cuenta que necesito otras 10 piezas",
+        "Recuerda que son otras 10 piezas",
+        "Remember this",  # points into the conversation
+        "Recuerda eso",
+        "Remember that supplier in Bilbao",  # a thing, not something about the user
+        "Recuerda que si necesitamos más piezas os aviso",  # conditional
+        "¿Recuerdas mi presupuesto?",  # a question
+    ],
+)
+async def test_quantities_pointers_and_questions_are_never_stored_even_when_asked(text: str) -> None:
+    assert await extract(text) == []
+
+
+async def test_a_quantity_that_recurs_is_a_routine_not_the_request() -> None:
+    [fact] = await extract("Recuerda que pedimos 500 piezas cada mes")
+    assert (fact.content, fact.category) == ("Pide 500 piezas cada mes", "routine")

@@ -15,6 +15,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
+from agents.vocabulary import SHOP_VOCABULARY, with_shop_vocabulary
 from memory_plugin import MemorizedFact, MemoryManager, MemorySettings, MemoryUpdate, Message
 from memory_plugin.cli import app
 from memory_plugin.database.admin import MemoryAdmin
@@ -23,6 +24,7 @@ from memory_plugin.outage.journal import JournalEntry
 from memory_plugin.quality import DecayPolicy, detect_slot, match_guard, match_key, trigram_similarity
 from memory_plugin.quality.matching import _float4, is_near_duplicate, keys_of, match_words, no_word_swapped
 from memory_plugin.quality.rules import WriteRules
+from memory_plugin.quality.vocabulary import DEFAULT_VOCABULARY, SubjectSlot, ValueSlot, Vocabulary, named_values
 from memory_plugin.write.items import items_from_update
 
 AdminConn = psycopg.Connection[tuple[Any, ...]]
@@ -70,7 +72,7 @@ KEPT_APART = [
 
 
 def near(a: str, b: str, threshold: float = THRESHOLD) -> bool:
-    return is_near_duplicate(keys_of(a), keys_of(b), threshold)
+    return is_near_duplicate(keys_of(a, SHOP_VOCABULARY), keys_of(b, SHOP_VOCABULARY), threshold)
 
 
 @pytest.mark.parametrize(("a", "b"), CAUGHT)
@@ -91,7 +93,8 @@ def test_the_default_threshold_separates_the_corpus_with_a_margin() -> None:
     only_threshold = [
         (a, b)
         for a, b in KEPT_APART
-        if match_guard(a) == match_guard(b) and no_word_swapped(match_words(a), match_words(b))
+        if match_guard(a, SHOP_VOCABULARY) == match_guard(b, SHOP_VOCABULARY)
+        and no_word_swapped(match_words(a), match_words(b))
     ]
     assert only_threshold == []
     apart = max(trigram_similarity(match_key(a), match_key(b)) for a, b in KEPT_APART[:5])  # swaps of short facts
@@ -107,18 +110,69 @@ def test_content_words_ignore_articles_and_inflections() -> None:
 
 
 def test_the_guard_holds_numbers_codes_and_negation() -> None:
-    assert match_guard("Prefiere Aluminio 7075") == "+|7075,@aluminium"
+    def match_guard_shop(content: str) -> str:
+        return match_guard(content, SHOP_VOCABULARY)
+
+    assert match_guard_shop("Prefiere Aluminio 7075") == "+|7075,@aluminium"
     # Named values (weekdays, months, colours, finishes, materials), one name across languages.
-    assert match_guard("Recibe entregas los lunes") == "+|@mon"
-    assert match_guard("Prefiere anodizado negro") == match_guard("Prefers black anodizing") == "+|@black"
-    assert match_guard("Ya no usa el 7075") == "-|7075"
-    assert match_guard("Doesn't want M8 bolts") == "-|m8"
-    assert match_guard("Presupuesto de 1.500 €") == "+|1,500"
-    assert match_guard("Never suggest titanium") == "-|@titanium"
+    assert match_guard_shop("Recibe entregas los lunes") == "+|@mon"
+    assert match_guard_shop("Prefiere anodizado negro") == match_guard_shop("Prefers black anodizing") == "+|@black"
+    assert match_guard_shop("Ya no usa el 7075") == "-|7075"
+    assert match_guard_shop("Doesn't want M8 bolts") == "-|m8"
+    assert match_guard_shop("Presupuesto de 1.500 €") == "+|1,500"
+    assert match_guard_shop("Never suggest titanium") == "-|@titanium"
     # Proper names: two contacts (or companies) never merge, however alike the sentences.
-    assert match_guard("Contacto de compras: Ana García") == "+|^ana,^garcia"
-    assert match_guard("Contacto de compras: Ana García") != match_guard("Contacto de compras: Luis Pérez")
-    assert match_guard("Trabaja para Airbus") == match_guard("Su cliente principal es Airbus") == "+|^airbus"
+    assert match_guard_shop("Contacto de compras: Ana García") == "+|^ana,^garcia"
+    assert match_guard_shop("Contacto de compras: Ana García") != match_guard_shop("Contacto de compras: Luis Pérez")
+    assert match_guard_shop("Trabaja para Airbus") == match_guard_shop("Su cliente principal es Airbus") == "+|^airbus"
+
+
+def test_the_default_vocabulary_knows_no_domain() -> None:
+    # Weekdays, months and colours are anyone's values, budgets and lead times anyone's slots ...
+    assert match_guard("Recibe entregas los lunes") == "+|@mon"
+    assert match_guard("Prefers black anodizing") == "+|@black"
+    assert detect_slot("Budget is now 2000 EUR per order", "constraint") == "budget"
+    assert detect_slot("Plazo de entrega máximo 3 semanas", "requirement") == "lead_time"
+    # ... materials are the shop's: without its vocabulary they name nothing and fill no slot.
+    assert match_guard("Never suggest titanium") == "-|"
+    assert detect_slot("Prefiere aluminio 7075", "preference") is None
+    assert detect_slot("Prefiere aluminio 7075", "preference", SHOP_VOCABULARY) == "material:7075"
+
+
+def test_a_domain_brings_its_own_values_and_slots() -> None:
+    import re
+
+    bakery = DEFAULT_VOCABULARY.extended(
+        values=named_values({"rye": "centeno rye", "spelt": "espelta spelt"}),
+        slots=(
+            ValueSlot("flour", frozenset({"preference"}), re.compile(r"\b(prefiere|prefers)\b"), {"centeno": "rye"}),
+            SubjectSlot("oven", frozenset({"fact"}), re.compile(r"\bhorno\b"), needs_number=False),
+        ),
+    )
+    assert match_guard("Pan de centeno", bakery) != match_guard("Pan de espelta", bakery)
+    assert match_guard("Pan de centeno", bakery) == match_guard("Rye bread", bakery) == "+|@rye"
+    assert detect_slot("Prefiere harina de centeno", "preference", bakery) == "flour:rye"
+    assert detect_slot("Tiene un horno de leña", "fact", bakery) == "oven"
+    assert detect_slot("Presupuesto de 300 €", "constraint", bakery) == "budget"  # the generic slots stay
+    assert isinstance(DEFAULT_VOCABULARY, Vocabulary)
+    assert "centeno" not in DEFAULT_VOCABULARY.values
+
+
+async def test_the_manager_uses_the_configured_vocabulary(user_id: UUID) -> None:
+    from memory_plugin import InMemoryStore
+
+    stances = [
+        MemorizedFact(content="Prefiere aluminio 7075", category="preference", confidence=0.9, source="explicit"),
+        MemorizedFact(content="Ya no usa aluminio 7075", category="preference", confidence=0.9, source="explicit"),
+    ]
+    current: dict[str, list[str]] = {}
+    for name, settings in (("default", MemorySettings()), ("shop", MemorySettings(vocabulary=SHOP_VOCABULARY))):
+        async with MemoryManager.open(settings, store=InMemoryStore()) as memory:
+            for stance in stances:
+                await memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=[stance]))
+            current[name] = sorted(f.content for f in (await memory.get_memory_context("s", user_id)).long_term.facts)
+    # Only the shop knows that both facts are the stance on one material: the newer supersedes the older.
+    assert current == {"default": [s.content for s in stances], "shop": ["Ya no usa aluminio 7075"]}
 
 
 def test_python_trigram_similarity_equals_pg_trgm(admin_conn: AdminConn) -> None:
@@ -154,7 +208,7 @@ def test_python_trigram_similarity_equals_pg_trgm(admin_conn: AdminConn) -> None
     ],
 )
 def test_slot_detection(content: str, category: str, slot: str | None) -> None:
-    assert detect_slot(content, category) == slot
+    assert detect_slot(content, category, SHOP_VOCABULARY) == slot
 
 
 def test_journal_entries_keep_the_quality_fields() -> None:
@@ -291,7 +345,8 @@ async def test_extracted_contradictions_paraphrases_and_rejections_end_to_end(
     )
     now = datetime.now(UTC)
     march, may = now - timedelta(days=240), now - timedelta(days=1)
-    async with MemoryManager.open(pg_settings, extractor=LLMExtractor(FunctionModel(script))) as memory:
+    settings = with_shop_vocabulary(pg_settings)
+    async with MemoryManager.open(settings, extractor=LLMExtractor(FunctionModel(script))) as memory:
         await chat(memory, "s1", user_id, "Mi presupuesto máximo es 1000 EUR y prefiero el 7075", march)
         await chat(memory, "s2", user_id, "Sigo prefiriendo el aluminio 7075", march + timedelta(days=3))
         await chat(memory, "s3", user_id, "Ahora el presupuesto es 2000 EUR; ya no uso 7075", may)

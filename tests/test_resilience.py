@@ -120,6 +120,10 @@ class Outage:
         self._check()
         return await self.inner.fact_history(user_id, at=at, include_invalid=include_invalid, limit=limit)
 
+    async def count_facts(self, user_id: UUID) -> int:
+        self._check()
+        return await self.inner.count_facts(user_id)
+
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
         self._check()
         return await self.inner.delete(user_id, record_id)

@@ -495,12 +495,13 @@ async def test_restating_an_old_value_later_keeps_both_periods_in_the_history(
     ],
 )
 async def test_a_new_stance_on_a_material_supersedes_the_old_one(
-    any_memory: MemoryManager, user_id: UUID, old: str, new: str, category: str
+    any_shop_memory: MemoryManager, user_id: UUID, old: str, new: str, category: str
 ) -> None:
-    [first, _] = await remember(any_memory, user_id, fact(old), fact("Prefiere aluminio 6061 para series"))
-    outcome = await detailed(any_memory, user_id, fact(new, category=category))
+    memory = any_shop_memory  # materials are the shop's vocabulary
+    [first, _] = await remember(memory, user_id, fact(old), fact("Prefiere aluminio 6061 para series"))
+    outcome = await detailed(memory, user_id, fact(new, category=category))
     assert [f.id for f in outcome.superseded] == [first.id]
-    assert sorted(await current_facts(any_memory, user_id)) == sorted([new, "Prefiere aluminio 6061 para series"])
+    assert sorted(await current_facts(memory, user_id)) == sorted([new, "Prefiere aluminio 6061 para series"])
 
 
 async def test_replaces_supersedes_the_named_fact_of_the_same_user_only(any_memory: MemoryManager) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -18,10 +19,17 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agents.budget_agent import build_budget_agent, offline_reply
 from agents.fact_extractor import build_fact_extractor
-from agents.intent_classifier import Classification, build_intent_classifier, classify_offline
+from agents.intent import Classification, build_intent_classifier, classify_offline
 from agents.models import last_user_prompt, resolve_agent_model
+from agents.vocabulary import SHOP_VOCABULARY
 from memory_plugin import InvalidMemoryInputError, MemoryManager, MemorySettings, StoreUnavailableError
 from workflows.budget_request import BudgetRequestWorkflow
+
+
+@pytest.fixture
+def pg_settings(database_url: str, data_dir: Path) -> MemorySettings:
+    """The test database, with the shop's vocabulary, as the demo opens its manager."""
+    return MemorySettings(database_url=database_url, data_dir=data_dir, vocabulary=SHOP_VOCABULARY)
 
 
 def scripted_classifier(script: dict[str, Classification], log: list[str] | None = None) -> FunctionModel:
@@ -443,3 +451,13 @@ def test_agent_model_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_fact_extractor_is_offline_without_a_model() -> None:
     assert build_fact_extractor(None).name == "rules"
     assert build_fact_extractor("openai:gpt-4o-mini").name == "llm:openai:gpt-4o-mini"
+
+
+async def test_a_workflow_without_the_shop_vocabulary_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    from memory_plugin import InMemoryStore
+
+    for settings, warned in ((MemorySettings(), True), (MemorySettings(vocabulary=SHOP_VOCABULARY), False)):
+        caplog.clear()
+        async with MemoryManager.open(settings, store=InMemoryStore()) as memory:
+            BudgetRequestWorkflow.build(memory, offline=True)
+        assert ("does not use the shop's vocabulary" in caplog.text) is warned

@@ -24,6 +24,7 @@ from uuid import UUID, uuid4
 import pytest
 import pytest_asyncio
 
+from agents.vocabulary import SHOP_VOCABULARY
 from memory_plugin import InMemoryStore, MemorizedFact, MemorySettings, PostgresStore, UserPreferences
 from memory_plugin.models import FactCategory, FactSource
 from memory_plugin.quality.rules import WriteRules
@@ -244,7 +245,7 @@ def items_for(batch: Sequence[Said], ids_by_content: dict[str, UUID], session_id
     for s in batch:
         if s.vector is not None:
             vectors.setdefault(s.content, s.vector)
-    items = items_from_update(facts, preferences, None, [], session_id)
+    items = items_from_update(facts, preferences, None, [], session_id, SHOP_VOCABULARY)  # materials are the shop's
     return [
         replace(item, embedding=vectors[item.content], embedding_model=MODEL)
         if item.kind == "fact" and item.content in vectors

@@ -1,8 +1,12 @@
-"""The budget-request workflow: the seed's seven steps, with memory, for one user message.
+"""The budget-request workflow: seven steps, with memory, for one user message.
 
-    workflow = BudgetRequestWorkflow.build(memory)
-    turn = await workflow.handle(session_id="s-1", user_id=user_id, message="Necesito 50 piezas en 7075")
-    turn.reply, turn.facts_stored, turn.warnings
+    async with MemoryManager.open(MemorySettings(vocabulary=SHOP_VOCABULARY)) as memory:
+        workflow = BudgetRequestWorkflow.build(memory)
+        turn = await workflow.handle(session_id="s-1", user_id=user_id, message="Necesito 50 piezas en 7075")
+        turn.reply, turn.facts_stored, turn.warnings
+
+The manager should use the shop's vocabulary (`agents/vocabulary.py`), so that a new stance on a material
+supersedes the old one; `build` logs a warning otherwise.
 
 1. `get_memory_context`: the session's state and the user's long-term memory;
 2. `add_message`: record the user message;
@@ -30,13 +34,14 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import AgentRunError
 
 from agents.budget_agent import build_budget_agent, offline_budget_model
-from agents.intent_classifier import (
+from agents.intent import (
     Classification,
     build_intent_classifier,
     classify_offline,
     offline_classifier_model,
 )
 from agents.models import resolve_agent_model
+from agents.vocabulary import MATERIAL_SLOT
 from memory_plugin.capability import MemoryDeps
 from memory_plugin.errors import InvalidMemoryInputError, MemoryPluginError
 from memory_plugin.logs import LOG_PREFIX
@@ -78,7 +83,7 @@ class BudgetTurn:
 
 @dataclass
 class BudgetRequestWorkflow:
-    """Budget requests for a CNC machining shop, with conversational memory (the seed's workflow)."""
+    """Budget requests for a CNC machining shop, with conversational memory."""
 
     memory: MemoryManager
     """Short- and long-term memory."""
@@ -94,6 +99,12 @@ class BudgetRequestWorkflow:
         """A workflow with the configured model (`resolve_agent_model`), or the offline models when none is
         configured or `offline` is True."""
         model_name = None if offline else resolve_agent_model(settings or memory.settings)
+        if MATERIAL_SLOT not in memory.settings.vocabulary.slots:
+            logger.warning(
+                "%s the memory manager does not use the shop's vocabulary: a new stance on a material will not "
+                "supersede the old one; open it with MemorySettings(vocabulary=SHOP_VOCABULARY)",
+                LOG_PREFIX,
+            )
         return cls(
             memory=memory,
             classifier=build_intent_classifier(model_name or offline_classifier_model()),
@@ -132,7 +143,7 @@ class BudgetRequestWorkflow:
             seen = await self.memory.add_message(session_id, Message(role="assistant", content=reply), user_id=user_id)
         else:
             warnings.append("the budget agent returned an empty answer; it was not recorded")
-        # 7. Extract and persist on the seed's triggers.
+        # 7. Extract and persist on the extraction policy's triggers.
         turn = BudgetTurn(
             reply=reply,
             classification=classification,

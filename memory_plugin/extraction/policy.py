@@ -4,6 +4,7 @@ Extraction costs a model call, so it runs only when one of these triggers fires 
 once, over every message of the session not extracted yet (batched):
 
 - `explicit`: a user message not extracted yet is a memory instruction — "recuerda…", "remember…",
+  "apunta que…", "ten en cuenta…", "keep in mind…" (each a memory request the offline extractor also reads),
   "no me sugieras…", "don't suggest…", "ya no…", "from now on", "a partir de ahora"… (plus
   `MemorySettings.extraction_extra_triggers`); it fires at once, so the instruction holds in the next session;
 - `end_of_request`: the caller says a request is complete (the budget-request workflow does when the user
@@ -55,10 +56,11 @@ def _fold(text: str) -> str:
 
 # Memory instructions, on folded text (lower case, no accents). Spanish then English.
 _EXPLICIT = re.compile(
-    r"\b(?:recuerd[ae]n?|recordad|no\s+(?:te\s+)?olvides|apunta(?:te)?|toma\s+nota|ten(?:ed|ga)?\s+en\s+cuenta"
+    r"\b(?:recuerd[ae]n?|recordad|no\s+(?:te\s+)?olvides|apunta(?:te|lo)?|apuntad|toma\s+nota"
+    r"|ten(?:ed|ga|gan)?\s+en\s+cuenta"
     r"|no\s+(?:me|nos)\s+(?:vuelv\w+\s+a\s+)?(?:sugier|sugir|recomiend|recomend|ofrezc|propong)\w*"
     r"|ya\s+no|a\s+partir\s+de\s+ahora|de\s+ahora\s+en\s+adelante|desde\s+ahora"
-    r"|remember|don'?t\s+forget|keep\s+in\s+mind|make\s+a\s+note|take\s+note"
+    r"|remember|(?:don'?t|do\s+not)\s+forget|keep\s+in\s+mind|make\s+a\s+note|take\s+note"
     r"|(?:don'?t|do\s+not|never)\s+(?:suggest|recommend|offer|propose)|no\s+longer|not\s+any\s*more"
     r"|from\s+now\s+on|going\s+forward)\b"
 )

@@ -4,7 +4,11 @@ It lets the plugin (and the demo) work with no API key. It recognises a small se
 in Spanish and English ("prefiero aluminio 7075", "we need a tolerance of ±0.01 mm", "I can't exceed $2,000",
 "la última entrega llegó tarde") and rewrites each as a short third-person fact in the message's language
 ("Prefiere aluminio 7075", "Needs a tolerance of ±0.01 mm", "Cannot exceed $2,000",
-"Opinión: la última entrega llegó tarde"). Anything else is left to an LLM extractor: precision over recall,
+"Opinión: la última entrega llegó tarde"). Explicit memory requests ("Remember that my budget is 2000 EUR per
+order", "recuerda que mi contacto de compras es Ana García", "apunta que…", "ten en cuenta que…", "keep in
+mind…") keep the clause that follows, in the third person ("Their budget is 2000 EUR per order", "Su contacto
+de compras es Ana García"), with a category read from its words. The quantity under discussion ("necesito otras
+10 piezas") is never stored, asked or not. Anything else is left to an LLM extractor: precision over recall,
 because a wrong long-term fact is worse than a missing one.
 """
 
@@ -60,13 +64,24 @@ _NOT_AN_OBJECT = re.compile(
     r"|the\s+same)\b",
     re.IGNORECASE,
 )
+# The quantity under discussion ("50 piezas", "otras 10 piezas", "unas veinte unidades", "10 more parts",
+# "más piezas"): never a lasting fact (taxonomy: requirement, "not the quantity of the request being discussed").
+_QUANTITY = (
+    r"(?:(?:otr[oa]s|unos|unas|otros|another|some|about|around|approximately|aproximadamente|como|al\s+menos"
+    r"|at\s+least|hasta|up\s+to|m[aá]s\s+de|more\s+than|a)\s+)?"
+    r"(?:\d[\d.,]*|un[oa]?|dos|tres|cuatro|cinco|seis|siete|ocho|nueve|diez|doce|quince|veinte|treinta|cuarenta"
+    r"|cincuenta|cien|ciento|doscient[oa]s|quinient[oa]s|mil|one|two|three|four|five|six|seven|eight|nine|ten"
+    r"|twelve|fifteen|twenty|thirty|forty|fifty|hundred|thousand|dozen|docena|m[aá]s|more|otr[oa]s)"
+    r"\s*(?:(?:m[aá]s|more|extra|adicionales|additional)\s+)?"
+    r"(?:piezas?|unidades|unidad|uds?|pcs|pieces?|units?|parts?|copias|copies|prototipos?|prototypes?|ejemplares)\b"
+)
 # Needs that are requests of this conversation, not lasting requirements: "necesito un presupuesto", "I need a quote",
 # "necesito 50 piezas", "I need to check", "we need help".
 _ONE_OFF_NEED = re.compile(
     r"^(?:(?:un|una|el|la|a|an|the|your|vuestro|vuestra|su)\s+)?(?:presupuesto|cotizaci[oó]n|oferta|precio|factura"
     r"|quote|quotation|price|estimate|invoice)\b"
     r"|^(?:to|saber|ayuda|help|hablar|some\s+help|m[aá]s\s+informaci[oó]n|more\s+info(?:rmation)?)\b"
-    r"|^\d[\d.,]*\s*(?:piezas|unidades|uds?|pcs|pieces|units|parts|copias|copies)\b",
+    r"|^" + _QUANTITY,
     re.IGNORECASE,
 )
 # Politeness at the end of a clause is not part of the object: "necesito ISO 9001 por favor".
@@ -87,6 +102,162 @@ _EVALUATIVE = re.compile(
     re.IGNORECASE,
 )
 _CERTIFICATION = re.compile(r"certifica|certified|certificate", re.IGNORECASE)
+
+
+# --- explicit memory requests ------------------------------------------------------------------------------
+# "Remember that…", "Please remember…", "recuerda que…", "apunta que…", "ten en cuenta que…": the user asks to
+# keep what follows. Every phrase here is also an explicit trigger of the extraction policy (`policy.py`), so the
+# request is extracted at once. Fillers may come first ("y", "also", "por favor", "please").
+_REQUEST_FILLER = r"(?:(?:y|e|and|also|adem[aá]s|tambi[eé]n|oye|ah|por\s+favor|please|pls|so)[\s,]+)*"
+_SPANISH_REQUEST = re.compile(
+    r"^" + _REQUEST_FILLER + r"(?:recuerd[ae]n?|recordad|no\s+(?:te\s+)?olvides(?:\s+de)?|ap[uú]nta(?:te|lo)?"
+    r"|apuntad|toma\s+nota(?:\s+de)?|ten(?:ed|ga|gan)?\s+en\s+cuenta)(?:\s+por\s+favor)?\b[\s:,]*(?:que\b\s*)?",
+    re.IGNORECASE,
+)
+_ENGLISH_REQUEST = re.compile(
+    r"^" + _REQUEST_FILLER + r"(?:remember|don't\s+forget|don’t\s+forget|do\s+not\s+forget|keep\s+in\s+mind"
+    r"|make\s+a\s+note(?:\s+of)?|take\s+note(?:\s+of)?)(?:\s+please)?\b[\s:,]*(?:that\b\s*)?",
+    re.IGNORECASE,
+)
+_OTHER_FACT: FactCategory = "fact"
+_REQUESTED_CONFIDENCE = 0.95
+"""The user asked to remember it: as sure as a stated habit ("siempre")."""
+# Verbs of being or having: "remember that the plant is in Bilbao" says something without a first-person word.
+_STATEMENT_WORD = re.compile(
+    r"\b(?:i|we|my|our|me|us|i'm|we're|i’m|we’re|is|are|was|were|am|has|have|mi|mis|nuestr[oa]s?|yo|nosotr[oa]s"
+    r"|me|nos|es|son|era|eran|est[aá]n?|estamos|estoy|somos|soy|tiene|tienen|tenemos|tengo|hay)\b",
+    re.IGNORECASE,
+)
+# A quantity in a request is the request under discussion unless it recurs ("500 piezas cada mes").
+_RECURRING = re.compile(
+    r"\b(?:cada|tod[oa]s\s+l[oa]s|siempre|por\s+pedido|al\s+(?:mes|a[nñ]o)|every|each|always|per\s+(?:order|month"
+    r"|year|week)|a\s+(?:month|year|week))\b",
+    re.IGNORECASE,
+)
+# Category of a requested clause, by its words (first that matches; otherwise "fact").
+_REQUEST_CATEGORIES: tuple[tuple[re.Pattern[str], FactCategory], ...] = (
+    (
+        re.compile(
+            r"\b(?:presupuesto|budget|l[ií]mite|limit|tope|m[aá]ximo|maximum|max|no\s+m[aá]s\s+de|no\s+more\s+than"
+            r"|cannot\s+exceed|can't\s+exceed)\b.*\d|\d.*\b(?:como\s+m[aá]ximo|at\s+most|maximum)\b",
+            re.IGNORECASE,
+        ),
+        "constraint",
+    ),
+    (
+        re.compile(
+            r"\b(?:contacto|contact|compras|buyer|purchasing|procurement|responsable|jef[ea]|manager|email|correo)\b",
+            re.IGNORECASE,
+        ),
+        "contact",
+    ),
+    (re.compile(r"\b(?:objetivo|meta|goal|aim)\b", re.IGNORECASE), "goal"),
+    (
+        re.compile(
+            r"\b(?:cada|tod[oa]s\s+l[oa]s|every|each)\s+(?:\w+\s+)?(?:d[ií]as?|semanas?|mes(?:es)?|a[nñ]os?|lunes|martes"
+            r"|mi[eé]rcoles|jueves|viernes|day|week|month|year|monday|tuesday|wednesday|thursday|friday)\b",
+            re.IGNORECASE,
+        ),
+        "routine",
+    ),
+    (re.compile(r"\b(?:prefer\w*|prefier\w*|gusta|like|likes|favou?rite|favorit[oa])\b", re.IGNORECASE), "preference"),
+    (
+        re.compile(
+            r"\b(?:need|needs|require\w*|must|necesit\w*|requier\w*|requerimos|exig\w*|tienen\s+que|deben"
+            r"|certifica\w*|certificate\w*|certified)\b",
+            re.IGNORECASE,
+        ),
+        "requirement",
+    ),
+)
+
+# Third person for a requested clause. English: pronouns ("my budget" → "their budget", "we are" → "they are").
+_EN_PERSON = {
+    "i": "they", "we": "they", "my": "their", "our": "their", "me": "them", "us": "them", "mine": "theirs",
+    "ours": "theirs", "myself": "themselves", "ourselves": "themselves", "i'm": "they're", "we're": "they're",
+    "i've": "they've", "we've": "they've", "i'll": "they'll", "we'll": "they'll", "i'd": "they'd", "we'd": "they'd",
+}  # fmt: skip
+_EN_PERSON_WORD = re.compile(r"\b(?:I|[Ww]e|[Mm]y|[Oo]ur|me|us|mine|ours|myself|ourselves)(?:['’](?:m|re|ve|ll|d))?\b")
+_EN_AM = re.compile(r"\b(they)\s+(?:am|was)\b", re.IGNORECASE)
+# Spanish: possessives and pronouns, and first-person verbs ("trabajamos" → "trabaja", "soy" → "es").
+_ES_PERSON = {
+    "mi": "su", "mis": "sus", "nuestro": "su", "nuestra": "su", "nuestros": "sus", "nuestras": "sus", "me": "le",
+    "nos": "les", "yo": "", "nosotros": "", "nosotras": "",
+}  # fmt: skip
+_ES_VERBS = {
+    "soy": "es", "somos": "son", "estoy": "está", "estamos": "está", "tengo": "tiene", "tenemos": "tiene",
+    "voy": "va", "vamos": "va", "hago": "hace", "quiero": "quiere", "queremos": "quiere", "puedo": "puede",
+    "podemos": "puede", "cerramos": "cierra", "pido": "pide", "pedimos": "pide", "prefiero": "prefiere",
+    "preferimos": "prefiere", "suelo": "suele", "solemos": "suele", "vuelvo": "vuelve", "volvemos": "vuelve",
+    "empezamos": "empieza", "seguimos": "sigue", "sigo": "sigue", "venimos": "viene", "vengo": "viene",
+    "decimos": "dice", "digo": "dice", "servimos": "sirve", "medimos": "mide", "pensamos": "piensa",
+    "necesito": "necesita", "uso": "usa", "trabajo": "trabaja", "compro": "compra", "recibo": "recibe",
+    "vendo": "vende", "fabrico": "fabrica", "vivo": "vive", "hay": "hay",
+}  # fmt: skip
+# Regular first-person plurals ("trabajamos", "recibimos"); nouns that end alike are left alone.
+_ES_PLURAL_VERB = re.compile(r"^(\w{2,}?)(amos|emos|imos)$", re.IGNORECASE)
+_ES_NOT_VERBS = frozenset({"gramos", "kilogramos", "miligramos", "ramos", "tramos", "amos", "extremos", "primos"})
+# A singular verb form is also a noun ("mi trabajo"): only changed where a verb stands (first word, after "yo").
+_ES_VERB_SLOT = frozenset({"", "yo", "no", "ya", "siempre", "también", "tambien", "solo", "sólo", "nunca"})
+
+
+def _english_third_person(clause: str) -> str:
+    def swap(m: re.Match[str]) -> str:
+        return _EN_PERSON[m.group(0).lower().replace("’", "'")]
+
+    return _EN_AM.sub(lambda m: f"{m.group(1)} {'are' if m.group(0).lower().endswith('am') else 'were'}",
+                      _EN_PERSON_WORD.sub(swap, clause))  # fmt: skip
+
+
+def _spanish_third_person(clause: str) -> str:
+    out: list[str] = []
+    previous = ""
+    for word in clause.split():
+        bare = word.strip(_TRIM)
+        key = bare.lower()
+        new = bare
+        if key in _ES_PERSON:
+            new = _ES_PERSON[key]
+        elif key in _ES_VERBS and (key.endswith("mos") or previous in _ES_VERB_SLOT):
+            new = _ES_VERBS[key]
+        elif key not in _ES_NOT_VERBS and (plural := _ES_PLURAL_VERB.match(bare)):
+            new = plural.group(1) + ("a" if plural.group(2).lower() == "amos" else "e")
+        if new:
+            out.append(word.replace(bare, new, 1) if bare else word)
+        previous = key
+    return " ".join(out)
+
+
+def _parse_request(clause: str, *, spanish: bool) -> tuple[str, FactCategory, float] | None:
+    """The fact a memory request asks to keep (`clause`: what follows "remember that"), or None."""
+    if _first_match(clause) is not None:
+        # A statement the rules know ("recuerda que necesitamos ISO 9001"): its rule decides, one-off
+        # quantities and pointers into the conversation included.
+        parsed = _parse_statement(clause)
+        if parsed is None:
+            return None
+        return parsed[0], parsed[1], max(parsed[2], _REQUESTED_CONFIDENCE)
+    clause = _clean_object(clause)
+    if not _MIN_OBJECT_CHARS <= len(clause) <= _MAX_OBJECT_CHARS or len(clause.split()) < 2:
+        return None
+    content = (_spanish_third_person(clause) if spanish else _english_third_person(clause)).strip(_TRIM)
+    # It must say something about the user (a first-person word, now rewritten, or a verb of being or having),
+    # not point at a thing ("remember that supplier") or into the conversation ("remember this").
+    if not content or _NOT_AN_OBJECT.match(clause) or (content == clause and not _STATEMENT_WORD.search(clause)):
+        return None
+    if re.search(_QUANTITY, clause, re.IGNORECASE) and not _RECURRING.search(clause):
+        return None  # "recuerda que son otras 10 piezas": the request under discussion
+    category = next((c for pattern, c in _REQUEST_CATEGORIES if pattern.search(clause)), _OTHER_FACT)
+    return content[0].upper() + content[1:], category, _REQUESTED_CONFIDENCE
+
+
+def _parse(statement: str) -> tuple[str, FactCategory, float] | None:
+    """Canonical content, category and confidence of a statement or a memory request, or None."""
+    spanish = _SPANISH_REQUEST.match(statement)
+    request = spanish or _ENGLISH_REQUEST.match(statement)
+    if request is None:
+        return _parse_statement(statement)
+    return _parse_request(statement[request.end() :], spanish=spanish is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,8 +492,9 @@ class RuleBasedExtractor:
 
     Only the user's messages are read. Each recognised statement becomes a `MemorizedFact` with source
     "explicit", confidence 0.9 (0.95 with "siempre"/"always"), the category's default importance
-    (`memory_plugin.taxonomy`), and the message's id and timestamp as provenance. Questions, negated and conditional
-    statements, and one-off requests ("necesito un presupuesto") are not facts.
+    (`memory_plugin.taxonomy`), and the message's id and timestamp as provenance; a memory request ("remember
+    that…") gives 0.95. Questions, negated and conditional statements, and one-off requests ("necesito un
+    presupuesto", "necesito otras 10 piezas") are not facts.
     """
 
     @property
@@ -344,7 +516,7 @@ class RuleBasedExtractor:
             if message.role != "user":
                 continue
             for statement in _statements(message.content):
-                parsed = _parse_statement(statement)
+                parsed = _parse(statement)
                 if parsed is None:
                     continue
                 content, category, confidence = parsed

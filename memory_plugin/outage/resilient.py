@@ -359,6 +359,10 @@ class ResilientStore(StoreBase):
             lambda p: p.fact_history(user_id, at=at, include_invalid=include_invalid, limit=limit),
         )
 
+    async def count_facts(self, user_id: UUID) -> int:
+        """The primary's count (no fallback: raises while it is unreachable)."""
+        return await self._call("counting facts", lambda p: p.count_facts(user_id))
+
     async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
         """The primary's search (no fallback)."""
         return await self._call("searching memory", lambda p: p.search_text(user_id, text, limit=limit))

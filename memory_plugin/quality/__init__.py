@@ -4,8 +4,10 @@
   numbers and negation) so a paraphrase reinforces the stored fact instead of adding a row;
 - `semantic.py`: near-duplicates by embedding similarity (same model, same guard), for paraphrases with
   other words;
-- `slots.py`: slot-like facts (a budget, a delivery lead time, the stance on one material), where a new
+- `slots.py`: slot-like facts (a budget, a delivery lead time, a shop's stance on one material), where a new
   value supersedes the old one and the old one is kept as history;
+- `vocabulary.py`: the domain's words those rules use (named values, slot rules) as configuration, with a
+  generic default (`DEFAULT_VOCABULARY`);
 - `decay.py`: confidence decays with time since the fact was last stated (half-life per category);
 - `outcome.py`: what a write did (inserted, reinforced, merged as a near-duplicate, superseded).
 
@@ -19,11 +21,14 @@ from .matching import fold_near_duplicates, match_guard, match_key, trigram_simi
 from .outcome import WriteOutcome
 from .semantic import DEFAULT_EMBEDDING_THRESHOLD, cosine_similarity, fold_semantic_duplicates
 from .slots import detect_slot
+from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
 __all__ = [
     "DEFAULT_EMBEDDING_THRESHOLD",
     "DEFAULT_HALF_LIFE_DAYS",
+    "DEFAULT_VOCABULARY",
     "DecayPolicy",
+    "Vocabulary",
     "WriteOutcome",
     "cosine_similarity",
     "decayed_confidence",

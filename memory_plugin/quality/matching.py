@@ -5,10 +5,11 @@ Two facts of the same user and category are near-duplicates when
 1. their **match keys** (`match_key`: the content without case, accents or extra spaces) have a trigram
    similarity of at least the threshold (`MemorySettings.near_duplicate_threshold`, default 0.8), computed
    exactly as PostgreSQL's `pg_trgm.similarity` does (so the Postgres and in-memory stores agree),
-2. their **guards** (`match_guard`) are equal: the same set of numbers and codes, and both negated or both
-   not. Trigrams alone would merge "aluminio 7075" with "aluminio 6061" (similarity 0.64) or "Prefiere
-   aluminio 7075" with "No prefiere aluminio 7075" (0.89): a different number, part code or a negation is a
-   different fact, never a paraphrase; and
+2. their **guards** (`match_guard`) are equal: the same set of numbers and codes, of named values (weekdays,
+   colours, and whatever the configured `Vocabulary` names), and both negated or both not. Trigrams alone
+   would merge "aluminio 7075" with "aluminio 6061" (similarity 0.64) or "Prefiere aluminio 7075" with "No
+   prefiere aluminio 7075" (0.89): a different number, part code or a negation is a different fact, never a
+   paraphrase; and
 3. no word was **swapped**: the content words of one (`match_words`: words other than articles,
    prepositions and the like, cut to their first 5 letters so "certificado"/"certificados" and
    "Monday"/"Mondays" count as one) are all among the other's. A rewording adds or drops words; a different
@@ -19,7 +20,7 @@ The threshold was chosen on Spanish and English paraphrase pairs (tests/test_mem
 reworded facts that keep their words ("Prefiere el aluminio 7075", "Prefers a black anodized finish",
 "Wants deliveries on Monday") and keeps apart one-word substitutions, the closest of which scored 0.73
 ("…anodized black finish" / "…anodized red finish"). Paraphrases with other words ("Le gusta el aluminio
-7075", 0.40) are not caught: that needs embedding similarity (a hook for when embeddings exist, issue 5).
+7075", 0.40) are not caught here: embedding similarity (`semantic.py`) catches those.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from functools import lru_cache
 
 from ..rows import MemoryItem, merge_items
 from ..text import normalize_key
+from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
 __all__ = [
     "NEGATION_WORDS",
     "STOP_WORDS",
-    "VALUE_WORDS",
     "fold_near_duplicates",
     "keys_of",
     "match_guard",
@@ -88,70 +89,32 @@ def _negated(words: Sequence[str]) -> bool:
     return any(w == "t" and i > 0 and words[i - 1].endswith("n") for i, w in enumerate(words))
 
 
-VALUE_WORDS: dict[str, str] = {
-    word: value
-    for value, words in {
-        # days of the week
-        "mon": "lunes monday", "tue": "martes tuesday", "wed": "miercoles wednesday", "thu": "jueves thursday",
-        "fri": "viernes friday", "sat": "sabado saturday", "sun": "domingo sunday",
-        # months
-        "jan": "enero january", "feb": "febrero february", "mar": "marzo march", "apr": "abril april",
-        "may": "mayo",  # not English "may" (a verb far more often than a month)
-        "jun": "junio june", "jul": "julio july", "aug": "agosto august",
-        "sep": "septiembre setiembre september", "oct": "octubre october", "nov": "noviembre november",
-        "dec": "diciembre december",
-        # colours (finishes)
-        "black": "negro negra negros negras black", "white": "blanco blanca blancos blancas white",
-        "red": "rojo roja rojos rojas red", "blue": "azul azules blue", "green": "verde verdes green",
-        "grey": "gris grises gray grey", "yellow": "amarillo amarilla yellow",
-        "gold": "dorado dorada oro gold golden", "silver": "plateado plateada plata silver",
-        # finishes
-        "polished": "pulido pulida polished", "matte": "mate matte matt", "gloss": "brillante brillo gloss glossy",
-        "satin": "satinado satinada satin",
-        # materials
-        "aluminium": "aluminio aluminium aluminum", "steel": "acero steel", "stainless": "inoxidable stainless",
-        "titanium": "titanio titanium", "brass": "laton brass", "copper": "cobre copper",
-        "bronze": "bronce bronze", "plastic": "plastico plastica plastic", "nylon": "nylon nailon",
-        "wood": "madera wood",
-    }.items()
-    for word in words.split()
-}  # fmt: skip
-"""Words naming a value in a closed set (weekday, month, colour, finish, material), Spanish and English, mapped to
-one name per value: they are part of the guard, so "los lunes" never merges with "los viernes", nor
-"aluminio" with "acero", however similar the rest (embeddings rate such pairs above 0.9), while "anodizado
-negro" and "black anodizing" share their value."""
-
-
-def _value_of(word: str) -> str | None:
-    # Plurals: "mondays", "lunes" (already listed), "aceros".
-    return VALUE_WORDS.get(word) or (VALUE_WORDS.get(word[:-1]) if word.endswith("s") else None)
-
-
-def _proper_names(content: str) -> set[str]:
+def _proper_names(content: str, vocabulary: Vocabulary) -> set[str]:
     """Capitalised words after the first one ("Ana García", "Airbus", "ISO"), normalised, without the closed-set
     values (already in the guard) and words holding a digit (codes, idem)."""
     names: set[str] = set()
     for word in _WORD.findall(content)[1:]:
         if word[0].isupper() and not any(c.isdigit() for c in word):
             key = match_key(word)
-            if _value_of(key) is None:
+            if vocabulary.value_of(key) is None:
                 names.add(key)
     return names
 
 
-def match_guard(content: str) -> str:
+def match_guard(content: str, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> str:
     """What two near-duplicates must share exactly: negation, the numbers/codes, the named values and the proper
     names, e.g. `"+|7075"`, `"+|@aluminium,@mon"`, `"+|^ana,^garcia"`.
 
     `+` or `-` (negated), then the sorted distinct words holding a digit ("7075", "m8", "316l", "9001"), the
-    values named (`VALUE_WORDS`, as `@value`) and the capitalised words after the first (as `^name`): two
-    contacts, companies or standards are different facts however alike the rest ("Contacto de compras: Ana
-    García" / "…: Luis Pérez" score 0.84 with MiniLM).
+    values named (`vocabulary.values`, as `@value`: "los lunes" never merges with "los viernes", however
+    similar the rest, while "anodizado negro" and "black anodizing" share their value) and the capitalised
+    words after the first (as `^name`): two contacts, companies or standards are different facts however
+    alike the rest ("Contacto de compras: Ana García" / "…: Luis Pérez" score 0.84 with MiniLM).
     """
     words = _WORD.findall(match_key(content))
     codes = {w for w in words if any(c.isdigit() for c in w)}
-    codes.update("@" + v for v in map(_value_of, words) if v is not None)
-    codes.update("^" + name for name in _proper_names(content))
+    codes.update("@" + v for v in map(vocabulary.value_of, words) if v is not None)
+    codes.update("^" + name for name in _proper_names(content, vocabulary))
     return ("-" if _negated(words) else "+") + "|" + ",".join(sorted(codes))
 
 
@@ -212,9 +175,9 @@ def is_near_duplicate(a: tuple[str, str, Sequence[str]], b: tuple[str, str, Sequ
     return a[1] == b[1] and no_word_swapped(a[2], b[2]) and trigram_similarity(a[0], b[0]) >= _float4(threshold)
 
 
-def keys_of(content: str) -> tuple[str, str, tuple[str, ...]]:
+def keys_of(content: str, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> tuple[str, str, tuple[str, ...]]:
     """(match_key, match_guard, match_words) of a fact's content."""
-    return match_key(content), match_guard(content), match_words(content)
+    return match_key(content), match_guard(content, vocabulary), match_words(content)
 
 
 def fold_near_duplicates(items: Sequence[MemoryItem], threshold: float) -> tuple[list[MemoryItem], int]:

@@ -5,8 +5,9 @@ A new fact with an embedding is a near-duplicate of a current fact of the same u
 
 1. the stored fact has a vector of the **same model** (two models' vectors are never compared),
 2. their **cosine similarity** is at least `MemorySettings.dedup_embedding_threshold` (default 0.85), and
-3. their **guards** are equal (`matching.match_guard`: numbers and codes, negation, and named values —
-   weekdays, months, colours, materials), and the stored fact is not the one the new fact `replaces`.
+3. their **guards** are equal (`matching.match_guard`: numbers and codes, negation, and the configured
+   vocabulary's named values — weekdays, months, colours, a shop's materials), and the stored fact is not
+   the one the new fact `replaces`.
 
 The trigram rule's word-swap check does not apply: a paraphrase swaps words ("gusta" for "prefiere"), which
 is what embeddings are for. What a swap would have caught is a different value in otherwise equal sentences,

@@ -135,6 +135,10 @@ class LongTermStore(Protocol):
         """Delete one of the user's rows; returns whether it existed."""
         ...
 
+    async def count_facts(self, user_id: UUID) -> int:
+        """How many fact rows the user has, current and history (for the per-user fact limit)."""
+        ...
+
     async def ping(self) -> bool:
         """Whether the backend answers now."""
         ...

@@ -300,6 +300,10 @@ class InMemoryStore(StoreBase):
         ]
         return sorted(rows, key=lambda r: (-r.created_at.timestamp(), str(r.id)))[:limit]
 
+    async def count_facts(self, user_id: UUID) -> int:
+        """The user's fact rows."""
+        return sum(1 for r in self._rows.get(user_id, {}).values() if r.kind == "fact")
+
     async def list_records(
         self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
     ) -> list[MemoryRecord]:

@@ -70,6 +70,7 @@ SEARCH_TEXT_SQL = (
     " order by importance desc, confidence desc, last_reinforced_at desc limit %s"
 )
 DELETE_SQL = "delete from public.user_memory where user_id = %s and id = %s"
+COUNT_FACTS_SQL = "select public.memory_fact_count(%s) as n"
 # Transaction-local (the `true`), like PostgREST: nothing leaks to the next user of the pooled connection.
 IDENTITY_PRELUDE_SQL = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
 
@@ -270,6 +271,11 @@ class PostgresStore(StoreBase):
         """`public.memory_embedding_backlog`."""
         rows = await self._fetch(user_id, EMBEDDING_BACKLOG_SQL, (user_id, model, limit))
         return [BacklogItem(r["memory_id"], r["content_hash"], r["content"]) for r in rows]
+
+    async def count_facts(self, user_id: UUID) -> int:
+        """One `memory_fact_count` call."""
+        rows = await self._fetch(user_id, COUNT_FACTS_SQL, (user_id,))
+        return int(rows[0]["n"])
 
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
         """Delete one of the user's rows."""

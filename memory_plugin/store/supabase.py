@@ -285,6 +285,16 @@ class SupabaseStore(StoreBase):
         api = await self._as_user(user_id)
         return _records(await self._data("reading fact history", api.rpc("memory_fact_history", params).execute()))
 
+    async def count_facts(self, user_id: UUID) -> int:
+        """One `memory_fact_count` call."""
+        api = await self._as_user(user_id)
+        data = await self._data("counting facts", api.rpc("memory_fact_count", {"p_user_id": str(user_id)}).execute())
+        # A scalar function: the bare value, or a one-element list of it or of a row.
+        value = data[0] if isinstance(data, list) and data else data
+        if isinstance(value, dict):
+            value = next(iter(value.values()), 0)
+        return int(value or 0)
+
     async def list_records(
         self, user_id: UUID, *, kind: MemoryKind | None = None, limit: int = 1000
     ) -> list[MemoryRecord]:

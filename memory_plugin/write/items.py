@@ -11,14 +11,16 @@ from collections.abc import Iterable
 from ..models import MemorizedFact, ProjectRecord, UserPreferences
 from ..quality.matching import match_guard, match_key, match_words
 from ..quality.slots import detect_slot
+from ..quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 from ..rows import SINGLE_PREFERENCE_SLOTS, MemoryItem, is_single_valued, merge_items
 from ..text import content_hash
 
 __all__ = ["fact_item", "items_from_update"]
 
 
-def fact_item(fact: MemorizedFact, session_id: str | None) -> MemoryItem:
-    """One fact as the row to write, with its slot and near-duplicate keys."""
+def fact_item(fact: MemorizedFact, session_id: str | None, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> MemoryItem:
+    """One fact as the row to write, with its slot and near-duplicate keys (named values and slots from
+    `vocabulary`)."""
     return MemoryItem(
         kind="fact",
         category=fact.category,
@@ -31,9 +33,9 @@ def fact_item(fact: MemorizedFact, session_id: str | None) -> MemoryItem:
         session_id=session_id,
         occurred_at=fact.timestamp,
         expires_at=fact.expires_at,
-        slot=detect_slot(fact.content, fact.category),
+        slot=detect_slot(fact.content, fact.category, vocabulary),
         match_key=match_key(fact.content),
-        match_guard=match_guard(fact.content),
+        match_guard=match_guard(fact.content, vocabulary),
         match_words=match_words(fact.content),
         replaces=fact.replaces,
     )
@@ -103,13 +105,15 @@ def items_from_update(
     project: ProjectRecord | None,
     patterns: Iterable[str],
     session_id: str | None,
+    vocabulary: Vocabulary = DEFAULT_VOCABULARY,
 ) -> list[MemoryItem]:
-    """Turn the parts of a `MemoryUpdate` into rows to write, merging repeats within the batch.
+    """Turn the parts of a `MemoryUpdate` into rows to write, merging repeats within the batch; facts get
+    their keys from `vocabulary` (`MemorySettings.vocabulary`).
 
     Postgres refuses an `INSERT ... ON CONFLICT DO UPDATE` that touches the same row twice, so items with
     the same hash are folded here first (the stronger confidence and importance win).
     """
-    items = [fact_item(f, session_id) for f in facts]
+    items = [fact_item(f, session_id, vocabulary) for f in facts]
     if preferences is not None:
         items.extend(_preference_items(preferences, session_id))
     if project is not None:

