@@ -579,6 +579,23 @@ def reembed(
     console.print(f"embedded {stored} fact(s) of {users} user(s)")
 
 
+@app.command("serve")
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Serve the REST API for chats and memory (needs the `api` extra and MEMORY_JWT_SECRET or MEMORY_JWT_JWKS_URL)."""
+    try:
+        from .api.server import serve as serve_api
+    except ImportError as exc:
+        raise _fail(f"the API needs its extra: pip install 'memory-plugin[api]' ({exc})") from None
+    try:
+        serve_api(_settings(data_dir), host=host, port=port)
+    except MemoryPluginError as exc:
+        raise _fail(str(exc)) from None
+
+
 def _reflow(doc: str) -> str:
     """A docstring as help text: the lines of a paragraph joined (source wraps at 120 columns; the help
     wraps at the terminal's width: keeping both broke lines mid-sentence), paragraphs kept."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence, Sized
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -45,7 +45,7 @@ from .quality.outcome import NoteBatchOutcome
 from .retrieval import ScoredMemory
 from .retrieval.searcher import Searcher
 from .rows import CONTENT_MAX_CHARS, MemoryRecord
-from .session import Clock, SessionStore
+from .session import Clock, SessionBackend, SessionStore
 from .settings import MemorySettings
 from .stats import MemoryStats
 from .store import ContextQuery, LongTermStore
@@ -80,13 +80,16 @@ class MemoryManager:
         clock: Clock | None = None,
         database_url: str | None = None,
         embedder: MemoryEmbedder | None = None,
+        sessions: SessionBackend | None = None,
     ) -> None:
         settings.check_content_limit(CONTENT_MAX_CHARS)  # a limit the schema cannot hold fails here, not per write
         self.settings = settings
         self.store = store
         self.embedder = embedder if embedder is not None else default_embedder(settings)
         """Embeds facts at write time and questions at search time (None: text-only search)."""
-        self.sessions = SessionStore.from_settings(settings, clock=clock or time.monotonic)
+        self.sessions: SessionBackend = (
+            sessions if sessions is not None else SessionStore.from_settings(settings, clock=clock or time.monotonic)
+        )
         self.failures = StoreFailures(settings.outage_log_interval_seconds)
         """Long-term reads that failed, counted and logged (throttled)."""
         self.searcher = Searcher(settings, store, self.embedder)
@@ -196,7 +199,19 @@ class MemoryManager:
         except BaseException:
             await store.close()
             raise
-        manager = cls(settings, store, extractor=extractor, clock=clock, embedder=embedder)
+        sessions = None
+        if settings.session_backend == "postgres":  # shared by every worker: on the database in use
+            from .chats.sessions import postgres_sessions_from_settings
+
+            url = connector.url if connector is not None else None
+            if url is None:
+                await store.close()
+                raise MemoryPluginError(
+                    "MEMORY_SESSION_BACKEND=postgres keeps sessions in the manager's own database: set"
+                    " MEMORY_DATABASE_URL or let the manager start the embedded one (do not pass store=)"
+                )
+            sessions = await asyncio.to_thread(postgres_sessions_from_settings, settings, url)
+        manager = cls(settings, store, extractor=extractor, clock=clock, embedder=embedder, sessions=sessions)
         manager._connector = connector
         manager._start_sweeper()
         return manager
@@ -229,6 +244,9 @@ class MemoryManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
+        close_sessions = getattr(self.sessions, "close", None)  # a networked session backend's pool
+        if callable(close_sessions):
+            close_sessions()
         await self.store.close()
 
     def _start_sweeper(self) -> None:
@@ -542,7 +560,7 @@ class MemoryManager:
             "backend": self.store.backend_name,
             "database_url": masked_url(self.database_url) if self.database_url else None,
             "extractor": self.extractor.name,
-            "live_sessions": len(self.sessions),
+            "live_sessions": len(self.sessions) if isinstance(self.sessions, Sized) else None,
             "stats": {name: getattr(stats, name) for name in MemoryStats.__slots__},
         }
 

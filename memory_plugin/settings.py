@@ -457,3 +457,25 @@ class MemorySettings(BaseSettings):
     outage_log_interval_seconds: float = Field(default=60.0, ge=0)
     """Connection errors are logged at WARNING at most once per interval; the others are counted (see
     `MemoryManager.backend_status`) and the next warning says how many."""
+
+    # --- REST API and chats (`memory-plugin serve`; docs/chats.md) ------------------------------------------
+    jwt_secret: SecretStr | None = None
+    """The Supabase project's JWT secret: the API accepts HS256 user tokens signed with it."""
+
+    jwt_jwks_url: str | None = None
+    """The project's JWKS endpoint (`https://<ref>.supabase.co/auth/v1/.well-known/jwks.json`), for user tokens
+    signed with asymmetric keys."""
+
+    api_max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    """Largest request body the API accepts (413 beyond)."""
+
+    chat_summary_model: str | None = None
+    """pydantic-ai model writing chat summaries and titles (e.g. "openai:gpt-4o-mini"); unset: the offline
+    extractive summary."""
+
+    max_checkpoints: int = Field(default=20, ge=1, le=10_000)
+    """Workflow checkpoints kept per session; each save deletes the older ones beyond it."""
+
+    session_backend: Literal["memory", "postgres"] = "memory"
+    """Where short-term sessions live: "memory" (this process's RAM) or "postgres" (the database in use, shared
+    by every worker; `memory_private.memory_sessions`)."""

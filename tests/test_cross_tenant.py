@@ -36,6 +36,9 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "memory_private.memory_search_counts": {"docs": 1},
     "public.memory_slots": {"slots": '{"goal": [{"text": "injected"}]}'},
     "public.memory_summaries": {"scope": "user", "version": 9, "content": "injected", "kind": "model"},
+    "public.chats": {"title": "injected", "full_history": "[]"},
+    "memory_private.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
+    "memory_private.memory_sessions": {"session_id": "injected-session", "last_active": 1.0},
 }
 
 
@@ -79,6 +82,9 @@ RPC_CALLS: dict[str, str] = {
     "memory_upsert_embedded": "select * from public.memory_upsert_embedded({b}, %(items)s::jsonb, 0.1, null, 0.8,"
     " 'test')",
     "memory_embedding_backlog": "select * from public.memory_embedding_backlog({b}, 'other-model')",
+    # Chat search with B's id, B's chat's words and the vector of B's summary: nothing of B's comes back.
+    "chat_search": "select * from public.chat_search({b}, 'Bob titanio bridas', %(vector)s::extensions.halfvec,"
+    " 'test')",
     # Pure text functions: they read no table; called over B's rows they see none.
     "memory_tsvector": "select memory_private.memory_tsvector(m.content) from public.user_memory m"
     " where m.user_id = {b}",
@@ -168,6 +174,22 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
         )
         payload = json.dumps([i.as_json() for i in items])
         admin_conn.execute("select public.memory_upsert_items(%s, %s::jsonb)", (user, payload))
+        # A chat with a summary and its vector, so the chat attacks have something to find.
+        admin_conn.execute(
+            "insert into public.chats (user_id, title, summary_text, summary_embedding, summary_model, full_history,"
+            " assistant_history, turn_count) values (%s, %s, %s, %s::extensions.halfvec, 'test', '[]', '[]', 0)",
+            (user, f"Chat de {name}", f"{name} titanio bridas", _VECTOR),
+        )
+        admin_conn.execute(
+            "insert into memory_private.workflow_checkpoints (user_id, session_id, step, state)"
+            " values (%s, 's1', 'route', %s)",
+            (user, '{"route": "budget"}'),
+        )
+        admin_conn.execute(
+            "insert into memory_private.memory_sessions (session_id, user_id, messages, last_active)"
+            " values (%s, %s, %s, 1)",
+            (f"session-of-{name}-{user}", user, '[{"role": "user", "content": "secreto"}]'),
+        )
         # Every fact has a vector, so the search attack has something to find.
         admin_conn.execute(
             "update public.memory_search_docs set embedding = %s::extensions.halfvec, embedding_model = 'test'"

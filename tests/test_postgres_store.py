@@ -130,14 +130,22 @@ def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn)
         "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
         " where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1"
     ).fetchall()
-    assert tables == [("memory_search_docs",), ("memory_slots",), ("memory_summaries",), ("user_memory",)]
+    assert tables == [
+        ("chats",),
+        ("memory_search_docs",),
+        ("memory_slots",),
+        ("memory_summaries",),
+        ("user_memory",),
+    ]
     functions = admin_conn.execute(
         "select p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
         " where n.nspname = 'public' and p.prorettype <> 'trigger'::regtype order by 1"
     ).fetchall()
     assert [f[0] for f in functions] == [
+        "chat_search",
         "memory_context",
         "memory_embedding_backlog",
+        "memory_fact_count",
         "memory_fact_history",
         "memory_rank_facts",
         "memory_search",
@@ -262,6 +270,7 @@ async def test_a_batch_of_100_facts_is_one_statement(
     pg_memory: MemoryManager, user_id: UUID, admin_conn: AdminConn, executed: list[str]
 ) -> None:
     facts = [fact(f"Hecho número {i}", importance=1 + i % 5) for i in range(100)]
+    await pg_memory.writer.fact_limit.check(user_id, 1)  # the user's fact count is read once per process
     executed.clear()
     stored = await pg_memory.update_memory(
         MemoryUpdate(

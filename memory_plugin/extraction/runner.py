@@ -12,7 +12,7 @@ from ..errors import ExtractionError, MemoryPluginError, StoreError, StoreUnavai
 from ..failures import StoreFailures
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, MemoryUpdate, Message
-from ..session import SessionStore
+from ..session import SessionBackend
 from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
 from ..write.pipeline import WritePipeline
@@ -45,7 +45,7 @@ class ExtractionRunner:
         self,
         settings: MemorySettings,
         extractor: FactExtractor,
-        sessions: SessionStore,
+        sessions: SessionBackend,
         writer: WritePipeline,
         store: LongTermStore,
         failures: StoreFailures,

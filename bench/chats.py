@@ -1,0 +1,199 @@
+"""Chats over the REST API: PATCH latency while a chat grows to 1,000 turns (compaction included), the
+model-visible history against the full one, and `GET /api/chats?search=` throughput with 32 concurrent clients.
+
+    .venv/bin/python -m bench.chats            # 1,000 turns, 200 chats to search, 10 s of searching
+    .venv/bin/python -m bench.chats --quick    # 200 turns, 50 chats, 3 s
+
+Starts its own embedded PostgreSQL in a temporary directory and uvicorn on 127.0.0.1 (a free port), in this
+process. Embeddings come from pydantic-ai's `TestEmbeddingModel` (no model cost: this measures the API, the
+database and compaction; a real embedding model adds its own latency per summary and per search); summaries
+are the offline extractive ones. Tokens are estimated as characters / 4 of the turns' text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import psycopg
+import uvicorn
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+from pydantic_ai import Embedder
+from pydantic_ai.embeddings import TestEmbeddingModel
+
+from memory_plugin.api.app import ApiServices, create_app
+from memory_plugin.api.auth import TokenVerifier
+from memory_plugin.chats import ChatService, PostgresChatStore
+from memory_plugin.chats.compaction import turn_text
+from memory_plugin.chats.service import from_json
+from memory_plugin.chats.sessions import PostgresSessionStore
+from memory_plugin.database import EmbeddedPostgres
+from memory_plugin.database.migrations import migrate
+from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder
+from memory_plugin.models import Message
+from memory_plugin.session import SessionBackend, SessionStore
+
+SECRET = "bench-secret-with-at-least-32-bytes-of-entropy"
+TOPICS = ["soportes anodizados", "bridas de acero", "facturas pendientes", "tornillería M8", "plazos de entrega"]
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _headers(user: uuid.UUID) -> dict[str, str]:
+    claims = {"sub": str(user), "role": "authenticated", "exp": int(time.time()) + 3600}
+    return {"Authorization": f"Bearer {jwt.encode(claims, SECRET, 'HS256')}"}
+
+
+def _turns(start: int, pairs: int, topic: str) -> list[dict[str, str]]:
+    out = []
+    for i in range(start, start + pairs):
+        out += [
+            {"role": "user", "content": f"Sobre {topic}: necesito el detalle número {i} con sus medidas y el plazo."},
+            {"role": "assistant", "content": f"Anotado el detalle {i} de {topic}: medidas estándar, plazo de 5 días."},
+        ]
+    return out
+
+
+def _tokens(history: list[dict[str, Any]]) -> int:
+    return sum(len(turn_text(m)) for m in from_json(history)) // 4
+
+
+async def _patch_latency(client: httpx.AsyncClient, turns: int) -> None:
+    user = uuid.uuid4()
+    chat = (await client.post("/api/chats", json={}, headers=_headers(user))).json()
+    latencies = []
+    body: dict[str, Any] = {}
+    for start in range(0, turns // 2):
+        began = time.perf_counter()
+        response = await client.patch(
+            f"/api/chats/{chat['id']}", json={"turns": _turns(start, 1, TOPICS[start * 5 // (turns // 2)])},
+            headers=_headers(user),
+        )  # fmt: skip
+        latencies.append((time.perf_counter() - began) * 1000)
+        response.raise_for_status()
+        body = response.json()
+    full, visible = _tokens(body["full_history"]), _tokens(body["assistant_history"])
+    print(f"## PATCH /api/chats/{{id}}: a chat grown to {turns} turns, 2 turns per request\n")
+    print("| measure | result |\n|---|---:|")
+    p50, p95 = _pct(latencies, 0.5), _pct(latencies, 0.95)
+    print(f"| PATCH p50 / p95 / max | {p50:.1f} / {p95:.1f} / {max(latencies):.1f} ms |")
+    print(f"| turns: full history / model-visible | {len(body['full_history'])} / {len(body['assistant_history'])} |")
+    print(f"| tokens (chars/4): full history / model-visible | {full:,} / {visible:,} ({visible / full:.1%}) |")
+    print()
+
+
+async def _search_throughput(client: httpx.AsyncClient, chats: int, seconds: float, clients: int) -> None:
+    user = uuid.uuid4()
+    for i in range(chats):
+        topic = f"{TOPICS[i % len(TOPICS)]} lote {i}"
+        await client.post("/api/chats", json={"turns": _turns(0, 2, topic)}, headers=_headers(user))
+    headers = _headers(user)
+    done = 0
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def worker(n: int) -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            began = time.perf_counter()
+            query = f"volvamos al chat de {TOPICS[(n + done) % len(TOPICS)]}"
+            response = await client.get("/api/chats", params={"search": query}, headers=headers)
+            response.raise_for_status()
+            latencies.append((time.perf_counter() - began) * 1000)
+            done += 1
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker(n) for n in range(clients)))
+    elapsed = time.perf_counter() - began
+    print(f"## GET /api/chats?search=: {clients} concurrent clients, a user with {chats} chats, {seconds:.0f} s\n")
+    print("| measure | result |\n|---|---:|")
+    print(f"| requests/s | {done / elapsed:.0f} |")
+    print(f"| latency p50 / p95 | {_pct(latencies, 0.5):.1f} / {_pct(latencies, 0.95):.1f} ms |")
+    print()
+
+
+def _session_latency(url: str, calls: int) -> None:
+    """`add_message` and `snapshot` on one session, RAM vs Postgres (same process, same host)."""
+    print(f"## Short-term sessions: {calls} `add_message` then {calls} `snapshot` calls, window of 20\n")
+    print("| backend | add_message p50 / p95 | snapshot p50 / p95 |\n|---|---:|---:|")
+    postgres = PostgresSessionStore.connect(url, max_messages=20)
+    backends: dict[str, SessionBackend] = {"memory (RAM)": SessionStore(max_messages=20), "postgres": postgres}
+    for name, backend in backends.items():
+        user, session = uuid.uuid4(), f"bench-{uuid.uuid4().hex}"
+        writes, reads = [], []
+        for i in range(calls):
+            began = time.perf_counter()
+            backend.add_message(session, Message(role="user", content=f"mensaje {i} sobre soportes"), user_id=user)
+            writes.append((time.perf_counter() - began) * 1000)
+        for _ in range(calls):
+            began = time.perf_counter()
+            backend.snapshot(session, user_id=user)
+            reads.append((time.perf_counter() - began) * 1000)
+        w = f"{_pct(writes, 0.5):.3f} / {_pct(writes, 0.95):.3f} ms"
+        r = f"{_pct(reads, 0.5):.3f} / {_pct(reads, 0.95):.3f} ms"
+        print(f"| {name} | {w} | {r} |")
+    postgres.close()
+    print()
+
+
+async def _bench(url: str, turns: int, chats: int, seconds: float) -> None:
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+        url, min_size=4, max_size=16, open=False, kwargs={"autocommit": True, "row_factory": dict_row}
+    )
+    await pool.open(wait=True)
+    embedder = MemoryEmbedder(Embedder(TestEmbeddingModel(dimensions=EMBEDDING_DIMENSIONS)), name="bench")
+    services = ApiServices(ChatService(PostgresChatStore(pool), embedder), TokenVerifier(secret=SECRET))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(1500):
+        if server.started:
+            break
+        await asyncio.sleep(0.02)
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60, limits=limits) as client:
+        await _patch_latency(client, turns)
+        await _search_throughput(client, chats, seconds, clients=32)
+    server.should_exit = True
+    await task
+    await pool.close()
+
+
+def main() -> None:
+    """Run the chat benchmark and print markdown tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    args = parser.parse_args()
+    turns, chats, seconds = (200, 50, 3.0) if args.quick else (1000, 200, 10.0)
+    with tempfile.TemporaryDirectory(prefix="memory-plugin-bench-") as tmp:
+        embedded = EmbeddedPostgres(Path(tmp))
+        url = embedded.start()
+        try:
+
+            async def run() -> None:
+                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                    await migrate(conn)
+                await _bench(url, turns, chats, seconds)
+                await asyncio.to_thread(_session_latency, url, 200 if args.quick else 2000)
+
+            asyncio.run(run())
+        finally:
+            embedded.stop()
+
+
+if __name__ == "__main__":
+    main()

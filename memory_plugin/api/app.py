@@ -1,0 +1,254 @@
+"""The REST API: the signed-in user's chats and memory, every statement run as that user under RLS.
+
+`create_app(ApiServices(...))` builds the FastAPI app; `memory-plugin serve` runs it with uvicorn. Routes:
+`POST/GET /api/chats`, `GET/PATCH/DELETE /api/chats/{id}`, `GET /api/memory/records`. Errors always have the
+body `{"error": {"code", "message"}}`; someone else's chat is 404, exactly like a chat that does not exist.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    UserPromptPart,
+)
+from starlette.exceptions import HTTPException
+
+from ..chats.rows import ChatHit, ChatRow
+from ..chats.service import ChatService
+from ..errors import MemoryPluginError, StoreUnavailableError
+from ..rows import MemoryKind
+from ..store.base import LongTermStore
+from .auth import AuthenticationError, TokenVerifier
+from .limits import BodySizeLimit
+from .schemas import (
+    ChatCreate,
+    ChatOut,
+    ChatPage,
+    ChatPatch,
+    ChatSearchResult,
+    ChatSummaryOut,
+    ErrorBody,
+    RecordOut,
+    SimpleTurn,
+    Turn,
+)
+
+__all__ = ["ApiServices", "create_app"]
+
+logger = logging.getLogger("memory_plugin")
+
+DEFAULT_MAX_BODY_BYTES = 1_000_000
+"""Largest request body accepted: 200 turns of 5,000 characters fit."""
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "No valid user token"},
+    404: {"model": ErrorBody, "description": "No such chat for this user"},
+    413: {"model": ErrorBody, "description": "Body too large"},
+    422: {"model": ErrorBody, "description": "Invalid request"},
+    503: {"model": ErrorBody, "description": "Database unavailable"},
+}
+
+
+@dataclass
+class ApiServices:
+    """What the API serves: chats, the long-term store (read routes), and the token check."""
+
+    chats: ChatService
+    verifier: TokenVerifier
+    memory: LongTermStore | None = None
+
+
+class ApiError(Exception):
+    """An error answered with the API's error body."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def _turns(raw: Sequence[Turn]) -> list[ModelMessage]:
+    """Plain turns become a user request or an assistant response; other entries must be pydantic-ai messages."""
+    out: list[ModelMessage] = []
+    for index, turn in enumerate(raw):
+        if isinstance(turn, SimpleTurn):
+            if turn.role == "user":
+                out.append(ModelRequest(parts=[UserPromptPart(turn.content)]))
+            else:
+                out.append(ModelResponse(parts=[TextPart(turn.content)]))
+            continue
+        try:
+            out.extend(ModelMessagesTypeAdapter.validate_python([turn]))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ApiError(
+                422, "invalid_turn", f"turns[{index}] is neither {{role, content}} nor a pydantic-ai message:"
+                f" {first['msg']} at {'.'.join(map(str, first['loc']))}",
+            ) from exc  # fmt: skip
+    return out
+
+
+def _summary(row: ChatRow | ChatHit) -> ChatSummaryOut:
+    return ChatSummaryOut(
+        id=row.id,
+        title=row.title,
+        summary_text=row.summary_text,
+        turn_count=row.turn_count,
+        last_activity_at=row.last_activity_at,
+    )
+
+
+def _chat(row: ChatRow) -> ChatOut:
+    return ChatOut(
+        id=row.id,
+        title=row.title,
+        summary_text=row.summary_text,
+        turn_count=row.turn_count,
+        last_activity_at=row.last_activity_at,
+        created_at=row.created_at,
+        full_history=row.full_history,
+        assistant_history=row.assistant_history,
+    )
+
+
+async def current_user(request: Request) -> UUID:
+    """The user of the request's bearer token (401 otherwise)."""
+    services: ApiServices = request.app.state.services
+    return await services.verifier.user_of(request.headers.get("authorization"))
+
+
+# Module level: FastAPI resolves the (postponed) annotations of the routes in this module's globals.
+User = Annotated[UUID, Depends(current_user)]
+
+
+def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """The FastAPI app serving `services`."""
+    app = FastAPI(title="memory_plugin API", version="1", responses=_ERRORS)
+    app.state.services = services
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(AuthenticationError)
+    async def auth_error(request: Request, exc: AuthenticationError) -> JSONResponse:
+        return _error(401, "unauthorized", str(exc), {"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(StoreUnavailableError)
+    async def unavailable(request: Request, exc: StoreUnavailableError) -> JSONResponse:
+        return _error(503, "database_unavailable", "the database is unavailable; retry shortly")
+
+    @app.exception_handler(MemoryPluginError)
+    async def plugin_error(request: Request, exc: MemoryPluginError) -> JSONResponse:
+        logger.warning("API request failed: %s", exc)
+        return _error(422, "rejected", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"msg": "invalid request", "loc": ()}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return _error(422, "invalid_request", f"{first.get('msg', 'invalid')} at {where}")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return _error(exc.status_code, "http_error", str(exc.detail))
+
+    async def own_chat(user: UUID, chat_id: UUID) -> ChatRow:
+        row = await services.chats.get(user, chat_id)
+        if row is None:
+            raise ApiError(404, "chat_not_found", "no such chat")
+        return row
+
+    @app.post("/api/chats", status_code=201, response_model=ChatOut, tags=["chats"])
+    async def create_chat(body: ChatCreate, user: User) -> ChatOut:
+        """Start a chat (optionally with a title and first turns)."""
+        row = await services.chats.create(user, title=body.title, turns=_turns(body.turns))
+        return _chat(row)
+
+    @app.get("/api/chats", response_model=ChatPage | ChatOut | ChatSearchResult, tags=["chats"])
+    async def list_chats(
+        user: User,
+        limit: Annotated[int, Query(ge=1, le=100)] = 20,
+        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+        id: Annotated[UUID | None, Query(description="one chat, with its histories")] = None,
+        search: Annotated[str | None, Query(min_length=1, max_length=500, description="find a chat by topic")] = None,
+    ) -> ChatPage | ChatOut | ChatSearchResult:
+        """The user's chats: a page, one chat (`?id=`), or a search (`?search=`)."""
+        if id is not None:
+            return _chat(await own_chat(user, id))
+        if search is not None:
+            match = await services.chats.find(user, search)
+            return ChatSearchResult(
+                chosen=_summary(match.chosen) if match.chosen else None,
+                candidates=[_summary(h) for h in match.candidates],
+            )
+        rows, total = await services.chats.list_chats(user, limit=limit, offset=offset)
+        return ChatPage(items=[_summary(r) for r in rows], total=total, limit=limit, offset=offset)
+
+    @app.get("/api/chats/{chat_id}", response_model=ChatOut, tags=["chats"])
+    async def get_chat(chat_id: UUID, user: User) -> ChatOut:
+        """One chat with both histories."""
+        return _chat(await own_chat(user, chat_id))
+
+    @app.patch("/api/chats/{chat_id}", response_model=ChatOut, tags=["chats"])
+    async def patch_chat(chat_id: UUID, body: ChatPatch, user: User) -> ChatOut:
+        """Append turns (compaction runs when needed) and/or rename the chat."""
+        turns = _turns(body.turns)
+        await own_chat(user, chat_id)
+        if body.title is not None:
+            await services.chats.rename(user, chat_id, body.title)
+        if turns:
+            await services.chats.append(user, chat_id, turns)
+        return _chat(await own_chat(user, chat_id))
+
+    @app.delete("/api/chats/{chat_id}", status_code=204, tags=["chats"])
+    async def delete_chat(chat_id: UUID, user: User) -> Response:
+        """Delete a chat."""
+        if not await services.chats.delete(user, chat_id):
+            raise ApiError(404, "chat_not_found", "no such chat")
+        return Response(status_code=204)
+
+    @app.get("/api/memory/records", response_model=list[RecordOut], tags=["memory"])
+    async def memory_records(
+        user: User,
+        kind: Annotated[MemoryKind | None, Query(description="fact, preference, project, …")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> list[RecordOut]:
+        """The user's stored memory (facts, preferences, project notes), newest first."""
+        if services.memory is None:
+            raise ApiError(404, "no_memory_store", "this server serves no long-term memory")
+        records = await services.memory.list_records(user, kind=kind, limit=limit)
+        return [
+            RecordOut(
+                id=r.id,
+                kind=r.kind,
+                category=r.category,
+                content=r.content,
+                confidence=r.confidence,
+                importance=r.importance,
+                created_at=r.created_at,
+            )
+            for r in records
+        ]
+
+    return app

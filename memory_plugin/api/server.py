@@ -1,0 +1,89 @@
+"""`serve`: the REST API on uvicorn, over the configured (or embedded) Postgres.
+
+Opens one connection pool shared by the long-term store and the chat store; every statement still runs as
+the request's user (role `authenticated` + the user's claims), so RLS applies though the pool's role may be
+a superuser (the embedded database).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+from fastapi import FastAPI
+
+from ..chats.postgres import PostgresChatStore
+from ..chats.service import ChatService
+from ..chats.summarizer import AgentSummarizer, ChatSummarizer
+from ..database import EmbeddedPostgres
+from ..database.migrations import migrate
+from ..embeddings.factory import default_embedder
+from ..errors import MemoryPluginError
+from ..settings import MemorySettings
+from ..store.postgres import PostgresStore
+from .app import ApiServices, create_app
+from .auth import TokenVerifier
+
+__all__ = ["build_app", "serve"]
+
+
+async def _database_url(settings: MemorySettings) -> str:
+    if settings.database_url is not None:
+        url = settings.database_url.get_secret_value()
+    else:
+        url = await asyncio.to_thread(EmbeddedPostgres.from_settings(settings, keep_running=True).start)
+    if settings.auto_migrate:
+        admin = settings.admin_database_url.get_secret_value() if settings.admin_database_url else url
+        async with await psycopg.AsyncConnection.connect(admin, autocommit=True) as conn:
+            await migrate(conn)
+    return url
+
+
+@asynccontextmanager
+async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
+    """The API's services on the settings' database; closed on exit."""
+    verifier = TokenVerifier(
+        secret=settings.jwt_secret.get_secret_value() if settings.jwt_secret else None,
+        jwks_url=settings.jwt_jwks_url,
+    )
+    embedder = default_embedder(settings)
+    if embedder is None:
+        raise MemoryPluginError(
+            "chat search needs an embedding model: set MEMORY_EMBEDDING_MODEL (e.g. 'local' with the `local` extra)"
+        )
+    summarizer: ChatSummarizer | None = (
+        AgentSummarizer(settings.chat_summary_model) if settings.chat_summary_model else None
+    )
+    store = await PostgresStore.connect(
+        await _database_url(settings), min_size=settings.pool_min_size, max_size=settings.pool_max_size
+    )
+    try:
+        chats = ChatService(PostgresChatStore(store.pool), embedder, summarizer)
+        yield ApiServices(chats=chats, verifier=verifier, memory=store)
+    finally:
+        await store.close()
+
+
+def build_app(settings: MemorySettings) -> FastAPI:
+    """The app, opening its services when uvicorn starts it and closing them when it stops."""
+    holder: dict[str, FastAPI] = {}
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with open_services(settings) as services:
+            inner = create_app(services, max_body_bytes=settings.api_max_body_bytes)
+            holder["app"] = inner
+            outer.mount("/", inner)
+            yield
+
+    outer = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    return outer
+
+
+def serve(settings: MemorySettings, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Run the API until interrupted."""
+    import uvicorn
+
+    uvicorn.run(build_app(settings), host=host, port=port, log_level="info")

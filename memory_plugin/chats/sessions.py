@@ -1,0 +1,275 @@
+"""`PostgresSessionStore`: short-term sessions in `memory_private.memory_sessions`, shared by every worker process.
+
+The same contract as the RAM `SessionStore` (`session/base.py`): a window of the last `max_messages` messages,
+entities merged once per kind (case- and accent-insensitively), intents once, an inactivity TTL, a per-user
+session cap (the user's least recently active sessions go first), and the owner rule (a session bound to one
+user, or anonymous, is refused to anyone else). Each operation is one transaction that locks the session's row
+(`select … for update`), so two processes appending to one session serialise: no message is lost.
+
+Synchronous, like the `SessionBackend` protocol: each call is a few statements on a local pool (about a
+millisecond on the same host). Time is seconds of `clock` (wall time by default, shared across processes).
+Not implemented here: the RAM store's byte budgets (the per-user session cap bounds a user instead).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..errors import SessionLimitError, SessionOwnershipError, StoreUnavailableError
+from ..models import Message, ShortTermMemory
+from ..settings import MemorySettings
+from ..text import normalize_key
+
+__all__ = ["PostgresSessionStore", "postgres_sessions_from_settings"]
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+LOCK_SQL = "select * from memory_private.memory_sessions where session_id = %s for update"
+CREATE_SQL = (
+    "insert into memory_private.memory_sessions (session_id, user_id, last_active) values (%s, %s, %s)"
+    " on conflict (session_id) do nothing"
+)
+WRITE_SQL = (
+    "update memory_private.memory_sessions set messages = %s::jsonb, entities = %s::jsonb, intents = %s::jsonb,"
+    " messages_seen = %s, last_active = %s where session_id = %s"
+)
+TOUCH_SQL = "update memory_private.memory_sessions set last_active = %s where session_id = %s"
+DELETE_SQL = "delete from memory_private.memory_sessions where session_id = %s"
+COUNT_SQL = "select count(*) as live from memory_private.memory_sessions where last_active > %s"
+EXPIRE_SQL = "delete from memory_private.memory_sessions where last_active <= %s"
+# The user's sessions beyond the cap, least recently active first (made room for before creating one).
+CAP_SQL = (
+    "delete from memory_private.memory_sessions where session_id in (select session_id"
+    " from memory_private.memory_sessions where user_id = %s order by last_active desc offset %s)"
+)
+
+
+def _ownership_error(session_id: str, owner: UUID | None, user_id: UUID | None) -> SessionOwnershipError:
+    # Same words as the RAM store: never whose it is, only that this caller may not use it.
+    if owner is None:
+        return SessionOwnershipError(
+            f"session {session_id!r} was started without a user and stays anonymous: use it without"
+            " user_id, or start a new session id for this user"
+        )
+    return SessionOwnershipError(
+        f"session {session_id!r} belongs to another user"
+        + (" (or to a user: pass its user_id)" if user_id is None else "")
+        + ": use a session id of this user's own, e.g. one made of the user id and the conversation id"
+    )
+
+
+class PostgresSessionStore:
+    """A `SessionBackend` on PostgreSQL. Create with `PostgresSessionStore.connect(url, ...)`; `close()` at the end."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Conn],
+        *,
+        max_messages: int = 20,
+        ttl_seconds: float = 3600.0,
+        max_sessions_per_user: int = 100,
+        max_entity_values_per_kind: int = 50,
+        max_entity_values: int = 200,
+        max_intents: int = 50,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if min(max_messages, max_sessions_per_user, max_entity_values_per_kind, max_entity_values, max_intents) < 1:
+            raise ValueError("max_messages and the other limits must be >= 1")
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be > 0")
+        self._pool = pool
+        self.max_messages = max_messages
+        self.ttl_seconds = ttl_seconds
+        self.max_sessions_per_user = max_sessions_per_user
+        self.max_entity_values_per_kind = max_entity_values_per_kind
+        self.max_entity_values = max_entity_values
+        self.max_intents = max_intents
+        self._clock = clock
+
+    @classmethod
+    def connect(cls, url: str, *, max_size: int = 4, **limits: Any) -> PostgresSessionStore:
+        """A store on a new pool to `url` (the service path: its role enforces nothing, this class does)."""
+        pool: ConnectionPool[Conn] = ConnectionPool(
+            url, min_size=1, max_size=max_size, open=False, kwargs={"row_factory": dict_row}
+        )
+        try:
+            pool.open(wait=True, timeout=10)
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            pool.close()
+            raise StoreUnavailableError(f"cannot connect to Postgres for sessions: {exc}") from exc
+        return cls(pool, **limits)
+
+    def close(self) -> None:
+        """Close the pool."""
+        self._pool.close()
+
+    # --- one locked transaction per operation -------------------------------------------------------------------
+    def _locked(self, conn: Conn, session_id: str, user_id: UUID | None, now: float) -> dict[str, Any] | None:
+        """The live session's row, locked, after the owner check; an expired one is deleted (its id is free)."""
+        row = conn.execute(LOCK_SQL, (session_id,)).fetchone()
+        if row is not None and row["last_active"] <= now - self.ttl_seconds:
+            conn.execute(DELETE_SQL, (session_id,))
+            row = None
+        if row is not None and row["user_id"] != user_id:
+            raise _ownership_error(session_id, row["user_id"], user_id)
+        return row
+
+    def _create(self, conn: Conn, session_id: str, user_id: UUID | None, now: float) -> dict[str, Any]:
+        if user_id is not None:
+            conn.execute(CAP_SQL, (user_id, self.max_sessions_per_user - 1))
+        conn.execute(CREATE_SQL, (session_id, user_id, now))
+        # Another process may have created it first: lock whatever is there and check its owner.
+        row = self._locked(conn, session_id, user_id, now)
+        if row is None:  # pragma: no cover - it expired between the two statements
+            conn.execute(CREATE_SQL, (session_id, user_id, now))
+            row = conn.execute(LOCK_SQL, (session_id,)).fetchone()
+        assert row is not None
+        return row
+
+    def _write(self, conn: Conn, row: dict[str, Any], now: float) -> None:
+        conn.execute(
+            WRITE_SQL,
+            (
+                json.dumps(row["messages"], ensure_ascii=False),
+                json.dumps(row["entities"], ensure_ascii=False),
+                json.dumps(row["intents"], ensure_ascii=False),
+                row["messages_seen"],
+                now,
+                row["session_id"],
+            ),
+        )
+
+    def _transaction(self) -> Any:
+        return self._pool.connection()
+
+    # --- SessionBackend ------------------------------------------------------------------------------------------
+    def add_message(self, session_id: str, message: Message, *, user_id: UUID | None = None) -> int:
+        """Append `message` (creating the session, bound to `user_id`); returns the messages it has seen."""
+        now = self._clock()
+        with self._transaction() as conn:
+            row = self._locked(conn, session_id, user_id, now) or self._create(conn, session_id, user_id, now)
+            messages = [*row["messages"], message.model_dump(mode="json")][-self.max_messages :]
+            row = {**row, "messages": messages, "messages_seen": row["messages_seen"] + 1}
+            self._write(conn, row, now)
+            return int(row["messages_seen"])
+
+    def update_entities(
+        self, session_id: str, entities: Mapping[str, str | Iterable[str]], *, user_id: UUID | None = None
+    ) -> None:
+        """Merge entity values by kind, without duplicates; all or nothing past the limits."""
+        now = self._clock()
+        with self._transaction() as conn:
+            existing = self._locked(conn, session_id, user_id, now)
+            # Stored as kind -> values in first-seen order (a jsonb object would not keep key order).
+            stored: dict[str, list[str]] = existing["entities"] if existing else {}
+            known = {kind: {normalize_key(v): v for v in values} for kind, values in stored.items()}
+            added: dict[str, dict[str, str]] = {}
+            for kind, values in entities.items():
+                kind_key = kind.strip().lower()
+                if not kind_key:
+                    continue
+                bucket = known.get(kind_key, {})
+                new = added.setdefault(kind_key, {})
+                for value in (values,) if isinstance(values, str) else values:
+                    text = str(value).strip()
+                    key = normalize_key(text) if text else ""
+                    if text and key not in bucket:
+                        new.setdefault(key, text)
+                if len(bucket) + len(new) > self.max_entity_values_per_kind:
+                    raise SessionLimitError(
+                        f"session {session_id!r} would hold {len(bucket) + len(new)} values of entity {kind_key!r},"
+                        f" more than max_session_entity_values_per_kind={self.max_entity_values_per_kind}: send"
+                        " only the entities of the current request, or raise the limit"
+                    )
+            total = sum(len(v) for v in known.values()) + sum(len(new) for new in added.values())
+            if total > self.max_entity_values:
+                raise SessionLimitError(
+                    f"session {session_id!r} would hold {total} entity values, more than"
+                    f" max_session_entity_values={self.max_entity_values}: send only the entities of the current"
+                    " request, or raise the limit"
+                )
+            row = existing or self._create(conn, session_id, user_id, now)
+            merged: dict[str, list[str]] = {kind: list(values) for kind, values in row["entities"].items()}
+            for kind_key, new in added.items():
+                if new:
+                    merged.setdefault(kind_key, []).extend(new.values())
+            self._write(conn, {**row, "entities": merged}, now)
+
+    def add_intent(self, session_id: str, intent: str, *, user_id: UUID | None = None) -> None:
+        """Record an intent (once, first-seen order); a new one past `max_intents` raises `SessionLimitError`."""
+        text = intent.strip()
+        now = self._clock()
+        with self._transaction() as conn:
+            existing = self._locked(conn, session_id, user_id, now)
+            if (
+                existing is not None
+                and text not in existing["intents"]
+                and len(existing["intents"]) >= self.max_intents
+            ):
+                raise SessionLimitError(
+                    f"session {session_id!r} already holds {len(existing['intents'])} intents"
+                    f" (max_session_intents={self.max_intents}): record the intent of the current request only"
+                )
+            row = existing or self._create(conn, session_id, user_id, now)
+            intents = row["intents"] if text in row["intents"] else [*row["intents"], text]
+            self._write(conn, {**row, "intents": intents}, now)
+
+    def snapshot(self, session_id: str, *, user_id: UUID | None = None) -> ShortTermMemory:
+        """A copy of the session's state (empty when unknown or expired); counts as activity."""
+        now = self._clock()
+        with self._transaction() as conn:
+            row = self._locked(conn, session_id, user_id, now)
+            if row is None:
+                return ShortTermMemory()
+            conn.execute(TOUCH_SQL, (now, session_id))
+            return ShortTermMemory(
+                messages=[Message.model_validate(m) for m in row["messages"]],
+                entities={kind: list(values) for kind, values in row["entities"].items()},
+                intents=list(row["intents"]),
+            )
+
+    def messages_seen(self, session_id: str, *, user_id: UUID | None = None) -> int:
+        """Messages the session has seen in total (0 when unknown or expired)."""
+        with self._transaction() as conn:
+            row = self._locked(conn, session_id, user_id, self._clock())
+            return int(row["messages_seen"]) if row else 0
+
+    def drop(self, session_id: str, *, user_id: UUID | None = None) -> bool:
+        """Forget the session now; returns whether it existed."""
+        with self._transaction() as conn:
+            if self._locked(conn, session_id, user_id, self._clock()) is None:
+                return False
+            conn.execute(DELETE_SQL, (session_id,))
+            return True
+
+    def __len__(self) -> int:
+        """Live sessions (all users)."""
+        with self._transaction() as conn:
+            row = conn.execute(COUNT_SQL, (self._clock() - self.ttl_seconds,)).fetchone()
+            return int(row["live"]) if row else 0
+
+    def expire(self) -> int:
+        """Delete every session idle for longer than the TTL; returns how many."""
+        with self._transaction() as conn:
+            return int(conn.execute(EXPIRE_SQL, (self._clock() - self.ttl_seconds,)).rowcount)
+
+
+def postgres_sessions_from_settings(settings: MemorySettings, url: str) -> PostgresSessionStore:
+    """The Postgres session store `settings` describe (window, TTL, per-user cap, entity and intent limits)."""
+    return PostgresSessionStore.connect(
+        url,
+        max_messages=settings.max_messages_per_session,
+        ttl_seconds=settings.session_ttl_seconds,
+        max_sessions_per_user=settings.max_sessions_per_user,
+        max_entity_values_per_kind=settings.max_session_entity_values_per_kind,
+        max_entity_values=settings.max_session_entity_values,
+        max_intents=settings.max_session_intents,
+    )
