@@ -360,8 +360,12 @@ class ResilientStore(StoreBase):
         )
 
     async def count_facts(self, user_id: UUID) -> int:
-        """The primary's count (no fallback: raises while it is unreachable)."""
-        return await self._call("counting facts", lambda p: p.count_facts(user_id))
+        """The primary's count; raises `StoreUnavailableError` at once while the primary is known to be down.
+        Outside the outage bookkeeping: the write this count precedes records the outage, once."""
+        primary = self._primary
+        if primary is None or not self._reachable or not self._breaker.allows():
+            raise self._unavailable()
+        return await primary.count_facts(user_id)
 
     async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
         """The primary's search (no fallback)."""

@@ -39,8 +39,8 @@ class FactLimit:
             try:
                 count = await self._store.count_facts(user_id)
             except StoreError as exc:
+                # An outage: the write goes to the journal unchecked, and the count is read at the next write.
                 logger.debug("%s fact limit not checked (cannot count): %s", LOG_PREFIX, exc)
-                self._counts.pop(user_id, None)
                 return
             self._remember(user_id, count)
         if count + new_facts > self.max_facts:
