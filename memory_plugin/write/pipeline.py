@@ -63,8 +63,9 @@ class WritePipeline:
         self.rate_limit = WriteRateLimit(settings.write_rate_per_second, settings.write_burst)
         """Items per user and second (`MemoryLimitError` beyond)."""
 
-    async def update(self, update: MemoryUpdate) -> WriteOutcome:
-        """Persist a `MemoryUpdate`; see `MemoryManager.update_memory_detailed`."""
+    async def update(self, update: MemoryUpdate, *, write_id: UUID | None = None) -> WriteOutcome:
+        """Persist a `MemoryUpdate`; see `MemoryManager.update_memory_detailed`. `write_id`: the store's
+        idempotency key (a background job's write, retried after a crash, is applied once)."""
         if not isinstance(update, MemoryUpdate):
             raise InvalidMemoryInputError(f"update must be a MemoryUpdate, got {type(update).__name__}")
         if update.session_id is not None:
@@ -83,7 +84,7 @@ class WritePipeline:
         items, folded_by_meaning = fold_semantic_duplicates(items, self.rules.embedding_threshold)
         folded += folded_by_meaning
         self.rate_limit.take(update.user_id, len(items))
-        records = await self.store.upsert(update.user_id, items, self.rules)
+        records = await self.store.upsert(update.user_id, items, self.rules, write_id=write_id)
         outcome = outcome_of(items, records, folded)
         self._count(outcome)
         if outcome.stored:
