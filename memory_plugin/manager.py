@@ -309,7 +309,10 @@ class MemoryManager:
 
     async def _wait_queued(self, queue: JobQueue, worker: BackgroundWorker | None, seconds: float) -> bool:
         ids = list(self._queued)
+        deadline = time.monotonic() + seconds
         done = await wait_settled(queue, ids, seconds, wake=worker.notify if worker is not None else None)
+        if worker is not None:
+            done = await worker.wait_running(ids, deadline - time.monotonic()) and done
         for job_id in ids:
             self._queued.pop(job_id, None)
         if not done:

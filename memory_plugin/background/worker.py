@@ -163,6 +163,15 @@ class BackgroundWorker:
             with contextlib.suppress(Exception):
                 await self.queue.extend(job, self.id, self.lease_seconds)
 
+    async def wait_running(self, job_ids: Sequence[int], seconds: float) -> bool:
+        """Wait (at most `seconds`) until this worker is no longer running any of these jobs: a job erased from
+        the queue while running here is settled for the queue, but its task still decides what to write."""
+        tasks = [task for job_id, task in self._running.items() if job_id in set(job_ids)]
+        if not tasks:
+            return True
+        _, pending = await asyncio.wait(tasks, timeout=max(seconds, 0.0))
+        return not pending
+
     async def stop(self, grace_seconds: float) -> int:
         """Stop claiming, let running jobs finish for at most `grace_seconds`, then give the rest back to the
         queue; returns how many were given back."""
