@@ -358,6 +358,15 @@ class MemoryManager:
         status = await queue.status()
         return dataclasses.replace(status, refused=self.extraction.jobs_refused)
 
+    async def retry_dead_jobs(self, user_id: str | UUID | None = None) -> int:
+        """Queue the dead background jobs again (all, or the user's), with fresh attempts; returns how many."""
+        self._check_open()
+        queue, worker = self._background()
+        revived = await queue.retry_dead(parse_user_id(user_id) if user_id is not None else None)
+        if worker is not None:
+            worker.notify()
+        return revived
+
     def _start_sweeper(self) -> None:
         async def sweep() -> None:
             while True:

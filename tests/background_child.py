@@ -74,8 +74,13 @@ async def hang(url: str, data_dir: str, user: str, session: str) -> None:
 async def work(url: str, data_dir: str, log: str) -> None:
     async def logged(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         markers = sorted(set(MARKER.findall(prompt_of(messages))))
-        with open(log, "a", encoding="utf-8") as out:  # O_APPEND: lines of two processes never interleave
-            out.write("".join(f"{m} {os.getpid()}\n" for m in markers))
+        # O_APPEND, one write per call: the lines of two processes never interleave.
+        line = "".join(f"{m} {os.getpid()}\n" for m in markers).encode()
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
         await asyncio.sleep(0.05)
         return fact_response(info, [f"Lleva el encargo {m}" for m in markers], "fact")
 

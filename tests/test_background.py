@@ -107,7 +107,7 @@ async def test_triggers_while_a_job_waits_coalesce_into_it(database_url: str, da
             outcomes.append((await memory.schedule_extraction(session, user_id)).outcome)
         assert outcomes == ["queued", "coalesced", "coalesced"]
         status = await memory.queue_status()
-        assert status.backend == "postgres" and status.pending >= 1
+        assert (status.backend, status.pending >= 1) == ("postgres", True)
 
     extractor.gate.set()
     async with MemoryManager.open(
@@ -131,7 +131,7 @@ async def test_a_full_queue_refuses_and_the_session_keeps_the_messages_for_its_n
         assert (await memory.schedule_extraction("a", user_id)).outcome == "queued"
         await memory.add_message("b", Message(role="user", content="Recuerda que prefiero bronce."))
         refused = await memory.schedule_extraction("b", user_id)
-        assert refused.outcome == "full" and refused.job_id is None
+        assert (refused.outcome, refused.job_id) == ("full", None)
         assert (await memory.queue_status()).refused == 1
 
         extractor.gate.set()
@@ -351,10 +351,11 @@ async def test_users_read_only_their_own_jobs_and_cannot_run_the_queue(
             "select public.memory_jobs_retry_dead(null)",
             "insert into public.memory_jobs (user_id, session_id, payload) values (auth.uid(), 's', '{}')",
         ):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+            with conn.transaction():
                 conn.execute(
                     "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)",
                     (claims,),
                 )
-                conn.execute(statement)
+                with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                    conn.execute(statement)
         conn.execute("delete from public.memory_jobs where user_id = any(%s)", ([user_id, other],))
