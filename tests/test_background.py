@@ -29,6 +29,7 @@ from memory_plugin.models import Message
 from memory_plugin.settings import MemorySettings
 from memory_plugin.store import InMemoryStore
 from tests.background_child import fact_response, prompt_of, settings_for
+from tests.test_supabase_project import app_memory, app_role  # noqa: F401 - the production login role
 
 CHILD = Path(__file__).with_name("background_child.py")
 ROOT = Path(__file__).resolve().parents[1]
@@ -359,3 +360,13 @@ async def test_users_read_only_their_own_jobs_and_cannot_run_the_queue(
                 with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
                     conn.execute(statement)
         conn.execute("delete from public.memory_jobs where user_id = any(%s)", ([user_id, other],))
+
+
+async def test_the_application_login_role_runs_the_queue(app_memory: MemoryManager) -> None:  # noqa: F811
+    """Connected as `memory_plugin_app` (no privileges of its own): queue statements switch to memory_worker."""
+    user = uuid4()
+    await app_memory.add_message("s", Message(role="user", content="Por favor, no me sugieras acero 1045."))
+    assert (await app_memory.schedule_extraction("s", user)).outcome == "queued"
+    assert (await app_memory.queue_status()).backend == "postgres"
+    assert await app_memory.flush(timeout=30)
+    assert [r.content for r in await app_memory.list_memory(user)] == ["No quiere que le sugieran acero 1045"]
