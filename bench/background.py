@@ -88,7 +88,9 @@ async def _queue_jobs(url: str, data_dir: str, jobs: int) -> None:
         user = uuid.uuid4()
         for n in range(jobs):
             session = f"drain-{n}"
-            await memory.add_message(session, Message(role="user", content=f"Recuerda que llevo el encargo {n}."))
+            await memory.add_message(
+                session, Message(role="user", content=f"Recuerda que llevo el encargo {n}."), user_id=user
+            )
             await memory.schedule_extraction(session, user)
 
 

@@ -4,7 +4,7 @@
         --questions ../shared/bench/locomo/questions_dev.jsonl
 
 Embeds every turn ("Speaker: text [image: caption]") and question with the offline all-MiniLM-L6-v2 once,
-takes their lexemes from PostgreSQL's `public.memory_tsvector` (the configuration search uses: an embedded
+takes their lexemes from PostgreSQL's `memory_private.memory_tsvector` (the configuration search uses: an embedded
 server, migrated, in a temporary directory), then ranks each conversation's turns for each question with a
 ladder of methods, each adding one signal to the previous, and prints recall@1/5/10/20 over categories 1–4.
 No database round trip per question, so the whole ladder runs in about a minute. The signals mirror
@@ -61,7 +61,7 @@ def _lexemes(texts: list[str]) -> list[Counter[str]]:
                     await migrate(conn)
                     cur = await conn.execute(
                         "select array(select u.lexeme || ':' || cardinality(u.positions)"
-                        " from unnest(public.memory_tsvector(x)) as u) from unnest(%s::text[]) with ordinality"
+                        " from unnest(memory_private.memory_tsvector(x)) as u) from unnest(%s::text[]) with ordinality"
                         " as t(x, n) order by n",
                         (texts,),
                     )

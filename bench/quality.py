@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID, uuid4
 
 import psycopg
@@ -53,6 +53,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 
+from bench.tables import BenchTable, render
 from memory_plugin import MemoryManager, MemorySettings, Message
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
@@ -61,9 +62,6 @@ from memory_plugin.extraction import LLMExtractor
 from memory_plugin.models import FactCategory
 from memory_plugin.privacy import sanitize_fact_text
 from memory_plugin.text import normalize_key
-
-if TYPE_CHECKING:
-    from bench.run import BenchTable
 
 __all__ = ["SCRIPT", "QualityResult", "Turn", "bench_quality", "main", "quality_table", "run_conversation"]
 
@@ -443,9 +441,9 @@ async def run_conversation(
                         superseded.add(said.supersedes)
                     if said.category == "rejection":
                         rejections.add(said.fid)
-                await memory.add_message(session, message)
+                await memory.add_message(session, message, user_id=user)
                 reply = "Anotado, te preparo el presupuesto." if turn.facts else "De acuerdo."
-                await memory.add_message(session, Message(role="assistant", content=reply, timestamp=at))
+                await memory.add_message(session, Message(role="assistant", content=reply, timestamp=at), user_id=user)
                 await memory.extract_if_due(session, user, end_of_request=turn.end_of_request)
                 result.user_turns += 1
                 at += timedelta(minutes=3)
@@ -502,8 +500,7 @@ def _count_rows(database_url: str, user: UUID, stored_fid: dict[str, str], resul
 
 # --- report -----------------------------------------------------------------------------------------------------
 def quality_table(results: Sequence[QualityResult]) -> BenchTable:
-    """The markdown table (a `bench.run.BenchTable`) for one or more variants."""
-    from bench.run import BenchTable  # bench.run imports this module lazily: no cycle at import time
+    """The markdown table for one or more variants."""
 
     table = BenchTable(
         key="quality",
@@ -612,8 +609,6 @@ async def bench_quality(database_url: str | None = None) -> BenchTable:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m bench.quality`."""
-    from bench.run import render
-
     table = asyncio.run(bench_quality())
     render([table], Console(width=240, soft_wrap=False))
     return 0

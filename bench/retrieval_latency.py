@@ -66,20 +66,24 @@ select gen_random_uuid(), u.user_id, 'fact', 'fact',
 """
 LOAD_DOCS_SQL = """
 insert into public.memory_search_docs (memory_id, user_id, session_id, content, speaker, embedding, embedding_model,
-                                       embedded_at, prev_memory_id)
+                                       embedded_at, prev_memory_id, seq)
 select m.id, m.user_id, m.session_id, m.content, lower(m.metadata ->> 'speaker'),
        (select extensions.l2_normalize(array_agg(random() - 0.5)::extensions.vector)::extensions.halfvec
           from generate_series(1, 384) where m.id is not null),
-       %(model)s, now(), lag(m.id) over (partition by m.user_id, m.session_id order by m.created_at, m.id)
+       %(model)s, now(), lag(m.id) over (partition by m.user_id, m.session_id order by m.created_at, m.id),
+       coalesce((select c.last_seq from memory_private.memory_search_counts c where c.user_id = m.user_id), 0)
+       + row_number() over (partition by m.user_id order by m.created_at, m.id)
   from public.user_memory m where m.user_id = any(%(users)s) and m.kind = 'fact'
  order by m.created_at
 """
-# The row count per user that the count trigger keeps, in one statement instead of one upsert per row.
+# The row count and insertion counter per user that the count trigger keeps, in one statement instead of one
+# upsert per row.
 COUNT_DOCS_SQL = """
-insert into public.memory_search_counts as c (user_id, docs, search_partition)
-select d.user_id, count(*), min(d.tableoid)::regclass from public.memory_search_docs d
+insert into memory_private.memory_search_counts as c (user_id, docs, last_seq, search_partition)
+select d.user_id, count(*), max(d.seq), min(d.tableoid)::regclass from public.memory_search_docs d
  where d.user_id = any(%(users)s) group by d.user_id
-    on conflict (user_id) do update set docs = c.docs + excluded.docs, search_partition = excluded.search_partition
+    on conflict (user_id) do update set docs = c.docs + excluded.docs, search_partition = excluded.search_partition,
+                                        last_seq = greatest(c.last_seq, excluded.last_seq)
 """
 # The HNSW index is dropped for the load and rebuilt by its own definition (whatever the migrations made it).
 HNSW_INDEX = "public.memory_search_docs_embedding_idx"
@@ -252,7 +256,7 @@ async def _bench(url: str, sizes: list[int], other_rows: int, calls: int) -> Non
     rng = random.Random(11)
     # Each user in a partition of their own, plus a user sharing the largest one's partition (as users do, by
     # hash, once there are many): the vector channel's cost follows a user's share of their partition
-    # (migration 20261123200000_search_share.sql).
+    # (supabase/schemas/22_memory_search.sql).
     largest = sizes.index(max(sizes))
     ids = _users_by_partition(url, len(sizes), mate_of=largest if len(sizes) > 1 else None)
     targets = dict(zip(ids, sizes, strict=False))

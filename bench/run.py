@@ -23,7 +23,7 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -32,6 +32,8 @@ import psycopg
 from pydantic import SecretStr
 from rich.console import Console
 
+from bench.quality import bench_quality
+from bench.tables import BenchTable, render, to_markdown
 from memory_plugin import (
     InMemoryStore,
     MemorizedFact,
@@ -113,23 +115,6 @@ QUICK = Sizes(
     timed_calls=50,
     live_sessions=5_000,
 )
-
-
-@dataclass(slots=True)
-class BenchTable:
-    """One printed table: a title, column headers, rows of already formatted cells and notes below."""
-
-    key: str
-    title: str
-    columns: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    code: list[str] = field(default_factory=list)
-    """Preformatted lines printed after the table (a query plan)."""
-
-    def row_labels(self) -> list[str]:
-        """The first cell of every row."""
-        return [row[0] for row in self.rows]
 
 
 def _verdict(ok: bool) -> str:
@@ -305,8 +290,10 @@ def _plan_lines(lines: list[str], limit: int = 40, width: int = 150) -> list[str
 async def _time_context(memory: MemoryManager, user_id: UUID, warmup: int, calls: int) -> list[float]:
     session_id = f"bench-{user_id}"
     for text in ("Necesito 50 soportes en aluminio 7075", "¿Con qué acabado?", "Anodizado negro"):
-        await memory.add_message(session_id, Message(role="user", content=text))
-    await memory.update_session_entities(session_id, {"materials": ["aluminio 7075"], "quantity": "50"})
+        await memory.add_message(session_id, Message(role="user", content=text), user_id=user_id)
+    await memory.update_session_entities(
+        session_id, {"materials": ["aluminio 7075"], "quantity": "50"}, user_id=user_id
+    )
     for _ in range(warmup):
         await memory.get_memory_context(session_id, user_id)
     timings: list[float] = []
@@ -565,36 +552,12 @@ def bench_session_memory(sizes: Sizes) -> BenchTable:
 
 async def run_all(sizes: Sizes, *, database_url: str | None = None) -> list[BenchTable]:
     """Every benchmark, in order: (a), (b) with its EXPLAIN, (c), (d), (e), (f) memory quality."""
-    from bench.quality import bench_quality  # imports this module's BenchTable
 
     add_message = await bench_add_message(sizes)
     latency, explain, rls, writes = await bench_context(sizes, database_url)
     ram = await asyncio.to_thread(bench_session_memory, sizes)
     quality: BenchTable = await bench_quality(database_url)  # 200 turns in both sizes: it takes about a second
     return [add_message, latency, explain, ram, rls, writes, quality]
-
-
-def to_markdown(table: BenchTable) -> str:
-    """The table as markdown: a heading, a pipe table with aligned columns, its notes and code block."""
-    widths = [max(len(cell) for cell in column) for column in zip(table.columns, *table.rows, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [cells[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))]
-        return "| " + " | ".join(padded) + " |"
-
-    separator = "|" + "|".join("-" * (w + 1) + (":" if i else "-") for i, w in enumerate(widths)) + "|"
-    out = [f"### {table.title}", "", line(table.columns), separator, *(line(row) for row in table.rows)]
-    for note in table.notes:
-        out += ["", f"_{note}_"]
-    if table.code:
-        out += ["", "```", *table.code, "```"]
-    return "\n".join(out)
-
-
-def render(tables: Sequence[BenchTable], console: Console) -> None:
-    """Print the tables as markdown."""
-    for table in tables:
-        console.print("\n" + to_markdown(table), markup=False, highlight=False, soft_wrap=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,6 +15,8 @@ __all__ = [
     "ManagerClosedError",
     "MemoryLimitError",
     "MemoryPluginError",
+    "SessionLimitError",
+    "SessionOwnershipError",
     "StoreError",
     "StoreUnavailableError",
 ]
@@ -27,6 +29,18 @@ class MemoryPluginError(Exception):
 class InvalidMemoryInputError(MemoryPluginError, ValueError):
     """The caller passed something the memory cannot store (empty text, NUL bytes, an unknown category, a
     user id that is not a UUID, a message over the size limit...). Nothing was written."""
+
+
+class SessionOwnershipError(InvalidMemoryInputError):
+    """A session id was used with another user than the one it belongs to. A session is bound to the user
+    of its first call (or to no user, when that call named none) until it expires or is dropped; use a
+    session id of the user's own (for example one made of the user id and the conversation id)."""
+
+
+class SessionLimitError(InvalidMemoryInputError):
+    """A short-term update would take a session past one of its limits (entity values per kind or in all,
+    intents); nothing of that update was kept. The limits are `MemorySettings.max_session_entity_values_per_kind`,
+    `max_session_entity_values` and `max_session_intents`."""
 
 
 class InvalidModelInputError(InvalidMemoryInputError, ValidationError):

@@ -88,12 +88,7 @@ class MemoryManager:
         self.store = store
         self.embedder = embedder if embedder is not None else default_embedder(settings)
         """Embeds facts at write time and questions at search time (None: text-only search)."""
-        self.sessions = SessionStore(
-            max_messages=settings.max_messages_per_session,
-            ttl_seconds=settings.session_ttl_seconds,
-            max_sessions=settings.max_sessions,
-            clock=clock or time.monotonic,
-        )
+        self.sessions = SessionStore.from_settings(settings, clock=clock or time.monotonic)
         self.failures = StoreFailures(settings.outage_log_interval_seconds)
         """Long-term reads that failed, counted and logged (throttled)."""
         self.searcher = Searcher(settings, store, self.embedder)
@@ -386,23 +381,30 @@ class MemoryManager:
         return self._database_url
 
     # --- short-term memory ---------------------------------------------------------------------------------
-    async def add_message(self, session_id: str, message: Message) -> int:
+    async def add_message(self, session_id: str, message: Message, *, user_id: str | UUID | None = None) -> int:
         """Record a message in the session's short-term memory (the last N are kept).
 
+        A session belongs to the user its first call names (or to no user): any later call naming the session
+        with another user, or without its user, raises `SessionOwnershipError` and changes nothing.
         Returns the number of messages the session has seen, which `should_extract` uses.
         """
         self._check_open()
         check_session_id(session_id)
+        uid = parse_user_id(user_id) if user_id is not None else None
         if not isinstance(message, Message):
             raise InvalidMemoryInputError(f"message must be a Message, got {type(message).__name__}")
         check_text(message.content, "message content", self.settings.max_message_chars)
         self._messages_added += 1
-        return self.sessions.add_message(session_id, message)
+        return self.sessions.add_message(session_id, message, user_id=uid)
 
-    async def update_session_entities(self, session_id: str, entities: Mapping[str, str | Iterable[str]]) -> None:
-        """Merge extracted entities into the session, without duplicates (case- and accent-insensitive)."""
+    async def update_session_entities(
+        self, session_id: str, entities: Mapping[str, str | Iterable[str]], *, user_id: str | UUID | None = None
+    ) -> None:
+        """Merge extracted entities into the session, without duplicates (case- and accent-insensitive). The
+        session's owner rule is `add_message`'s; past the per-session limits raises `SessionLimitError`."""
         self._check_open()
         check_session_id(session_id)
+        uid = parse_user_id(user_id) if user_id is not None else None
         clean: dict[str, list[str]] = {}
         for kind, values in entities.items():
             if not isinstance(kind, str):
@@ -413,20 +415,23 @@ class MemoryManager:
                     raise InvalidMemoryInputError(f"entity values must be strings, got {value!r} for {kind!r}")
                 check_text(value, f"entity {kind!r}", MAX_ENTITY_CHARS)
             clean[check_text(kind, "entity kind", MAX_ENTITY_CHARS)] = items
-        self.sessions.update_entities(session_id, clean)
+        self.sessions.update_entities(session_id, clean, user_id=uid)
 
-    async def update_session_intents(self, session_id: str, intent: str) -> None:
-        """Record an intent detected in the session."""
+    async def update_session_intents(self, session_id: str, intent: str, *, user_id: str | UUID | None = None) -> None:
+        """Record an intent detected in the session (the owner rule is `add_message`'s)."""
         self._check_open()
         check_session_id(session_id)
+        uid = parse_user_id(user_id) if user_id is not None else None
         if not isinstance(intent, str) or not intent.strip():
             raise InvalidMemoryInputError("intent must be a non-empty string")
-        self.sessions.add_intent(session_id, check_text(intent, "intent", MAX_ENTITY_CHARS))
+        self.sessions.add_intent(session_id, check_text(intent, "intent", MAX_ENTITY_CHARS), user_id=uid)
 
-    async def get_short_term(self, session_id: str) -> ShortTermMemory:
-        """The session's messages, entities and intents (empty when unknown or expired)."""
+    async def get_short_term(self, session_id: str, *, user_id: str | UUID | None = None) -> ShortTermMemory:
+        """The session's messages, entities and intents (empty when unknown or expired; the owner rule is
+        `add_message`'s)."""
         self._check_open()
-        return self.sessions.snapshot(check_session_id(session_id))
+        uid = parse_user_id(user_id) if user_id is not None else None
+        return self.sessions.snapshot(check_session_id(session_id), user_id=uid)
 
     def check_message(self, session_id: str, user_id: str | UUID | None, text: str) -> None:
         """Raise `InvalidMemoryInputError` now if a turn with `text` could not be recorded for this session and
@@ -444,9 +449,9 @@ class MemoryManager:
         (`stats.exchanges_not_recorded`) and False returned."""
         try:
             if prompt.strip():
-                await self.add_message(session_id, Message(role="user", content=prompt))
+                await self.add_message(session_id, Message(role="user", content=prompt), user_id=user_id)
             if answer.strip():
-                await self.add_message(session_id, Message(role="assistant", content=answer))
+                await self.add_message(session_id, Message(role="assistant", content=answer), user_id=user_id)
         except MemoryPluginError as exc:
             self._exchanges_not_recorded += 1
             logger.warning("%s could not record the exchange in session %s: %s", LOG_PREFIX, session_id, exc)
@@ -478,7 +483,7 @@ class MemoryManager:
         self._check_open()
         check_session_id(session_id)
         uid = parse_user_id(user_id) if user_id is not None else None
-        short = self.sessions.snapshot(session_id)
+        short = self.sessions.snapshot(session_id, user_id=uid)
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
         return await self.context_reader.read(session_id, uid, short, query=query)

@@ -90,6 +90,34 @@ class MemorySettings(BaseSettings):
     max_message_chars: int = Field(default=20_000, ge=1)
     """Longest message accepted; longer input raises `InvalidMemoryInputError` instead of being truncated."""
 
+    session_store_max_bytes: int = Field(default=512 * 1024 * 1024, ge=64 * 1024)
+    """RAM budget of all sessions together, in (estimated) bytes: beyond it the least recently active sessions
+    are evicted. A session is estimated from its text (messages, entity values, intents) plus a fixed cost per
+    object fitted with `tracemalloc` (`session/store.py`; within 6 % of the RAM traced). 512 MiB holds the
+    100,000 sessions of `max_sessions` with 2 short messages each (~3.6 kB), ~27,000 sessions of 20 messages
+    of 300 characters (~19 kB), or ~1,300 full of the longest messages (20 × 20,000 characters, ~0.4 MB)."""
+
+    max_sessions_per_user: int = Field(default=100, ge=1)
+    """Live sessions of one user; a new one beyond it evicts that user's least recently active session, so a
+    user opening sessions in a loop evicts their own, never another user's. Sessions used without a user are
+    bounded only by `max_sessions` and `session_store_max_bytes`."""
+
+    session_max_bytes_per_user: int = Field(default=16 * 1024 * 1024, ge=64 * 1024)
+    """RAM budget of one user's sessions (estimated bytes, as `session_store_max_bytes`); beyond it that user's
+    least recently active sessions are evicted (never the one being written). 16 MiB: ~40 sessions full of
+    the longest messages, far more than a person has open at once."""
+
+    max_session_entity_values_per_kind: int = Field(default=50, ge=1)
+    """Entity values kept per kind in a session ("materials": 50 distinct materials); an update past it
+    raises `SessionLimitError` and keeps nothing of that update."""
+
+    max_session_entity_values: int = Field(default=200, ge=1)
+    """Entity values of all kinds kept in a session (each value reaches the prompt); past it an update raises
+    `SessionLimitError`."""
+
+    max_session_intents: int = Field(default=50, ge=1)
+    """Distinct intents kept in a session; a new one past it raises `SessionLimitError`."""
+
     # --- long-term memory ----------------------------------------------------------------------------
     max_fact_chars: int = Field(default=500, ge=10)
     """Longest fact content accepted. Facts are short statements; long text belongs in messages."""
@@ -231,7 +259,7 @@ class MemorySettings(BaseSettings):
     search_exact_scan_below: int = Field(default=2000, ge=0)
     """Users with fewer vectors than this are scanned exactly; above, through the HNSW index, unless they are a
     small share of their partition of the search table: the threshold grows by `k / (share × ef_search)`, as
-    the index walk must pass over the other users' rows (migration `20261123200000_search_share.sql`)."""
+    the index walk must pass over the other users' rows (`supabase/schemas/22_memory_search.sql`)."""
 
     search_text_scan_limit: int = Field(default=500, ge=1)
     """Postings read per question word: bounds the cost of very common words in a long history."""

@@ -64,7 +64,7 @@ async def hang(url: str, data_dir: str, user: str, session: str) -> None:
     settings = settings_for(url, data_dir)
     async with MemoryManager.open(settings, extractor=LLMExtractor(FunctionModel(never))) as memory:
         await memory.add_message(
-            session, Message(role="user", content="Recuerda que prefiero latón para los casquillos.")
+            session, Message(role="user", content="Recuerda que prefiero latón para los casquillos."), user_id=user
         )
         scheduled = await memory.schedule_extraction(session, user)
         print(scheduled.job_id, flush=True)

@@ -1,12 +1,17 @@
 """Shared fixtures: one real embedded PostgreSQL per test session, migrated from supabase/migrations/.
 
 Tests isolate themselves by user id (a fresh UUID each), not by database, so the server starts once.
+Test runs isolate themselves by directory: everything a run writes (its PostgreSQL cluster and socket, the
+default `MEMORY_DATA_DIR` with its ONNX cache and journal, temporary files of benches and subprocesses) is
+under the run's own base directory, so several runs on one machine never share a file or a port.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -38,6 +43,60 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+_CREATED_BASETEMP: list[Path] = []
+"""The base directory this run made for itself (empty when the caller chose one with --basetemp)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the run a base temporary directory of its own, unless --basetemp names one.
+
+    Not pytest's default `/tmp/pytest-of-<user>/pytest-<n>`: every run starting re-applies mode 0700 to the
+    shared `pytest-of-<user>` directory, and when the tests run as root the embedded PostgreSQL runs as
+    another user that must traverse it, so one run starting broke the database of every other run on the
+    machine (pg_ctl: "could not access directory ... Permission denied").
+    """
+    if config.option.basetemp is None:
+        base = Path(tempfile.mkdtemp(prefix="memory-plugin-tests-"))
+        config.option.basetemp = str(base)
+        _CREATED_BASETEMP.append(base)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the run's own base directory if every test passed (a failed run keeps it, to look at)."""
+    if exitstatus == 0:
+        for base in _CREATED_BASETEMP:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    """Say where a failed run's files are (its clusters, data directory and temporary files)."""
+    for base in _CREATED_BASETEMP:
+        if base.exists():
+            terminalreporter.write_line(f"this run's files are kept in {base} (remove it when done)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """This run's private base directory (see `pytest_configure`): every `tmp_path` and the session's
+    PostgreSQL cluster and socket live under it.
+
+    The defaults that would otherwise point at shared places point into it for the whole run, in this
+    process and the subprocesses tests start: `MEMORY_DATA_DIR` (the library's default is the user's data
+    directory, e.g. ~/.local/share/memory-plugin, where the ONNX export cache and the journal live) and the
+    temporary directory (`TMPDIR`, `tempfile.tempdir`) where the benches create their clusters.
+    """
+    base = tmp_path_factory.getbasetemp()
+    temporary = base / "tmp"
+    temporary.mkdir(exist_ok=True)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("MEMORY_DATA_DIR", str(base / "default-data"))
+    patch.setenv("TMPDIR", str(temporary))
+    patch.setattr(tempfile, "tempdir", str(temporary))
+    yield base
+    patch.undo()
 
 
 @pytest.fixture

@@ -104,7 +104,9 @@ async def test_triggers_while_a_job_waits_coalesce_into_it(database_url: str, da
         session = f"s-{uuid4()}"
         outcomes = []
         for metal in ("latón", "bronce", "cobre"):  # no worker in this process: the job waits
-            await memory.add_message(session, Message(role="user", content=f"Recuerda que prefiero {metal}."))
+            await memory.add_message(
+                session, Message(role="user", content=f"Recuerda que prefiero {metal}."), user_id=user_id
+            )
             outcomes.append((await memory.schedule_extraction(session, user_id)).outcome)
         assert outcomes == ["queued", "coalesced", "coalesced"]
         status = await memory.queue_status()
@@ -128,9 +130,9 @@ async def test_a_full_queue_refuses_and_the_session_keeps_the_messages_for_its_n
     async with MemoryManager.open(
         settings, store=InMemoryStore(), extractor=LLMExtractor(FunctionModel(extractor))
     ) as memory:
-        await memory.add_message("a", Message(role="user", content="Recuerda que prefiero latón."))
+        await memory.add_message("a", Message(role="user", content="Recuerda que prefiero latón."), user_id=user_id)
         assert (await memory.schedule_extraction("a", user_id)).outcome == "queued"
-        await memory.add_message("b", Message(role="user", content="Recuerda que prefiero bronce."))
+        await memory.add_message("b", Message(role="user", content="Recuerda que prefiero bronce."), user_id=user_id)
         refused = await memory.schedule_extraction("b", user_id)
         assert (refused.outcome, refused.job_id) == ("full", None)
         assert (await memory.queue_status()).refused == 1
@@ -139,7 +141,7 @@ async def test_a_full_queue_refuses_and_the_session_keeps_the_messages_for_its_n
         assert await memory.flush(timeout=30)  # the in-process queue always has a worker
         assert contents(await memory.list_memory(user_id)) == {"Prefiere latón"}
         # Room again: the session's next trigger carries the refused message along.
-        await memory.add_message("b", Message(role="user", content="Recuerda también lo del acabado."))
+        await memory.add_message("b", Message(role="user", content="Recuerda también lo del acabado."), user_id=user_id)
         assert (await memory.schedule_extraction("b", user_id)).outcome == "queued"
         assert await memory.flush(timeout=30)
         assert contents(await memory.list_memory(user_id)) == {"Prefiere latón", "Prefiere bronce"}
@@ -150,7 +152,7 @@ async def test_erasing_the_user_while_the_job_runs_leaves_nothing(
 ) -> None:
     memory, extractor = gated
     session = f"s-{uuid4()}"
-    await memory.add_message(session, Message(role="user", content="Recuerda que prefiero latón."))
+    await memory.add_message(session, Message(role="user", content="Recuerda que prefiero latón."), user_id=user_id)
     assert (await memory.schedule_extraction(session, user_id)).outcome == "queued"
     await asyncio.wait_for(extractor.started.wait(), 30)
 
@@ -172,7 +174,9 @@ async def test_a_memory_forgotten_before_the_job_writes_does_not_reappear(
     async with MemoryManager.open(settings, store=store, extractor=LLMExtractor(FunctionModel(extractor))) as memory:
         stored = await memory.remember(user_id, "Prefiere latón", category="preference")
         session = f"s-{uuid4()}"
-        await memory.add_message(session, Message(role="user", content="Recuerda: prefiero latón y prefiero bronce."))
+        await memory.add_message(
+            session, Message(role="user", content="Recuerda: prefiero latón y prefiero bronce."), user_id=user_id
+        )
         await memory.schedule_extraction(session, user_id)
         await asyncio.wait_for(extractor.started.wait(), 30)  # extracted from messages said before the forget
 
@@ -237,7 +241,7 @@ async def test_failures_back_off_then_the_job_is_dead_visible_and_retryable(user
     async with MemoryManager.open(
         settings, store=InMemoryStore(), extractor=LLMExtractor(FunctionModel(broken))
     ) as memory:
-        await memory.add_message("s", Message(role="user", content="Recuerda que prefiero latón."))
+        await memory.add_message("s", Message(role="user", content="Recuerda que prefiero latón."), user_id=user_id)
         await memory.schedule_extraction("s", user_id)
 
         async def dead() -> bool:
@@ -307,7 +311,9 @@ async def test_two_worker_processes_share_the_queue_and_run_each_job_once(
     async with MemoryManager.open(settings) as memory:  # queues only: the child processes do the work
         for n in range(jobs):
             session = f"s-{uuid4()}"
-            await memory.add_message(session, Message(role="user", content=f"Recuerda que llevo el encargo pieza-{n}."))
+            await memory.add_message(
+                session, Message(role="user", content=f"Recuerda que llevo el encargo pieza-{n}."), user_id=user_id
+            )
             assert (await memory.schedule_extraction(session, user_id)).outcome == "queued"
 
         log = tmp_path / "extractions.log"
@@ -335,7 +341,7 @@ async def test_users_read_only_their_own_jobs_and_cannot_run_the_queue(
     async with MemoryManager.open(settings) as memory:
         for uid in (user_id, other):
             session = f"s-{uuid4()}"
-            await memory.add_message(session, Message(role="user", content="Recuerda que prefiero latón."))
+            await memory.add_message(session, Message(role="user", content="Recuerda que prefiero latón."), user_id=uid)
             await memory.schedule_extraction(session, uid)
 
     claims = f'{{"sub": "{user_id}", "role": "authenticated"}}'
@@ -365,7 +371,9 @@ async def test_users_read_only_their_own_jobs_and_cannot_run_the_queue(
 async def test_the_application_login_role_runs_the_queue(app_memory: MemoryManager) -> None:  # noqa: F811
     """Connected as `memory_plugin_app` (no privileges of its own): queue statements switch to memory_worker."""
     user = uuid4()
-    await app_memory.add_message("s", Message(role="user", content="Por favor, no me sugieras acero 1045."))
+    await app_memory.add_message(
+        "s", Message(role="user", content="Por favor, no me sugieras acero 1045."), user_id=user
+    )
     assert (await app_memory.schedule_extraction("s", user)).outcome == "queued"
     assert (await app_memory.queue_status()).backend == "postgres"
     assert await app_memory.flush(timeout=30)

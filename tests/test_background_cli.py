@@ -18,7 +18,9 @@ async def _queue_rejection(database_url: str, data_dir: Path, user_id: UUID) -> 
     settings = settings_for(database_url, str(data_dir), background_worker=False)  # an app that only queues
     async with MemoryManager.open(settings) as memory:
         session = f"s-{uuid4()}"
-        await memory.add_message(session, Message(role="user", content="Por favor, no me sugieras acero 1045."))
+        await memory.add_message(
+            session, Message(role="user", content="Por favor, no me sugieras acero 1045."), user_id=user_id
+        )
         assert (await memory.schedule_extraction(session, user_id)).outcome == "queued"
 
 

@@ -6,6 +6,8 @@ The extraction side's guarantees (calls per turn, provenance, secrets, temporary
 
 from __future__ import annotations
 
+import pytest
+
 from bench.quality import SCRIPT, TOTAL_TURNS, quality_table, run_conversation
 
 
@@ -17,6 +19,7 @@ def test_the_script_is_200_turns_in_twelve_sessions_each_ending_confirmed() -> N
     assert "Recuerda" in texts and "Remember" in texts  # noqa: PT018 - both languages
 
 
+@pytest.mark.slow
 async def test_quality_run_measures_calls_rows_and_the_prompt(database_url: str) -> None:
     result = await run_conversation(database_url, reuse_known_wording=True)
 
@@ -40,6 +43,7 @@ async def test_quality_run_measures_calls_rows_and_the_prompt(database_url: str)
     assert "facts lost: still true at the end but no current row" in labels
 
 
+@pytest.mark.slow
 async def test_the_store_rules_retire_superseded_facts_and_merge_rewordings(database_url: str) -> None:
     """Issue 4 part A's guarantees on the same conversation, with the model wording facts as the user said them:
     no superseded fact ever reaches the prompt, no fact that is still true is lost to an over-eager merge, and

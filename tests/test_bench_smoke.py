@@ -15,6 +15,7 @@ from rich.console import Console
 from bench.run import QUICK, bench_add_message, bench_context, bench_session_memory, main, render, to_markdown
 
 
+@pytest.mark.slow
 async def test_add_message_bench_reports_both_paths() -> None:
     table = await bench_add_message(QUICK)
     assert table.row_labels() == ["MemoryManager.add_message (awaited)", "SessionStore.add_message (raw)"]
@@ -28,6 +29,7 @@ async def test_add_message_bench_reports_both_paths() -> None:
         assert float(row[4].replace(",", "")) > 0
 
 
+@pytest.mark.slow
 def test_session_memory_bench_reports_bytes_per_session() -> None:
     table = bench_session_memory(QUICK)
     assert table.row_labels() == [
@@ -45,6 +47,7 @@ def _bench_dirs() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("memory-plugin-bench-*"))
 
 
+@pytest.mark.slow
 async def test_context_bench_on_its_own_embedded_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
     # A private temp root: other test runs on the machine (other worktrees) create and remove their own
     # bench directories under the shared /tmp at any time. Short, so the server's socket path stays valid.
@@ -78,6 +81,7 @@ async def test_context_bench_on_its_own_embedded_postgres(monkeypatch: pytest.Mo
     os.rmdir(private)  # empty: the bench removed what it created
 
 
+@pytest.mark.slow
 async def test_tables_render_as_markdown() -> None:
     table = await bench_add_message(QUICK)
     text = to_markdown(table)
@@ -90,6 +94,7 @@ async def test_tables_render_as_markdown() -> None:
     assert "MemoryManager.add_message (awaited)" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--quick"]) == 0
     out = capsys.readouterr().out
@@ -108,6 +113,7 @@ def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
         assert re.search(rf"^\| {re.escape(label)} +\|", out, re.M), label
 
 
+@pytest.mark.slow
 def test_embedding_latency_bench_compares_both_runtimes(capsys: pytest.CaptureFixture[str]) -> None:
     from bench import embedding_latency
 
@@ -121,6 +127,7 @@ def test_embedding_latency_bench_compares_both_runtimes(capsys: pytest.CaptureFi
     assert float(rows["min cosine, onnx question vs the same text as a fact (torch batch)"]) >= 0.9999
 
 
+@pytest.mark.slow
 def test_retrieval_latency_bench_reports_the_plans_memory_search_chose(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

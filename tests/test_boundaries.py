@@ -59,6 +59,7 @@ async def test_a_turn_memory_would_refuse_costs_no_model_call(
     assert model.calls == 0
 
 
+@pytest.mark.slow
 async def test_an_answer_memory_cannot_record_is_still_returned(pg_memory: MemoryManager, user_id: UUID) -> None:
     model = CountingModel(answer="Aquí está \x00 tu presupuesto")  # Postgres cannot store this answer
     before = pg_memory.stats.exchanges_not_recorded

@@ -23,6 +23,7 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+@pytest.mark.slow
 def test_demo_runs_offline_and_session_two_reuses_session_one(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(app, ["demo", "--data-dir", str(tmp_path)], env=WIDE)
 
@@ -42,6 +43,7 @@ def test_demo_runs_offline_and_session_two_reuses_session_one(runner: CliRunner,
     assert str(DEMO_USER_ID) in output
 
 
+@pytest.mark.slow
 def test_demo_starts_from_a_clean_slate_every_run(runner: CliRunner, tmp_path: Path) -> None:
     first = runner.invoke(app, ["demo", "--data-dir", str(tmp_path)], env=WIDE)
     second = runner.invoke(app, ["demo", "--data-dir", str(tmp_path)], env=WIDE)
@@ -61,6 +63,7 @@ def test_inspect_fresh_user_prints_an_empty_table(runner: CliRunner, database_ur
     assert "Nothing is stored for this user yet." in output
 
 
+@pytest.mark.slow
 def test_chat_answers_and_inspect_shows_what_was_learned(runner: CliRunner, database_url: str) -> None:
     user = uuid4()
     env = {**WIDE, "MEMORY_DATABASE_URL": database_url, "OPENAI_API_KEY": ""}
@@ -99,6 +102,7 @@ def test_bad_user_id_is_a_clear_error(runner: CliRunner, command: str) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+@pytest.mark.slow
 def test_unreachable_database_is_a_clear_error(runner: CliRunner, tmp_path: Path) -> None:
     url = f"postgresql://postgres@/memory_plugin?host={tmp_path}&port=1&connect_timeout=1"
     result = runner.invoke(

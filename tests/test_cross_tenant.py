@@ -1,4 +1,5 @@
-"""Cross-tenant isolation, enforced by the database, for every table, view and function the migrations create.
+"""Cross-tenant isolation, enforced by the database, for every table, view and function the migrations create
+(in `public` and in the internal schema `memory_private`).
 
 User A (role `authenticated` with A's JWT claims, exactly as PostgREST and `PostgresStore` set them) tries
 to read, change, delete and create B's rows directly, through every view and through every RPC, including
@@ -24,15 +25,22 @@ from memory_plugin.write.items import items_from_update
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
-# A valid new row for each table holding per-user rows, with `user_id` left to the attack.
+SCHEMAS = ("public", "memory_private")
+# A valid new row for each table holding per-user rows (schema-qualified), with `user_id` left to the attack.
 NEW_ROW: dict[str, dict[str, Any]] = {
-    "user_memory": {"kind": "fact", "category": "preference", "content": "injected", "content_hash": "x"},
-    "memory_applied_writes": {"write_id": "00000000-0000-4000-8000-000000000001", "item_count": 1},
+    "public.user_memory": {"kind": "fact", "category": "preference", "content": "injected", "content_hash": "x"},
+    "memory_private.memory_applied_writes": {"write_id": "00000000-0000-4000-8000-000000000001", "item_count": 1},
     # memory_id must exist (foreign key): B's own fact, looked up by the test before the attack.
-    "memory_search_docs": {"memory_id": "{b_fact}", "content": "injected"},
-    "memory_search_terms": {"memory_id": "{b_fact}", "lexeme": "injected", "tf": 1},
-    "memory_search_counts": {"docs": 1},
+    "public.memory_search_docs": {"memory_id": "{b_fact}", "content": "injected"},
+    "memory_private.memory_search_terms": {"memory_id": "{b_fact}", "lexeme": "injected", "tf": 1},
+    "memory_private.memory_search_counts": {"docs": 1},
 }
+
+
+def _table(name: str) -> sql.Identifier:
+    """`schema.table` as a qualified identifier."""
+    schema, _, table = name.partition(".")
+    return sql.Identifier(schema, table)
 
 
 def _items_json() -> str:
@@ -68,9 +76,10 @@ RPC_CALLS: dict[str, str] = {
     " 'test')",
     "memory_embedding_backlog": "select * from public.memory_embedding_backlog({b}, 'other-model')",
     # Pure text functions: they read no table; called over B's rows they see none.
-    "memory_tsvector": "select public.memory_tsvector(m.content) from public.user_memory m where m.user_id = {b}",
-    "memory_has_time_expression": "select public.memory_has_time_expression(m.content) from public.user_memory m"
+    "memory_tsvector": "select memory_private.memory_tsvector(m.content) from public.user_memory m"
     " where m.user_id = {b}",
+    "memory_has_time_expression": "select memory_private.memory_has_time_expression(m.content)"
+    " from public.user_memory m where m.user_id = {b}",
 }
 TRIGGER_FUNCTIONS = {
     "user_memory_touch_updated_at",
@@ -108,30 +117,31 @@ def _catalog(conn: Conn, query: str) -> set[str]:
 
 @pytest.fixture
 def tables(conn: Conn) -> set[str]:
-    """Tables users reach: partitions are left out (they are reached through their table; see below)."""
+    """Tables users reach (`schema.table`): partitions are left out (reached through their table; see below)."""
     return _catalog(
         conn,
-        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
-        " where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition",
+        "select n.nspname || '.' || c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname in ('public', 'memory_private') and c.relkind in ('r', 'p') and not c.relispartition",
     )
 
 
 def test_partitions_are_reachable_only_through_their_table(conn: Conn, victims: tuple[UUID, UUID]) -> None:
     partitions = _catalog(
         conn,
-        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
-        " where n.nspname = 'public' and c.relispartition and c.relkind = 'r'",
+        "select n.nspname || '.' || c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname in ('public', 'memory_private') and c.relispartition and c.relkind = 'r'",
     )
     assert partitions, "memory_search_docs is partitioned"
     a, _ = victims
     for partition in sorted(partitions):
         for role, user in (("authenticated", a), ("anon", None)):
             with acting_as(conn, role, user), pytest.raises(psycopg.errors.InsufficientPrivilege):
-                conn.execute(sql.SQL("select * from public.{}").format(sql.Identifier(partition)))
+                conn.execute(sql.SQL("select * from {}").format(_table(partition)))
     no_rls = _catalog(
         conn,
         "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
-        " where n.nspname = 'public' and c.relispartition and c.relkind = 'r' and not c.relrowsecurity",
+        " where n.nspname in ('public', 'memory_private') and c.relispartition and c.relkind = 'r'"
+        " and not c.relrowsecurity",
     )
     assert no_rls == set()
 
@@ -167,7 +177,7 @@ def snapshot(admin_conn: Conn, tables: set[str], user: UUID) -> dict[str, list[A
     """Every row of `user` in every table, as text, for an exact before/after comparison."""
     result = {}
     for table in sorted(tables):
-        query = sql.SQL("select t::text from public.{} t where t.user_id = %s order by 1").format(sql.Identifier(table))
+        query = sql.SQL("select t::text from {} t where t.user_id = %s order by 1").format(_table(table))
         result[table] = [r[0] for r in admin_conn.execute(query, (user,)).fetchall()]
     return result
 
@@ -177,7 +187,7 @@ def test_every_table_has_rls_and_an_attack_written_here(conn: Conn, tables: set[
     no_rls = _catalog(
         conn,
         "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
-        " where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relrowsecurity",
+        " where n.nspname in ('public', 'memory_private') and c.relkind in ('r', 'p') and not c.relrowsecurity",
     )
     assert no_rls == set()
 
@@ -186,7 +196,7 @@ def test_every_view_is_security_invoker(conn: Conn) -> None:
     definer_views = _catalog(
         conn,
         "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
-        " where n.nspname = 'public' and c.relkind = 'v'"
+        " where n.nspname in ('public', 'memory_private') and c.relkind = 'v'"
         " and not coalesce('security_invoker=true' = any(c.reloptions), false)",
     )
     assert definer_views == set()
@@ -195,7 +205,8 @@ def test_every_view_is_security_invoker(conn: Conn) -> None:
 def test_every_function_is_invoker_or_pinned_and_has_an_attack_written_here(conn: Conn) -> None:
     functions = conn.execute(
         "select p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), '')"
-        " from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public'"
+        " from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
+        " where n.nspname in ('public', 'memory_private')"
     ).fetchall()
     conn.rollback()
     names = {name for name, _, _ in functions}
@@ -210,33 +221,33 @@ def test_user_a_cannot_touch_b_directly(
 ) -> None:
     a, b = victims
     before = snapshot(admin_conn, tables, b)
-    assert before["user_memory"], "B has rows to attack"
+    assert before["public.user_memory"], "B has rows to attack"
     for table in sorted(tables):
-        t = sql.Identifier(table)
+        t = _table(table)
         with acting_as(conn, "authenticated", a):
-            assert conn.execute(sql.SQL("select * from public.{} where user_id = %s").format(t), (b,)).fetchall() == []
-            rows = conn.execute(sql.SQL("select user_id from public.{}").format(t)).fetchall()
+            assert conn.execute(sql.SQL("select * from {} where user_id = %s").format(t), (b,)).fetchall() == []
+            rows = conn.execute(sql.SQL("select user_id from {}").format(t)).fetchall()
             assert all(r[0] == a for r in rows)
         with acting_as(conn, "authenticated", a):
-            updated = conn.execute(sql.SQL("update public.{} set user_id = %s where user_id = %s").format(t), (a, b))
+            updated = conn.execute(sql.SQL("update {} set user_id = %s where user_id = %s").format(t), (a, b))
             assert updated.rowcount == 0
         with acting_as(conn, "authenticated", a):
-            assert conn.execute(sql.SQL("delete from public.{} where user_id = %s").format(t), (b,)).rowcount == 0
+            assert conn.execute(sql.SQL("delete from {} where user_id = %s").format(t), (b,)).rowcount == 0
         row = {**NEW_ROW[table], "user_id": b}
         if row.get("memory_id") == "{b_fact}":
             found = admin_conn.execute("select id from public.user_memory where user_id = %s and kind = 'fact'", (b,))
             row["memory_id"] = found.fetchone()[0]  # type: ignore[index]
-        insert = sql.SQL("insert into public.{} ({}) values ({})").format(
+        insert = sql.SQL("insert into {} ({}) values ({})").format(
             t, sql.SQL(", ").join(map(sql.Identifier, row)), sql.SQL(", ").join(sql.Placeholder() * len(row))
         )
         with acting_as(conn, "authenticated", a), pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(insert, list(row.values()))
         # A's own row cannot be handed over to B either.
         with acting_as(conn, "authenticated", a):
-            mine = conn.execute(sql.SQL("select count(*) from public.{} where user_id = %s").format(t), (a,)).fetchone()
+            mine = conn.execute(sql.SQL("select count(*) from {} where user_id = %s").format(t), (a,)).fetchone()
             if mine and mine[0]:
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                    conn.execute(sql.SQL("update public.{} set user_id = %s where user_id = %s").format(t), (b, a))
+                    conn.execute(sql.SQL("update {} set user_id = %s where user_id = %s").format(t), (b, a))
     assert snapshot(admin_conn, tables, b) == before
 
 
@@ -268,13 +279,13 @@ def test_anon_can_call_no_rpc(conn: Conn, admin_conn: Conn, victims: tuple[UUID,
 def test_anon_can_read_no_table(conn: Conn, tables: set[str], victims: tuple[UUID, UUID]) -> None:
     for table in sorted(tables):
         with acting_as(conn, "anon", None), pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute(sql.SQL("select * from public.{}").format(sql.Identifier(table)))
+            conn.execute(sql.SQL("select * from {}").format(_table(table)))
 
 
 def test_authenticated_without_a_user_sees_nothing(conn: Conn, tables: set[str], victims: tuple[UUID, UUID]) -> None:
     for table in sorted(tables):
         with acting_as(conn, "authenticated", None):
-            assert conn.execute(sql.SQL("select * from public.{}").format(sql.Identifier(table))).fetchall() == []
+            assert conn.execute(sql.SQL("select * from {}").format(_table(table))).fetchall() == []
 
 
 def test_user_a_cannot_supersede_b_facts_by_naming_them(
@@ -299,3 +310,77 @@ def test_user_a_cannot_supersede_b_facts_by_naming_them(
         assert [(r[1], r[2]) for r in rows.fetchall()] == [(a, None)]  # only A's new fact, nothing superseded
         conn.commit()  # committed, so that a change to B's row would show in the check below
     assert snapshot(admin_conn, tables, b) == before
+
+
+# --- side channels: what a user can learn about others without reading their rows ---------------------------------
+
+
+def _outcome(conn: Conn, statement: str, args: tuple[Any, ...]) -> str:
+    """`ok`, or the class of the error the statement raised (inside the caller's transaction)."""
+    try:
+        with conn.transaction():
+            conn.execute(statement, args)
+    except psycopg.Error as exc:
+        return type(exc).__name__
+    return "ok"
+
+
+def test_foreign_keys_do_not_tell_whether_another_users_id_exists(conn: Conn, admin_conn: Conn, victims: Any) -> None:
+    """Naming B's fact in a reference is refused exactly as naming an id nobody has."""
+    a, b = victims
+    [a_fact] = admin_conn.execute("select id from public.user_memory where user_id = %s and kind = 'fact'", (a,))
+    [b_fact] = admin_conn.execute("select id from public.user_memory where user_id = %s and kind = 'fact'", (b,))
+    probes = {
+        "superseded_by": "update public.user_memory set superseded_by = %s where id = %s",
+        "memory_search_docs.memory_id": "insert into public.memory_search_docs (memory_id, user_id, content)"
+        " values (%s, %s, 'probe')",
+    }
+    for name, statement in probes.items():
+        second = a_fact[0] if name == "superseded_by" else a
+        with acting_as(conn, "authenticated", a):
+            existing = _outcome(conn, statement, (b_fact[0], second))
+            missing = _outcome(conn, statement, (uuid4(), second))
+        assert existing == missing == "ForeignKeyViolation", name
+
+
+def test_another_users_write_id_never_swallows_a_write(conn: Conn, admin_conn: Conn) -> None:
+    """Write ids are chosen by clients: B's write with the id A used first is applied, and A's replay still works."""
+    a, b, write_id = uuid4(), uuid4(), uuid4()
+    upsert = "select user_id, content from public.memory_upsert_items(%s, %s::jsonb, 0.1, %s)"
+
+    def write(user: UUID, text: str) -> list[tuple[Any, ...]]:
+        fact = MemorizedFact(content=text, category="preference", confidence=0.9, source="explicit")
+        items = json.dumps([i.as_json() for i in items_from_update([fact], None, None, [], None)])
+        with acting_as(conn, "authenticated", user):
+            rows = conn.execute(upsert, (user, items, write_id)).fetchall()
+            conn.commit()
+        return rows
+
+    assert write(a, "Alice prefiere titanio") == [(a, "Alice prefiere titanio")]
+    assert write(b, "Bob prefiere acero") == [(b, "Bob prefiere acero")]
+    assert write(a, "Alice prefiere titanio") == [(a, "Alice prefiere titanio")]  # a replay: the same rows
+    stored = admin_conn.execute(
+        "select user_id, relevance_count from public.user_memory where user_id = any(%s) order by content", ([a, b],)
+    ).fetchall()
+    assert stored == [(a, 0), (b, 0)]  # each applied once
+
+
+def test_no_shared_counter_shows_other_users_write_rate(conn: Conn, admin_conn: Conn) -> None:
+    """The insertion order of a user's facts counts their own writes only; no sequence is readable by users."""
+    a, b = uuid4(), uuid4()
+    for user, text in ((a, "Alice uno"), (b, "Bob uno"), (b, "Bob dos"), (b, "Bob tres"), (a, "Alice dos")):
+        fact = MemorizedFact(content=text, category="fact", confidence=0.9, source="explicit")
+        items = json.dumps([i.as_json() for i in items_from_update([fact], None, None, [], None)])
+        with acting_as(conn, "authenticated", user):
+            conn.execute("select public.memory_upsert_items(%s, %s::jsonb)", (user, items))
+            conn.commit()
+    with acting_as(conn, "authenticated", a):
+        seqs = conn.execute("select seq from public.memory_search_docs order by seq").fetchall()
+    assert seqs == [(1,), (2,)]
+    readable = admin_conn.execute(
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where c.relkind = 'S' and n.nspname in ('public', 'memory_private')"
+        " and (has_sequence_privilege('authenticated', c.oid, 'usage')"
+        "      or has_sequence_privilege('authenticated', c.oid, 'select'))"
+    ).fetchall()
+    assert readable == []

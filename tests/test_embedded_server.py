@@ -20,6 +20,7 @@ def _shared_buffers_mb(url: str) -> int:
     return int(str(row[0]))
 
 
+@pytest.mark.slow
 async def test_shared_buffers_follow_the_setting_and_default_to_a_share_of_memory(tmp_path: Path) -> None:
     chosen = EmbeddedPostgres(tmp_path, shared_buffers_mb=48)
     try:

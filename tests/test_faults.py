@@ -75,7 +75,9 @@ class Server:
         with psycopg.connect(self.url) as conn:
             return [
                 r[0]
-                for r in conn.execute("select write_id from public.memory_applied_writes where user_id = %s", (user,))
+                for r in conn.execute(
+                    "select write_id from memory_private.memory_applied_writes where user_id = %s", (user,)
+                )
             ]
 
 
@@ -98,6 +100,7 @@ async def wait_until_replayed(store: ResilientStore) -> None:
     raise AssertionError(f"{store.pending_writes} writes still pending: {(await store.status()).last_error}")
 
 
+@pytest.mark.slow
 async def test_stopping_the_server_mid_stream_loses_no_write_and_applies_none_twice(
     server: Server, tmp_path: Path
 ) -> None:
@@ -161,6 +164,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 async def test_a_write_journaled_by_a_killed_process_is_replayed_at_the_next_start(
     server: Server, tmp_path: Path
 ) -> None:
@@ -259,6 +263,6 @@ def test_concurrent_calls_with_the_same_write_id_apply_once(
     count = admin_conn.execute("select relevance_count from public.user_memory where user_id = %s", (user,)).fetchall()
     assert count == [(1,)]
     recorded = admin_conn.execute(
-        "select count(*) from public.memory_applied_writes where write_id = %s", (write_id,)
+        "select count(*) from memory_private.memory_applied_writes where write_id = %s", (write_id,)
     ).fetchone()
     assert recorded == (1,)

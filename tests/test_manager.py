@@ -404,6 +404,7 @@ async def test_unreachable_database_at_startup_falls_back_unless_required(tmp_pa
 # --- lifecycle ----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_open_without_database_url_starts_the_embedded_default(tmp_path: Path) -> None:
     settings = MemorySettings(data_dir=tmp_path)
     assert settings.database_url is None

@@ -81,6 +81,7 @@ def test_onnx_question_vectors_equal_torch(model: Any, exported: OnnxQueryEncode
         assert np.linalg.norm(onnx_vector) == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.slow
 async def test_questions_match_facts_embedded_in_batches(exported: OnnxQueryEncoder) -> None:
     # Stored facts are embedded by torch in batches; a question with the same words must get the same vector
     # from onnxruntime, or search would not find its own words.
@@ -105,6 +106,7 @@ def test_the_cached_graph_is_reused(model: Any, exported: OnnxQueryEncoder) -> N
     assert again.encode(TEXTS[0], True) == pytest.approx(exported.encode(TEXTS[0], True), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_half_written_cache_file_is_exported_again(
     model: Any, exported: OnnxQueryEncoder, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -123,6 +125,7 @@ def test_a_half_written_cache_file_is_exported_again(
         assert cosine(encoder.encode(text, True), torch_vector(model, text)) >= 0.9999
 
 
+@pytest.mark.slow
 def test_a_graph_that_disagrees_with_torch_is_not_used(
     model: Any, exported: OnnxQueryEncoder, caplog: pytest.LogCaptureFixture
 ) -> None:

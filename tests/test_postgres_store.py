@@ -7,9 +7,11 @@ import asyncio
 import itertools
 import json
 import random
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -117,6 +119,39 @@ async def test_concurrent_first_migrations_apply_once(admin_conn: AdminConn, dat
             assert sorted(results) == [[], [m.version for m in load_migrations()]]
     finally:
         admin_conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+
+
+def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn) -> None:
+    """The table editor and the REST API show user_memory and the facts' search rows; the machinery (postings,
+    counts, partitions, applied writes, trigger and text helpers) is in `memory_private`, which the API does not
+    expose; user_memory's internal key columns say so in their comments."""
+    tables = admin_conn.execute(
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1"
+    ).fetchall()
+    assert tables == [("memory_search_docs",), ("user_memory",)]
+    functions = admin_conn.execute(
+        "select p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
+        " where n.nspname = 'public' and p.prorettype <> 'trigger'::regtype order by 1"
+    ).fetchall()
+    assert [f[0] for f in functions] == [
+        "memory_context",
+        "memory_embedding_backlog",
+        "memory_fact_history",
+        "memory_rank_facts",
+        "memory_search",
+        "memory_set_embeddings",
+        "memory_upsert_embedded",
+        "memory_upsert_items",
+    ]
+    internal = admin_conn.execute(
+        "select a.attname from pg_attribute a where a.attrelid = 'public.user_memory'::regclass and a.attnum > 0"
+        " and col_description(a.attrelid, a.attnum) like 'Internal%%' order by a.attnum"
+    ).fetchall()
+    assert [c[0] for c in internal] == ["content_hash", "slot", "match_key", "match_guard", "match_words"]
+    exposed = tomllib.loads((Path(__file__).resolve().parents[1] / "supabase" / "config.toml").read_text())
+    assert "memory_private" not in exposed["api"]["schemas"]
+    assert admin_conn.execute("select has_schema_privilege('anon', 'memory_private', 'usage')").fetchone() == (False,)
 
 
 def test_table_has_the_documented_columns(admin_conn: AdminConn) -> None:

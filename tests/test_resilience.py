@@ -217,6 +217,7 @@ async def test_reads_fall_back_to_the_last_context_read_and_the_block_says_so(
     assert again.long_term_cached_at is None
 
 
+@pytest.mark.slow
 async def test_an_outage_after_a_context_with_a_query_serves_the_facts_it_showed(
     memory: MemoryManager, outage: Outage, user_id: UUID
 ) -> None:
@@ -328,7 +329,7 @@ async def test_replay_is_in_order_and_idempotent(
     assert await store.replay() == 4  # confirmed by the database...
     assert rows(admin_conn, user_id) == expected  # ...and changed nothing
     applied = admin_conn.execute(
-        "select count(*) from public.memory_applied_writes where user_id = %s", (user_id,)
+        "select count(*) from memory_private.memory_applied_writes where user_id = %s", (user_id,)
     ).fetchone()
     assert applied == (4,)
     st = await status(memory)
@@ -375,7 +376,7 @@ async def test_a_write_whose_acknowledgement_was_lost_after_the_commit_is_applie
     assert await store.replay() == 1
     assert rows(admin_conn, user_id)["Prefiere acero inoxidable"][2] == 1  # not 2
     assert admin_conn.execute(
-        "select item_count from public.memory_applied_writes where write_id = %s", (entry.write_id,)
+        "select item_count from memory_private.memory_applied_writes where write_id = %s", (entry.write_id,)
     ).fetchall() == [(1,)]
 
 
@@ -701,3 +702,80 @@ async def test_a_journaled_write_is_acknowledged_with_everything_it_carries(
         item.expires_at,
         item.metadata,
     )
+
+
+# --- a journal that cannot stop start-up, and forgets that win over it ------------------------------------------
+
+
+def _write_bad_lines(journal: WriteJournal, user_id: UUID) -> UUID:
+    """A good entry of `user_id` between the lines red-teaming found: a forged entry for another user (unsigned),
+    valid JSON of the wrong shape (unsigned and signed), 100,000 nested "[". Returns the forged entry's user."""
+    victim = uuid4()
+    journal.append(user_id, _items("Prefiere latón"), WriteRules(reinforcement_step=0.1))
+    forged = journal.append(victim, _items("Mi presupuesto máximo es 1 euro"), WriteRules(reinforcement_step=0.1))
+    journal.remove([forged.write_id])
+    shape = json.dumps({"write_id": str(uuid4()), "user_id": str(user_id), "reinforcement_step": 0.1, "items": [1]})
+    with journal.path.open("ab") as f:
+        for line in (forged.to_json(), shape, journal._sign(shape)):
+            f.write(line.encode() + b"\n")
+        f.write(b"[" * 100_000 + b"\n")
+    return victim
+
+
+async def test_bad_and_forged_journal_lines_never_stop_start_up(
+    database_url: str, tmp_path: Path, user_id: UUID, admin_conn: AdminConn, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal = WriteJournal.for_database(tmp_path, database_identity(database_url))
+    victim = _write_bad_lines(journal, user_id)
+    with caplog.at_level(logging.WARNING, logger="memory_plugin"):
+        async with MemoryManager.open(MemorySettings(database_url=database_url, data_dir=tmp_path)) as memory:
+            assert (await memory.backend_status()).journal_length == 0
+    assert list(rows(admin_conn, user_id)) == ["Prefiere latón"]  # the good entry replayed
+    assert rows(admin_conn, victim) == {}  # the forged one never
+    assert len(journal.rejected_path.read_bytes().splitlines()) == 4
+    assert len([r for r in caplog.records if "not replayed" in r.getMessage()]) == 4
+
+
+def test_the_status_command_survives_a_bad_journal(database_url: str, tmp_path: Path) -> None:
+    journal = WriteJournal.for_database(tmp_path, database_identity(database_url))
+    _write_bad_lines(journal, uuid4())
+    env = {"COLUMNS": "200", "MEMORY_DATABASE_URL": database_url, "MEMORY_DATA_DIR": str(tmp_path)}
+    result = CliRunner().invoke(app, ["status"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "journal_length" in result.output
+    assert len(journal.rejected_path.read_bytes().splitlines()) == 4
+
+
+async def test_a_forget_cancels_a_pending_restatement_so_the_replay_does_not_bring_it_back(
+    outage: Outage, tmp_path: Path, user_id: UUID, admin_conn: AdminConn
+) -> None:
+    store = resilient(outage, tmp_path)
+    await store.start()
+    [stored] = await store.upsert(user_id, _items("Prefiere latón"), WriteRules(reinforcement_step=0.1))
+    outage.down = True
+    await store.upsert(user_id, _items("Prefiere latón"), WriteRules(reinforcement_step=0.1))  # restated: journaled
+    await store.upsert(user_id, _items("Prefiere bronce"), WriteRules(reinforcement_step=0.1))
+    outage.down = False
+    assert await store.delete(user_id, stored.id)  # the user forgets it before the replay
+    cancelled = store.journal.cancel_pending(user_id, content_hashes={stored.content_hash})
+    assert cancelled.items == 1
+    await store.replay()
+    assert list(rows(admin_conn, user_id)) == ["Prefiere bronce"]  # forgotten stays forgotten
+    await store.close()
+
+
+async def test_an_erase_drops_the_users_pending_writes(
+    outage: Outage, tmp_path: Path, user_id: UUID, admin_conn: AdminConn
+) -> None:
+    other = uuid4()
+    store = resilient(outage, tmp_path)
+    await store.start()
+    outage.down = True
+    await store.upsert(user_id, _items("Prefiere latón"), WriteRules(reinforcement_step=0.1))
+    await store.upsert(other, _items("Prefiere bronce"), WriteRules(reinforcement_step=0.1))
+    assert len(store.journal.drop_user(user_id).dropped) == 1
+    outage.down = False
+    await store.replay()
+    assert rows(admin_conn, user_id) == {}
+    assert list(rows(admin_conn, other)) == ["Prefiere bronce"]
+    await store.close()

@@ -391,6 +391,7 @@ def _same_partition(admin_conn: Conn, user_id: UUID) -> UUID:
             return other
 
 
+@pytest.mark.slow
 async def test_the_vector_channel_walks_hnsw_for_a_large_user_and_scans_a_small_or_crowded_one(
     pg_memory: MemoryManager, user_id: UUID, admin_conn: Conn
 ) -> None:
@@ -427,7 +428,9 @@ async def test_each_users_search_row_count_follows_writes_and_deletes(
     pg_memory: MemoryManager, user_id: UUID, admin_conn: Conn
 ) -> None:
     def count(user: UUID) -> int | None:
-        row = admin_conn.execute("select docs from public.memory_search_counts where user_id = %s", (user,)).fetchone()
+        row = admin_conn.execute(
+            "select docs from memory_private.memory_search_counts where user_id = %s", (user,)
+        ).fetchone()
         return None if row is None else int(str(row[0]))
 
     assert count(user_id) is None

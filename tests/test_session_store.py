@@ -7,12 +7,15 @@ import asyncio
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+from uuid import UUID
 
 import pytest
 
-from memory_plugin import Message, SessionStore
+from memory_plugin import InvalidMemoryInputError, MemorySettings, Message, SessionStore
+from memory_plugin.errors import SessionLimitError, SessionOwnershipError
+from memory_plugin.session import SessionBackend
 
 TTL = 3600.0
 
@@ -396,3 +399,218 @@ def test_concurrent_threads_respect_the_session_cap(clock: Any) -> None:
         th.join()
     assert len(store) == 100
     assert store.evicted_total == threads_n * per_thread - 100
+
+
+# --- ownership: a session belongs to one user -------------------------------------------------------------------
+
+A = UUID("00000000-0000-4000-8000-00000000000a")
+B = UUID("00000000-0000-4000-8000-00000000000b")
+
+SESSION_BACKENDS: dict[str, Callable[[Any], SessionBackend]] = {
+    "memory": lambda clock: SessionStore(ttl_seconds=TTL, clock=clock),
+}
+"""Every session backend: the ownership tests run on each (a networked backend adds itself here)."""
+
+
+@pytest.fixture(params=sorted(SESSION_BACKENDS))
+def backend(request: pytest.FixtureRequest, clock: Any) -> SessionBackend:
+    return SESSION_BACKENDS[request.param](clock)
+
+
+def test_a_session_is_bound_to_its_first_user_and_refused_to_another(backend: SessionBackend) -> None:
+    backend.add_message("b-session-1", msg("mi presupuesto máximo es 3000 euros"), user_id=B)
+    backend.update_entities("b-session-1", {"materials": "latón"}, user_id=B)
+    backend.add_intent("b-session-1", "budget_request", user_id=B)
+
+    refused: list[Callable[[], object]] = [
+        lambda: backend.snapshot("b-session-1", user_id=A),
+        lambda: backend.messages_seen("b-session-1", user_id=A),
+        lambda: backend.add_message("b-session-1", msg("soy A"), user_id=A),
+        lambda: backend.update_entities("b-session-1", {"materials": "oro"}, user_id=A),
+        lambda: backend.add_intent("b-session-1", "complaint", user_id=A),
+        lambda: backend.drop("b-session-1", user_id=A),
+        # Without a user, a bound session is not readable either (that would be anyone's read).
+        lambda: backend.snapshot("b-session-1"),
+        lambda: backend.add_message("b-session-1", msg("anónimo")),
+    ]
+    for call in refused:
+        with pytest.raises(SessionOwnershipError, match="another user") as caught:
+            call()
+        assert isinstance(caught.value, InvalidMemoryInputError)
+        assert str(B) not in str(caught.value)  # never says whose it is
+
+    # Nothing of the refused calls reached B's session, and B still uses it.
+    snap = backend.snapshot("b-session-1", user_id=B)
+    assert [m.content for m in snap.messages] == ["mi presupuesto máximo es 3000 euros"]
+    assert snap.entities == {"materials": ["latón"]}
+    assert snap.intents == ["budget_request"]
+    assert backend.messages_seen("b-session-1", user_id=B) == 1
+    assert backend.drop("b-session-1", user_id=B) is True
+
+
+def test_an_anonymous_session_stays_anonymous(backend: SessionBackend) -> None:
+    backend.add_message("anon", msg("hola"))
+    for call in (
+        lambda: backend.snapshot("anon", user_id=A),
+        lambda: backend.add_message("anon", msg("soy A"), user_id=A),
+        lambda: backend.update_entities("anon", {"materials": "oro"}, user_id=A),
+    ):
+        with pytest.raises(SessionOwnershipError, match="without a user"):
+            call()
+    assert [m.content for m in backend.snapshot("anon").messages] == ["hola"]
+
+
+def test_the_same_ids_of_two_users_never_mix(backend: SessionBackend) -> None:
+    for i in range(50):
+        backend.add_message(f"a-{i}", msg(f"de A {i}"), user_id=A)
+        backend.add_message(f"b-{i}", msg(f"de B {i}"), user_id=B)
+    for i in range(50):
+        assert [m.content for m in backend.snapshot(f"a-{i}", user_id=A).messages] == [f"de A {i}"]
+        with pytest.raises(SessionOwnershipError):
+            backend.snapshot(f"a-{i}", user_id=B)
+
+
+def test_reading_an_unknown_session_binds_nothing_and_a_gone_session_frees_its_id(
+    backend: SessionBackend, clock: Any
+) -> None:
+    assert backend.snapshot("s1", user_id=A).messages == []  # no session made, no binding
+    backend.add_message("s1", msg("de B"), user_id=B)
+    assert backend.drop("s1", user_id=B) is True
+    backend.add_message("s1", msg("de A"), user_id=A)  # dropped: the id is free, and the session starts empty
+    assert [m.content for m in backend.snapshot("s1", user_id=A).messages] == ["de A"]
+    clock.advance(TTL)
+    backend.add_message("s1", msg("de B otra vez"), user_id=B)  # expired: free again
+    assert [m.content for m in backend.snapshot("s1", user_id=B).messages] == ["de B otra vez"]
+
+
+# --- bounded resources -------------------------------------------------------------------------------------------
+
+
+def test_a_user_flooding_sessions_evicts_their_own_not_a_victims(clock: Any) -> None:
+    store = SessionStore(max_sessions=1_000, max_sessions_per_user=100, clock=clock)
+    store.add_message("victim", msg("mi pedido de 50 piezas"), user_id=B)
+    clock.advance(1)
+    for i in range(20_000):
+        store.add_message(f"flood-{i}", msg("x"), user_id=A)
+    assert [m.content for m in store.snapshot("victim", user_id=B).messages] == ["mi pedido de 50 piezas"]
+    assert len(store) == 101  # the victim and the flooder's 100 most recent
+    assert all(f"flood-{i}" in store for i in range(19_900, 20_000))
+    assert "flood-19899" not in store
+    assert store.evicted_total == 20_000 - 100
+
+
+def test_the_byte_budget_evicts_the_least_recently_active_sessions(clock: Any) -> None:
+    long = "x" * 10_000
+    store = SessionStore(max_bytes=100_000, clock=clock)
+    for i in range(5):
+        store.add_message(f"s{i}", msg(long))
+        clock.advance(1)
+    store.snapshot("s0")  # activity: s1 is now the least recently active
+    assert store.evicted_total == 0
+    for i in range(5, 9):  # ~12 kB each: 8 fit in 100 kB, the 9th evicts one
+        store.add_message(f"s{i}", msg(long))
+        clock.advance(1)
+    assert store.bytes_used <= 100_000
+    assert (len(store), store.evicted_total) == (8, 1)
+    assert "s0" in store  # read recently: kept over sessions written after it
+    assert "s1" not in store
+    for i in range(9, 100):
+        store.add_message(f"s{i}", msg(long))
+    assert store.bytes_used <= 100_000
+    assert [f"s{i}" in store for i in range(100)] == [False] * 92 + [True] * 8
+
+
+def test_messages_that_leave_the_window_leave_the_byte_count(clock: Any) -> None:
+    store = SessionStore(max_messages=3, clock=clock)
+    for _ in range(3):
+        store.add_message("s1", msg("y" * 1_000))
+    full = store.bytes_used
+    for _ in range(100):
+        store.add_message("s1", msg("y" * 1_000))
+    assert store.bytes_used == full
+    store.drop("s1")
+    assert store.bytes_used == 0
+
+
+def test_a_users_byte_budget_evicts_that_users_oldest_sessions_only(clock: Any) -> None:
+    store = SessionStore(max_bytes_per_user=50_000, clock=clock)
+    store.add_message("victim", msg("z" * 10_000), user_id=B)
+    for i in range(20):
+        store.add_message(f"a{i}", msg("z" * 10_000), user_id=A)
+        clock.advance(1)
+    assert "victim" in store
+    assert [f"a{i}" in store for i in range(20)] == [False] * 16 + [True] * 4
+    # One session over the budget alone is kept (it is the one being written).
+    store.add_message("big", msg("w" * 60_000), user_id=A)
+    assert [m.content[:1] for m in store.snapshot("big", user_id=A).messages] == ["w"]
+
+
+def test_entity_values_are_capped_per_kind_and_per_session_all_or_nothing(clock: Any) -> None:
+    store = SessionStore(max_entity_values_per_kind=3, max_entity_values=5, clock=clock)
+    store.update_entities("s1", {"materials": ["latón", "acero"]})
+    with pytest.raises(SessionLimitError, match="max_session_entity_values_per_kind=3"):
+        store.update_entities("s1", {"materials": ["cobre", "zinc"], "quantity": "50"})
+    assert store.snapshot("s1").entities == {"materials": ["latón", "acero"]}  # nothing of the refused update
+    store.update_entities("s1", {"materials": ["LATÓN", "cobre"]})  # a known value does not count twice
+    store.update_entities("s1", {"quantity": ["50", "100"]})
+    with pytest.raises(SessionLimitError, match="max_session_entity_values=5"):
+        store.update_entities("s1", {"services": "fresado"})
+    assert store.snapshot("s1").entities == {"materials": ["latón", "acero", "cobre"], "quantity": ["50", "100"]}
+    with pytest.raises(SessionLimitError):  # on a new session too, and it is not created
+        store.update_entities("s2", {"materials": [f"m{i}" for i in range(4)]})
+    assert "s2" not in store
+
+
+def test_intents_are_capped(clock: Any) -> None:
+    store = SessionStore(max_intents=2, clock=clock)
+    store.add_intent("s1", "question")
+    store.add_intent("s1", "budget_request")
+    store.add_intent("s1", "question")  # known: no new intent
+    with pytest.raises(SessionLimitError, match="max_session_intents=2"):
+        store.add_intent("s1", "complaint")
+    assert store.snapshot("s1").intents == ["question", "budget_request"]
+
+
+def test_the_store_built_from_settings_has_the_settings_limits(clock: Any) -> None:
+    settings = MemorySettings(
+        max_messages_per_session=7,
+        session_store_max_bytes=1_000_000,
+        max_sessions_per_user=3,
+        session_max_bytes_per_user=500_000,
+        max_session_entity_values_per_kind=4,
+        max_session_entity_values=9,
+        max_session_intents=2,
+    )
+    store = SessionStore.from_settings(settings, clock=clock)
+    limits = (store.max_messages, store.max_bytes, store.max_sessions_per_user, store.max_bytes_per_user)
+    assert limits == (7, 1_000_000, 3, 500_000)
+    assert (store.max_entity_values_per_kind, store.max_entity_values, store.max_intents) == (4, 9, 2)
+    defaults = SessionStore.from_settings(MemorySettings(), clock=clock)
+    assert (defaults.max_bytes, defaults.max_sessions_per_user, defaults.max_entity_values) == (512 << 20, 100, 200)
+
+
+@pytest.mark.usefixtures("fine_grained_thread_switching")
+def test_two_users_racing_for_the_same_session_ids_never_share_one(clock: Any) -> None:
+    store = SessionStore(max_sessions_per_user=2_000, clock=clock)
+    refused: dict[UUID, int] = {A: 0, B: 0}
+
+    def worker(user: UUID) -> None:
+        for i in range(2_000):
+            try:
+                store.add_message(f"chat-{i}", msg(f"{user} {i}"), user_id=user)
+            except SessionOwnershipError:
+                refused[user] += 1
+
+    threads = [threading.Thread(target=worker, args=(user,)) for user in (A, B)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert refused[A] + refused[B] == 2_000  # every id went to exactly one of them
+    for i in range(2_000):
+        for user in (A, B):
+            try:
+                messages = store.snapshot(f"chat-{i}", user_id=user).messages
+            except SessionOwnershipError:
+                continue
+            assert [m.content for m in messages] == [f"{user} {i}"]

@@ -601,6 +601,16 @@ async def test_a_replayed_write_returns_the_same_rows_and_reinforces_once(
     assert [r.content for r in again] == ["Prefiere aluminio 7075"]
 
 
+async def test_a_write_id_another_user_used_first_never_swallows_a_write(any_memory: MemoryManager) -> None:
+    """Write ids are chosen by clients: each user's are their own."""
+    alice, bob, write_id = uuid4(), uuid4(), uuid4()
+    for user, text in ((alice, "Prefiere titanio"), (bob, "Prefiere acero")):
+        items = items_from_update([fact(text)], None, None, [], None)
+        written = await any_memory.store.upsert(user, items, WriteRules(reinforcement_step=0.1), write_id=write_id)
+        assert [r.content for r in written] == [text]
+    assert await current_facts(any_memory, bob) == ["Prefiere acero"]
+
+
 async def test_in_one_write_the_last_value_of_a_slot_wins(any_memory: MemoryManager, user_id: UUID) -> None:
     outcome = await detailed(
         any_memory,

@@ -179,3 +179,29 @@ async def test_the_manager_migrates_through_the_admin_url_and_runs_as_the_app_ro
         owner = conn.execute("select tableowner from pg_tables where tablename = 'user_memory'").fetchone()
     assert owner is not None
     assert owner[0] != "memory_plugin_app"
+
+
+async def test_the_embedded_default_runs_the_plugins_queries_as_the_application_role(data_dir: Path) -> None:
+    """No URL set: the server's superuser migrates, the store connects as `memory_plugin_app`, which cannot
+    get the superuser back, and the manager still works for each user."""
+    settings = MemorySettings(data_dir=data_dir, resilient_store=False)  # the session's server, already running
+    user = uuid4()
+    async with MemoryManager.open(settings) as memory:
+        store = memory.store
+        assert isinstance(store, PostgresStore)
+        async with store.pool.connection() as conn:
+            who = await (await conn.execute("select current_user, session_user")).fetchall()
+            await conn.execute("reset role")
+            after_reset = await (await conn.execute("select current_user, usesuper from pg_user"
+                                                    " where usename = current_user")).fetchall()  # fmt: skip
+        assert [tuple(r.values()) for r in who] == [("memory_plugin_app", "memory_plugin_app")]
+        assert [tuple(r.values()) for r in after_reset] == [("memory_plugin_app", False)]
+        with pytest.raises(StoreError, match="permission denied"):
+            await store._run(None, "set role postgres", ())
+        await memory.update_memory(MemoryUpdate(user_id=user, new_facts=[_fact("Prefiere latón naval")]))
+        assert [f.content for f in (await memory.get_memory_context("s", user)).long_term.facts] == [
+            "Prefiere latón naval"
+        ]
+        # `memory-plugin db-url` and administrative work keep the superuser's URL.
+        assert memory.database_url is not None
+        assert conninfo_to_dict(memory.database_url)["user"] == "postgres"

@@ -124,22 +124,22 @@ class BudgetRequestWorkflow:
         if not context.long_term_available:
             warnings.append("long-term memory is unavailable: answering with this session's memory only")
         # 2. The user message joins short-term memory.
-        seen = await self.memory.add_message(session_id, Message(role="user", content=message))
+        seen = await self.memory.add_message(session_id, Message(role="user", content=message), user_id=user_id)
         # 3. Intent and entities, recorded in the session.
         classification = await self._classify(message, warnings)
-        await self.memory.update_session_intents(session_id, classification.intent)
+        await self.memory.update_session_intents(session_id, classification.intent, user_id=user_id)
         if classification.entities:
-            await self.memory.update_session_entities(session_id, classification.entities)
+            await self.memory.update_session_entities(session_id, classification.entities, user_id=user_id)
         # 4. The block the agent will see. The long-term part comes from step 1; the short-term part is
         #    re-read so that it includes this message and its entities, exactly as the capability renders it.
-        short = await self.memory.get_short_term(session_id)
+        short = await self.memory.get_short_term(session_id, user_id=user_id)
         memory_block = self.memory.format_memory_for_agent(context.model_copy(update={"short_term": short}))
         # 5. The budget agent; its MemoryCapability injects the memory into the instructions.
         result = await self.budget_agent.run(message, deps=MemoryDeps(session_id=session_id, user_id=user_id))
         reply = result.output
         # 6. The answer joins short-term memory.
         if reply.strip():
-            seen = await self.memory.add_message(session_id, Message(role="assistant", content=reply))
+            seen = await self.memory.add_message(session_id, Message(role="assistant", content=reply), user_id=user_id)
         else:
             warnings.append("the budget agent returned an empty answer; it was not recorded")
         # 7. Extract and persist on the seed's triggers.
@@ -171,7 +171,7 @@ class BudgetRequestWorkflow:
         materials, and the project and pattern of a completed request. Returns (facts stored, whether an
         extraction ran)."""
         facts, extracted = await self._extract(session_id, user_id, classification.request_complete, warnings)
-        short = await self.memory.get_short_term(session_id)
+        short = await self.memory.get_short_term(session_id, user_id=user_id)
         materials = classification.entities.get("materials", [])
         preferences = (
             UserPreferences(preferred_materials=materials) if classification.explicit_preference and materials else None

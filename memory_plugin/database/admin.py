@@ -30,19 +30,19 @@ __all__ = ["ArchiveReport", "MemoryAdmin"]
 
 logger = logging.getLogger("memory_plugin")
 
-# Every table that holds per-user rows, in the order they are erased.
+# Every table that holds per-user rows (a partitioned table as one), in the order they are erased.
 USER_TABLES_SQL = """
-select c.relname
+select n.nspname, c.relname
   from pg_class c
   join pg_namespace n on n.oid = c.relnamespace
   join pg_attribute a on a.attrelid = c.oid and a.attname = 'user_id' and not a.attisdropped
- where n.nspname = 'public' and c.relkind = 'r'
+ where n.nspname in ('public', 'memory_private') and c.relkind in ('r', 'p') and not c.relispartition
  order by c.relname
 """
 
 
 # Maintenance: archive current facts (every user's) whose decayed confidence fell below the floor, or that expired.
-# The decay expression is memory_rank_facts' (supabase/migrations/20261123100000_memory_quality.sql). Rejections
+# The decay expression is memory_rank_facts' (supabase/schemas/21_memory_context.sql). Rejections
 # never decay. Archived rows keep everything and leave the ranking index; restating one brings it back.
 ARCHIVE_DECAYED_SQL = """
 with due as (
@@ -104,10 +104,11 @@ class MemoryAdmin:
         deleted = 0
         try:
             async with self._conn.transaction():
-                tables = [row[0] for row in await (await self._conn.execute(USER_TABLES_SQL)).fetchall()]
+                tables = [f"{row[0]}.{row[1]}" for row in await (await self._conn.execute(USER_TABLES_SQL)).fetchall()]
                 for table in tables:
+                    schema, _, name = table.partition(".")
                     cursor = await self._conn.execute(
-                        sql.SQL("delete from public.{} where user_id = %s").format(sql.Identifier(table)),
+                        sql.SQL("delete from {} where user_id = %s").format(sql.Identifier(schema, name)),
                         (user_id,),
                     )
                     deleted += cursor.rowcount

@@ -1,5 +1,5 @@
 """`DatabaseConnector`: creates a manager's Postgres store — starts the embedded server when no URL is set,
-connects, migrates (through the administrative URL when one is set)."""
+migrates (through the administrative URL when there is one), connects."""
 
 from __future__ import annotations
 
@@ -16,13 +16,18 @@ from ..store.postgres import PostgresStore
 from .admin import MemoryAdmin
 from .embedded import EmbeddedPostgres
 from .migrations import migrate
+from .roles import ensure_app_role
 
 __all__ = ["DatabaseConnector"]
 
 
 class DatabaseConnector:
-    """Creates the manager's database store: starts the embedded server when no URL is set, connects,
-    migrates. `ResilientStore` calls it again in the background until it succeeds."""
+    """Creates the manager's database store: starts the embedded server when no URL is set, migrates,
+    connects. `ResilientStore` calls it again in the background until it succeeds.
+
+    On the embedded default the server's superuser migrates and `url` is its URL (what `memory-plugin db-url`
+    prints, for psql and administrative work), while the store connects as the least-privileged role
+    `memory_plugin_app` (see `roles`)."""
 
     def __init__(self, settings: MemorySettings) -> None:
         self.settings = settings
@@ -36,28 +41,17 @@ class DatabaseConnector:
             self.identity = f"embedded:{self._embedded.pgdata.resolve()}/{self._embedded.database}"
 
     async def __call__(self) -> PostgresStore:
-        s = self.settings
-        url = self.url
         if self._embedded is not None:
-            try:
-                url = await asyncio.to_thread(self._embedded.start)
-            except Exception as exc:  # whatever stops the server from starting, memory falls back
-                raise StoreUnavailableError(f"cannot start the embedded PostgreSQL: {exc}") from exc
-            logger.info("%s embedded PostgreSQL ready at %s", LOG_PREFIX, url)
-            self.url = url
-        assert url is not None
-        store = await PostgresStore.connect(
-            url, min_size=s.pool_min_size, max_size=s.pool_max_size, connect_timeout=s.connect_timeout_seconds
-        )
+            return await self._connect_embedded(self._embedded)
+        s = self.settings
+        assert self.url is not None
+        store = await self._connect(self.url)
         if s.auto_migrate:
             try:
                 if s.admin_database_url is not None:
                     # The service path: the application's own role may (and in production should) be unable
                     # to change the schema.
-                    async with await MemoryAdmin.connect(
-                        s.admin_database_url.get_secret_value(), connect_timeout=s.connect_timeout_seconds
-                    ) as admin:
-                        await admin.migrate()
+                    await self._migrate_as_admin(s.admin_database_url.get_secret_value())
                 else:
                     async with store.pool.connection() as conn:
                         await migrate(conn)
@@ -68,3 +62,28 @@ class DatabaseConnector:
                 await store.close()
                 raise
         return store
+
+    async def _connect_embedded(self, embedded: EmbeddedPostgres) -> PostgresStore:
+        try:
+            admin_url = await asyncio.to_thread(embedded.start)
+        except Exception as exc:  # whatever stops the server from starting, memory falls back
+            raise StoreUnavailableError(f"cannot start the embedded PostgreSQL: {exc}") from exc
+        logger.info("%s embedded PostgreSQL ready at %s", LOG_PREFIX, admin_url)
+        self.url = admin_url
+        if self.settings.auto_migrate:
+            try:
+                await self._migrate_as_admin(admin_url)
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailableError(f"cannot migrate the database: {exc}") from exc
+        app_url = await ensure_app_role(admin_url, connect_timeout=self.settings.connect_timeout_seconds)
+        return await self._connect(app_url)
+
+    async def _connect(self, url: str) -> PostgresStore:
+        s = self.settings
+        return await PostgresStore.connect(
+            url, min_size=s.pool_min_size, max_size=s.pool_max_size, connect_timeout=s.connect_timeout_seconds
+        )
+
+    async def _migrate_as_admin(self, admin_url: str) -> None:
+        async with await MemoryAdmin.connect(admin_url, connect_timeout=self.settings.connect_timeout_seconds) as admin:
+            await admin.migrate()

@@ -4,6 +4,11 @@ One source of truth: the same files `supabase db push` applies. Applied versions
 `supabase_migrations.schema_migrations` (the CLI's own table), each file runs in one transaction, and an
 advisory lock keeps two processes from migrating at once. On a plain PostgreSQL (the embedded default,
 the tests) the Supabase auth shim is applied first; on Supabase it already exists and is left alone.
+
+The first migration is a baseline that creates the whole schema. A database migrated by the unreleased
+files that preceded it (`SUPERSEDED_VERSIONS`) already has tables of the same names in an older shape:
+migrating it raises `MigrationError` with what to do, rather than applying the baseline on top of it or
+rewriting memory that a person may still want to export.
 """
 
 from __future__ import annotations
@@ -15,7 +20,18 @@ from pathlib import Path
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
-__all__ = ["Migration", "auth_shim_path", "load_migrations", "migrate", "migrations_dir"]
+from ..errors import StoreError
+
+__all__ = [
+    "SUPERSEDED_VERSIONS",
+    "Migration",
+    "MigrationError",
+    "auth_shim_path",
+    "load_migrations",
+    "migrate",
+    "migrations_dir",
+    "sql_root",
+]
 
 logger = logging.getLogger("memory_plugin")
 
@@ -34,8 +50,26 @@ APPLIED_VERSIONS_SQL = "select version from supabase_migrations.schema_migration
 RECORD_VERSION_SQL = "insert into supabase_migrations.schema_migrations (version, statements, name) values (%s, %s, %s)"
 AUTH_UID_EXISTS_SQL = "select to_regprocedure('auth.uid()') is not null"
 
+SUPERSEDED_VERSIONS = frozenset(
+    {
+        "20261122120000",
+        "20261122130000",
+        "20261123090000",
+        "20261123095000",
+        "20261123100000",
+        "20261123120000",
+        "20261123180000",
+        "20261123200000",
+    }
+)
+"""Versions of the pre-release migration files that the baseline replaced (never published)."""
 
-def _sql_root() -> Path:
+
+class MigrationError(StoreError):
+    """The database's schema cannot be brought to this version by applying migrations."""
+
+
+def sql_root() -> Path:
     """`supabase/` in a source checkout, or the copy packaged inside the wheel."""
     checkout = Path(__file__).resolve().parents[2] / "supabase"
     if (checkout / "migrations").is_dir():
@@ -45,12 +79,12 @@ def _sql_root() -> Path:
 
 def migrations_dir() -> Path:
     """The directory holding the timestamped migration files."""
-    return _sql_root() / "migrations"
+    return sql_root() / "migrations"
 
 
 def auth_shim_path() -> Path:
     """The SQL providing Supabase's roles and `auth.uid()` on a plain PostgreSQL."""
-    return _sql_root() / "embedded" / "auth_shim.sql"
+    return sql_root() / "embedded" / "auth_shim.sql"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +122,15 @@ async def migrate(conn: AsyncConnection[object], directory: Path | None = None) 
         await conn.execute(CREATE_MIGRATIONS_TABLE_SQL)
         await cursor.execute(APPLIED_VERSIONS_SQL)
         done = {r[0] for r in await cursor.fetchall()}
+        if stale := sorted(done & SUPERSEDED_VERSIONS):
+            raise MigrationError(
+                f"this database holds memory_plugin's schema from pre-release migration files ({', '.join(stale)}),"
+                " which the baseline migration replaced. Export what you need (MEMORY_AUTO_MIGRATE=false, then psql"
+                " on `memory-plugin db-url`), then"
+                " recreate the database: for the embedded default, stop it and delete"
+                " <MEMORY_DATA_DIR>/postgres; on Supabase, `supabase db reset` or drop the memory_plugin tables,"
+                " functions and the rows of those versions in supabase_migrations.schema_migrations."
+            )
         for migration in load_migrations(directory):
             if migration.version in done:
                 continue

@@ -98,7 +98,7 @@ class ExtractionRunner:
         async with self._cursors.flight(session_id):
             # Decided under the lock: a trigger that waited for the previous extraction sees the cursor it
             # moved, so messages are never extracted twice and a burst of triggers makes one call.
-            short = self.sessions.snapshot(session_id)
+            short = self.sessions.snapshot(session_id, user_id=user_id)
             pending = self._cursors.pending(session_id, short.messages)
             trigger: ExtractionTrigger | None = (
                 "manual" if force and pending else self.policy.decide(pending, end_of_request=end_of_request)
@@ -128,7 +128,7 @@ class ExtractionRunner:
         """Decide as `run` does, but queue the extraction instead of running it: the job carries the pending
         messages (another process may run it), and the cursor moves past them once the queue has them."""
         async with self._cursors.flight(session_id):
-            short = self.sessions.snapshot(session_id)
+            short = self.sessions.snapshot(session_id, user_id=user_id)
             pending = self._cursors.pending(session_id, short.messages)
             trigger = self.policy.decide(pending, end_of_request=end_of_request)
             if trigger is None:

@@ -8,18 +8,32 @@ but before the journal was cleared) applies it once.
 One journal file per database (`journal_path`: the file name holds a hash of the database's identity), so
 entries written for one database are never replayed into another. Several processes may share a file:
 appends and rewrites take an exclusive `flock` on a sidecar lock file.
+
+Every line is signed: HMAC-SHA256 over the journal file's name and the entry's JSON, with a 32-byte key
+kept beside the journals (`journal.key`, mode 0600, created on first use), appended as the line's last
+field, `"mac"`. A line that is not an entry of this installation (unsigned, signed with another key, moved
+from another database's journal, truncated, or not an entry at all: wrong shape, nesting too deep to parse)
+is never replayed: it moves to the rejected file with a warning, and start-up goes on. An entry forged with
+another user's id is therefore refused unless the forger can read the key.
+
+A forget or an erase wins over older pending writes: `cancel_pending` removes a memory's pending items,
+`drop_user` every pending write of a user (and their lines in the rejected file).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
 import os
+import secrets
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from uuid import UUID, uuid4
 
@@ -33,7 +47,7 @@ try:  # POSIX; elsewhere only the in-process lock protects the file
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["JournalEntry", "WriteJournal", "database_identity", "journal_path"]
+__all__ = ["CancelledWrites", "JournalEntry", "WriteJournal", "database_identity", "journal_path"]
 
 logger = logging.getLogger("memory_plugin")
 
@@ -83,10 +97,17 @@ class JournalEntry:
             ensure_ascii=False,
         )
 
+    def record_id(self, item: MemoryItem) -> UUID:
+        """The id of the provisional record the write returned for `item` (the caller may forget it by it)."""
+        return uuid.uuid5(self.write_id, item.content_hash)
+
     @classmethod
     def from_json(cls, line: str) -> JournalEntry:
-        """Parse one journal line."""
+        """Parse one entry's JSON (a journal line's fields; `mac` and `error` are ignored). Raises ValueError,
+        TypeError, KeyError or AttributeError on input of the wrong shape, RecursionError when nested too deep."""
         raw = json.loads(line)
+        if not isinstance(raw, dict) or not isinstance(raw.get("items"), list):
+            raise ValueError("a journal entry is a JSON object with a list of items")
         return cls(
             write_id=UUID(raw["write_id"]),
             user_id=UUID(raw["user_id"]),
@@ -99,8 +120,23 @@ class JournalEntry:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class CancelledWrites:
+    """What `cancel_pending` or `drop_user` removed from the journal."""
+
+    items: int
+    """Pending items removed."""
+    dropped: tuple[UUID, ...]
+    """Writes left without items, removed whole (untrack them: they will never be replayed)."""
+
+
+_KEY_BYTES = 32
+_MAC_FIELD = b',"mac":"'
+_MAC_HEX = 64  # SHA-256
+
+
 class WriteJournal:
-    """An append-only, fsynced JSONL file of pending writes.
+    """An append-only, fsynced JSONL file of pending writes, each line signed (see the module docstring).
 
     Appends run in worker threads (`asyncio.to_thread`: fsync blocks), so a thread lock serialises them
     within a process and `flock` on a sidecar file across processes. A crash mid-append leaves a torn last
@@ -109,9 +145,12 @@ class WriteJournal:
     line and be lost although acknowledged).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, key_path: Path | None = None) -> None:
         self.path = path
+        self.key_path = key_path or path.parent / "journal.key"
+        """The signing key (32 random bytes, mode 0600), shared by the journals of one data directory."""
         self._lock = threading.Lock()  # the directory is created on first use: no side effect until needed
+        self._key: bytes | None = None
 
     @classmethod
     def for_database(cls, data_dir: Path, identity: str) -> WriteJournal:
@@ -120,8 +159,9 @@ class WriteJournal:
 
     @property
     def rejected_path(self) -> Path:
-        """Entries the database refused for good, kept for an operator (same line format plus `error`; rename
-        the file to the journal's name to replay them)."""
+        """Entries the database refused for good, and lines that are not entries of this journal, kept for an
+        operator (same line format plus `error`; rename the file to the journal's name to replay its signed
+        entries: the others are refused again)."""
         return self.path.with_name(self.path.stem + ".rejected.jsonl")
 
     @contextlib.contextmanager
@@ -155,17 +195,18 @@ class WriteJournal:
             rules=rules,
         )
         with self._locked():
-            _append_durably(self.path, entry.to_json())
+            _append_durably(self.path, self._sign(entry.to_json()))
         return entry
 
     def reject(self, entry: JournalEntry, error: str) -> None:
         """Keep an entry the database refused for good in `rejected_path` (remove it from the journal after)."""
         line = json.dumps({**json.loads(entry.to_json()), "error": error}, ensure_ascii=False)
         with self._locked():
-            _append_durably(self.rejected_path, line)
+            _append_durably(self.rejected_path, self._sign(line))
 
     def entries(self) -> list[JournalEntry]:
-        """Pending entries, oldest first."""
+        """Pending entries, oldest first. Lines that are not signed entries of this journal move to
+        `rejected_path` (each with a warning); they never stop the caller."""
         if not self.path.exists():
             return []  # nothing was ever journaled (and no directory or lock file is created for asking)
         with self._locked():
@@ -173,15 +214,15 @@ class WriteJournal:
                 data = self.path.read_bytes()
             except FileNotFoundError:
                 return []
-        complete, _torn = _split_lines(data)
-        out = []
-        for number, raw in enumerate(complete, start=1):
-            entry = _parse(raw)
-            if entry is not None:
-                out.append(entry)
-            elif raw.strip():
-                logger.warning("🧠 [Memory] unreadable line %d in journal %s skipped", number, self.path)
-        return out
+            complete, _torn = _split_lines(data)
+            out: list[JournalEntry] = []
+            for raw in complete:
+                entry = self._parse(raw) if raw.strip() else None
+                if entry is None and raw.strip():
+                    return self._rewrite(lambda entry: entry)  # set the bad lines aside, once
+                if entry is not None:
+                    out.append(entry)
+            return out
 
     def __len__(self) -> int:
         return len(self.entries())
@@ -193,32 +234,205 @@ class WriteJournal:
         leftover), and a complete but unreadable line moves to `rejected_path` rather than staying forever.
         """
         done_ids = set(done)
-        if not self.path.exists():
-            return
+        if self.path.exists():
+            with self._locked():
+                self._rewrite(lambda entry: None if entry.write_id in done_ids else entry)
+
+    def cancel_pending(
+        self, user_id: UUID, *, memory_ids: Collection[UUID] = (), content_hashes: Collection[str] = ()
+    ) -> CancelledWrites:
+        """Remove the user's pending items of a memory that was forgotten, so no replay brings it back:
+        items whose `content_hash` is in `content_hashes` (the stored memory's, for any restatement of it),
+        or whose provisional record id (`JournalEntry.record_id`) is in `memory_ids` (a memory forgotten
+        before it reached the database). The write's other items stay; a write left empty is removed.
+        Only writes already in the journal are affected: a later restatement is a new write."""
+        ids, hashes = set(memory_ids), set(content_hashes)
+        removed = 0
+        dropped: list[UUID] = []
+
+        def cancel(entry: JournalEntry) -> JournalEntry | None:
+            nonlocal removed
+            if entry.user_id != user_id:
+                return entry
+            kept = tuple(i for i in entry.items if i.content_hash not in hashes and entry.record_id(i) not in ids)
+            if len(kept) == len(entry.items):
+                return entry
+            removed += len(entry.items) - len(kept)
+            if not kept:
+                dropped.append(entry.write_id)
+                return None
+            return replace(entry, items=kept)
+
+        if self.path.exists() and (ids or hashes):
+            with self._locked():
+                self._rewrite(cancel)
+        return CancelledWrites(removed, tuple(dropped))
+
+    def drop_user(self, user_id: UUID) -> CancelledWrites:
+        """Remove every pending write of the user (an erase), and the user's lines in `rejected_path` (signed
+        entries of the user, and unreadable lines that hold the user's id)."""
+        removed = 0
+        dropped: list[UUID] = []
+
+        def drop(entry: JournalEntry) -> JournalEntry | None:
+            nonlocal removed
+            if entry.user_id != user_id:
+                return entry
+            removed += len(entry.items)
+            dropped.append(entry.write_id)
+            return None
+
         with self._locked():
-            try:
-                data = self.path.read_bytes()
-            except FileNotFoundError:
-                return
-            complete, _torn = _split_lines(data)
-            keep: list[bytes] = []
+            if self.path.exists():
+                self._rewrite(drop)
+            if self.rejected_path.exists():
+                self._purge_rejected(user_id)
+        return CancelledWrites(removed, tuple(dropped))
+
+    def readmit(self, write_ids: Collection[UUID] | None = None) -> list[JournalEntry]:
+        """Move entries an operator reviewed from `rejected_path` back into the journal, signed with this
+        installation's key, so they are replayed: those with the given write ids, or every readable entry
+        when None (e.g. the unsigned entries of a journal written before lines were signed). They go after
+        the pending entries. Lines that are not entries stay in the rejected file. Returns the entries."""
+        with self._locked():
+            if not self.rejected_path.exists():
+                return []
+            complete, _torn = _split_lines(self.rejected_path.read_bytes())
+            back: list[JournalEntry] = []
+            stay: list[bytes] = []
             for raw in complete:
-                if not raw.strip():
-                    continue
-                entry = _parse(raw)
-                if entry is None:
-                    _append_durably(self.rejected_path, raw.decode("utf-8", errors="replace"))
-                elif entry.write_id not in done_ids:
-                    keep.append(raw)
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                _write_all(fd, b"".join(line + b"\n" for line in keep))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
-            _fsync_dir(self.path.parent)  # make the rename itself durable
+                entry = _parse(raw) if raw.strip() else None  # `mac` and `error` are ignored
+                if entry is not None and (write_ids is None or entry.write_id in write_ids):
+                    back.append(entry)
+                elif raw.strip():
+                    stay.append(raw)
+            for entry in back:
+                _append_durably(self.path, self._sign(entry.to_json()))
+            _replace_durably(self.rejected_path, stay)
+        return back
+
+    # --- signing and rewriting (the caller holds the lock) ------------------------------------------------
+    def _signing_key(self) -> bytes:
+        if self._key is None:
+            self._key = _load_or_create_key(self.key_path)
+        return self._key
+
+    def _mac(self, payload: bytes) -> bytes:
+        # The journal's name is signed too: a line moved into another database's journal is refused.
+        message = self.path.name.encode("utf-8") + b"\n" + payload
+        return hmac.new(self._signing_key(), message, hashlib.sha256).hexdigest().encode("ascii")
+
+    def _sign(self, payload: str) -> str:
+        """The signed line of an entry's JSON object: the same object with `mac` as its last field."""
+        mac = self._mac(payload.encode("utf-8")).decode("ascii")
+        return f'{payload[:-1]},"mac":"{mac}"}}'
+
+    def _verified(self, raw: bytes) -> bytes | None:
+        """The signed JSON of a line (without `mac`), or None when the line is not signed with this key."""
+        head, field, tail = raw.rstrip(b"\r").rpartition(_MAC_FIELD)
+        if not field or len(tail) != _MAC_HEX + 2 or not tail.endswith(b'"}'):
+            return None
+        payload = head + b"}"
+        return payload if hmac.compare_digest(self._mac(payload), tail[:_MAC_HEX]) else None
+
+    def _parse(self, raw: bytes) -> JournalEntry | None:
+        payload = self._verified(raw)
+        return None if payload is None else _parse(payload)
+
+    def _rewrite(self, transform: Callable[[JournalEntry], JournalEntry | None]) -> list[JournalEntry]:
+        """Rewrite the journal atomically (temp file, rename) with each entry as `transform` returns it (the
+        same entry: its line kept as is; another: signed anew; None: removed). Lines that are not entries
+        of this journal move to `rejected_path` with a warning; a torn last line is dropped. Returns the
+        entries kept."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        complete, _torn = _split_lines(data)
+        lines: list[bytes] = []
+        kept: list[JournalEntry] = []
+        for number, raw in enumerate(complete, start=1):
+            if not raw.strip():
+                continue
+            entry = self._parse(raw)
+            if entry is None:
+                self._set_aside(raw, number)
+                continue
+            new = transform(entry)
+            if new is None:
+                continue
+            kept.append(new)
+            lines.append(raw if new is entry else self._sign(new.to_json()).encode("utf-8"))
+        _replace_durably(self.path, lines)
+        return kept
+
+    def _set_aside(self, raw: bytes, number: int) -> None:
+        if self._verified(raw) is not None:
+            why = "is not a journal entry"
+        elif _parse(raw) is not None:
+            why = (
+                "is an entry not signed with this installation's journal key (if it is genuine, e.g. written"
+                " before lines were signed, review it and call WriteJournal.readmit)"
+            )
+        else:
+            why = "is neither a journal entry nor signed"
+        logger.warning(
+            "🧠 [Memory] line %d of journal %s %s (%d bytes): not replayed, moved to %s",
+            number,
+            self.path,
+            why,
+            len(raw),
+            self.rejected_path,
+        )
+        _append_durably(self.rejected_path, raw.decode("utf-8", errors="replace"))
+
+    def _purge_rejected(self, user_id: UUID) -> None:
+        complete, _torn = _split_lines(self.rejected_path.read_bytes())
+        mark = str(user_id).encode("ascii")
+        kept = []
+        for raw in complete:
+            entry = self._parse(raw)
+            mine = entry.user_id == user_id if entry is not None else mark in raw.lower()
+            if raw.strip() and not mine:
+                kept.append(raw)
+        _replace_durably(self.rejected_path, kept)
+
+
+def _load_or_create_key(path: Path) -> bytes:
+    """The journal key at `path`, created (32 random bytes, 0600, durably, atomically) when missing. A key of
+    the wrong size is set aside (renamed) and replaced: entries signed with it are then refused, not lost."""
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        key = b""
+    else:
+        if len(key) == _KEY_BYTES:
+            if path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+                logger.warning("🧠 [Memory] journal key %s was readable by others: mode set to 0600", path)
+            return key
+        aside = path.with_name(f"{path.name}.invalid-{int(time.time())}")
+        os.replace(path, aside)
+        logger.warning(
+            "🧠 [Memory] journal key %s has %d bytes, not %d: moved to %s", path, len(key), _KEY_BYTES, aside
+        )
+    key = secrets.token_bytes(_KEY_BYTES)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a `key_path` outside the journal directory
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        _write_all(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # never replaces a key another process created meanwhile
+    except FileExistsError:
+        key = path.read_bytes()
+    finally:
+        os.unlink(tmp)
+    _fsync_dir(path.parent)
+    return key
 
 
 def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
@@ -227,11 +441,26 @@ def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
     return complete, torn
 
 
-def _parse(raw: bytes) -> JournalEntry | None:
+def _parse(payload: bytes) -> JournalEntry | None:
     try:
-        return JournalEntry.from_json(raw.decode("utf-8"))
-    except (ValueError, KeyError, TypeError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return JournalEntry.from_json(payload.decode("utf-8"))
+    # A line of any shape: UnicodeDecodeError, JSONDecodeError and pydantic's ValidationError are ValueErrors;
+    # a list where an object belongs gives TypeError or AttributeError; 100,000 nested "[" a RecursionError.
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
+
+
+def _replace_durably(path: Path, lines: Sequence[bytes]) -> None:
+    """Replace `path` with `lines` atomically and durably (temp file, fsync, rename, fsync the directory)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        _write_all(fd, b"".join(line + b"\n" for line in lines))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)  # make the rename itself durable
 
 
 def _write_all(fd: int, data: bytes) -> None:

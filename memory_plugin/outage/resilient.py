@@ -383,10 +383,49 @@ class ResilientStore(StoreBase):
         )
 
     async def delete(self, user_id: UUID, record_id: UUID) -> bool:
-        """Delete on the primary (no fallback). The row leaves the cache first, whatever happens: a row the
-        user asked to forget is never served from it."""
+        """Delete on the primary (no fallback). A forget wins over every older pending write of the same
+        memory: the row leaves the cache first, whatever happens, and the journal's pending items of that
+        memory (its restatements, or the provisional write itself) are cancelled, so no replay brings it back.
+        Replays wait while this runs."""
+        content_hash = self._cached_content_hash(user_id, record_id)
         self._cache.forget(user_id, record_id)
-        return await self._call("deleting memory", lambda p: p.delete(user_id, record_id))
+        async with self._replay_lock:
+            if self._pending_users[user_id]:
+                if content_hash is None and self._primary is not None:
+                    content_hash = await self._stored_content_hash(user_id, record_id)
+                cancelled = await asyncio.to_thread(
+                    self.journal.cancel_pending,
+                    user_id,
+                    memory_ids={record_id},
+                    content_hashes={content_hash} if content_hash else (),
+                )
+                for write_id in cancelled.dropped:
+                    self._untrack(write_id)
+            return await self._call("deleting memory", lambda p: p.delete(user_id, record_id))
+
+    async def forget_user(self, user_id: UUID) -> int:
+        """Drop everything pending or cached for the user (an erasure): journaled writes, rejected lines and
+        the cached context. Returns the pending items dropped. Replays wait while this runs."""
+        self._cache.drop_user(user_id)
+        async with self._replay_lock:
+            cancelled = await asyncio.to_thread(self.journal.drop_user, user_id)
+            for write_id in cancelled.dropped:
+                self._untrack(write_id)
+        return cancelled.items
+
+    def _cached_content_hash(self, user_id: UUID, record_id: UUID) -> str | None:
+        cached = self._cache.get(user_id)
+        if cached is None:
+            return None
+        return next((r.content_hash for r in cached[0] if r.id == record_id), None)
+
+    async def _stored_content_hash(self, user_id: UUID, record_id: UUID) -> str | None:
+        """The row's hash, read from the primary (only when the user has pending writes: a rare path)."""
+        try:
+            records = await self._call("reading the memory to forget", lambda p: p.list_records(user_id, limit=100_000))
+        except StoreError:
+            return None
+        return next((r.content_hash for r in records if r.id == record_id), None)
 
     async def ping(self) -> bool:
         """Whether the primary answers now."""

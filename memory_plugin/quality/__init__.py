@@ -9,7 +9,7 @@
 - `decay.py`: confidence decays with time since the fact was last stated (half-life per category);
 - `outcome.py`: what a write did (inserted, reinforced, merged as a near-duplicate, superseded).
 
-The same rules run in SQL (`supabase/migrations/20261123100000_memory_quality.sql`) for the Postgres and
+The same rules run in SQL (`supabase/schemas/20_memory_write.sql`) for the Postgres and
 Supabase stores; Python computes the per-fact keys once (`MemoryItem.match_key`, `match_guard`, `slot`) so
 both sides agree, and `InMemoryStore` applies the rules with the functions here.
 """

@@ -6,7 +6,7 @@
 - `search.py`: `SearchQuery` (what a store receives) and the Python ranking of the stores without SQL.
 
 The ranking itself runs in SQL, in one round trip: `public.memory_search` in
-`supabase/migrations/20261123120000_hybrid_search.sql`.
+`supabase/schemas/22_memory_search.sql`.
 """
 
 from .query import DateWindow, QueryAnalysis, analyze_query

@@ -1,5 +1,6 @@
-"""Short-term memory: the in-RAM session store."""
+"""Short-term memory: the `SessionBackend` protocol and its in-RAM implementation, `SessionStore`."""
 
+from .base import SessionBackend
 from .store import Clock, SessionStore
 
-__all__ = ["Clock", "SessionStore"]
+__all__ = ["Clock", "SessionBackend", "SessionStore"]

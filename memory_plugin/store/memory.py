@@ -34,7 +34,8 @@ class InMemoryStore(StoreBase):
 
     def __init__(self) -> None:
         self._rows: dict[UUID, dict[str, MemoryRecord]] = {}
-        self._applied_writes: dict[UUID, list[UUID]] = {}  # as public.memory_applied_writes (record_ids)
+        # As memory_private.memory_applied_writes: (user, write id) -> record ids; write ids are per user.
+        self._applied_writes: dict[tuple[UUID, UUID], list[UUID]] = {}
         # As public.memory_search_docs: row id -> (model, vector, the text it was computed from).
         self._embeddings: dict[UUID, StoredVector] = {}
         self._lock = asyncio.Lock()
@@ -55,9 +56,9 @@ class InMemoryStore(StoreBase):
         """Insert or reinforce, as `public.memory_upsert_items` does (a known `write_id` changes nothing)."""
         async with self._lock:
             rows = self._rows.setdefault(user_id, {})
-            if write_id is not None and write_id in self._applied_writes:
+            if write_id is not None and (user_id, write_id) in self._applied_writes:
                 by_id = {r.id: r for r in rows.values()}
-                return [by_id[i] for i in self._applied_writes[write_id] if i in by_id]
+                return [by_id[i] for i in self._applied_writes[user_id, write_id] if i in by_id]
             now = datetime.now(UTC)
             # 1. Each item's target row: same hash, else the most similar current near-duplicate, else new.
             groups: dict[str, list[tuple[int, MemoryItem]]] = {}
@@ -116,9 +117,11 @@ class InMemoryStore(StoreBase):
                     current, key=lambda r: (-r.last_reinforced_at.timestamp(), r.id not in written_ids, str(r.id))
                 )
                 gone.extend(self._supersede(rows, r, winner) for r in current if r.id != winner.id)
-            written = [rows[r.content_hash] for r in written]  # as they are now
+            # As they are now: one may have been superseded by a later item of this write (its hash renamed).
+            now_by_id = {r.id: r for r in rows.values()}
+            written = [now_by_id[r.id] for r in written]
             if write_id is not None:
-                self._applied_writes[write_id] = [r.id for r in written + gone]
+                self._applied_writes[user_id, write_id] = [r.id for r in written + gone]
             return written + gone
 
     def _similar_by_embedding(

@@ -1,116 +1,47 @@
--- Searching users who share their partition with larger ones (issue 5 item 5: latency that stays flat).
+-- Query-aware retrieval: memory_search fuses vector, BM25 and trigram relevance with the fact's own weight
+-- (importance, confidence, recency) in one round trip; memory_embedding_backlog lists facts without a vector.
+-- bench/locomo.py measures the ranking, bench/retrieval_latency.py its cost at scale.
+
+-- memory_search: the user's p_limit best valid, unexpired facts for a question, with the parts of each score.
 --
--- memory_search_docs is hash-partitioned by user, one HNSW index per partition. The vector channel chose the
--- exact scan for users with fewer than p_exact_scan_below vectors and HNSW above, whatever else was in the
--- partition. HNSW with a user filter walks the graph until enough of the user's rows turn up, so its cost
--- follows the user's share of the partition, not their size. Measured on bench/retrieval_latency.py's data
--- (raw SQL, p50 ms, vector statement alone), HNSW / exact:
+-- 1. Candidates (each channel at most p_candidates facts): nearest vectors of p_model, best BM25 matches
+--    (memory_private.memory_search_terms; at most p_text_scan_limit postings per word are read, bounding the
+--    cost of very common words), and facts stated inside a date the question names.
+-- 2. Relevance of each candidate, a weighted sum (weights calibrated on LoCoMo's development split, see
+--    memory_plugin/retrieval/weights.py; reciprocal-rank fusion measured 0.05 lower recall@10):
+--      text      BM25 / the best BM25 among the candidates (0–1)
+--      vector    cosine similarity to the question
+--      neighbour best cosine similarity of the fact just before or after it in its session (a question
+--                often spans a question/answer pair of turns)
+--      trigram   word_similarity(question, text) (typos, partial names)
+--      speaker   1 when the fact's metadata.speaker is the one person the question names
+--      date      1 inside a date window of the question, falling linearly to 0 p_date_slack_days away
+--      time      1 when the question asks "when" (p_asks_when) and the text holds a time expression
+-- 3. Score = relevance + w_importance * importance/5 + w_confidence * confidence + w_recency * recency
+--    (recency falls linearly to 0 over p_recency_window_days since last reinforcement).
+--
+-- The vector channel: an exact scan of the user's vectors, or HNSW with hnsw.iterative_scan (so the user
+-- filter does not starve the result), whichever costs less. HNSW with a user filter walks the graph until
+-- enough of the user's rows turn up, so its cost follows the user's share of their partition, not their
+-- size. Raw SQL, p50 ms of the vector statement, HNSW / exact:
 --   100k facts, 81 % of their partition          2.4 / 56.6
 --   10k facts, 43 %                              2.8 /  6.2
 --   10k facts in the 100k user's partition, 8 %  17.8 / 5.3
 --   3k facts in the 100k user's partition, 2 %   29.6 / 1.8
 --   3k facts, 20 %                               3.4 / 1.4
--- (one run of the bench put its 10k user in its 100k user's partition: 23 ms p50 where other runs had 7.5).
---
--- Now the threshold grows as the user's share shrinks: exact when the user's rows are fewer than
--- p_exact_scan_below * max(1, v_vk / (share * ef_search)), i.e. when reading them costs less than the walk
--- that would find v_vk of them. Every row above chooses the faster side. The user's count comes from
--- memory_search_counts (below: kept by row triggers, one row per user, every embedding model counted);
--- the partition's size from the planner's statistics. And the function no longer lets the planner pick a
--- sequential scan (`set enable_seqscan = off`, why at the setting). Same signature and grants; the ranking
--- is unchanged, and the text channel's BM25 is computed in float8 instead of numeric, without Memoize (same
--- scores; the BM25 statement at 100k facts 2.1 -> 1.35 ms).
---
--- Raw SQL as the user, 100 questions interleaved with the previous version in one run (the covering index
--- below in place for both), p50 / p95 ms, lab data where the crowded users' facts were written after the
--- others' (the bench writes everyone's interleaved; its numbers are in the README):
---   1k facts 2.79 / 3.20 -> 2.70 / 3.11;  10k 6.73 / 7.35 -> 5.93 / 6.81;  100k 7.05 / 7.92 -> 6.46 / 7.52;
---   10k in the 100k user's partition 25.19 / 29.38 -> 8.18 / 8.58 (exact);
---   3k in the 100k user's partition 33.99 / 35.99 -> 5.14 / 5.65 (exact);
---   3k at a 20 % share 6.91 / 7.99 -> 3.99 / 4.55 (exact).
--- Top 10 identical at 1k-100k; 99.4-99.8 % where the vector channel changed sides.
-
--- memory_search_counts: how many rows each user has in memory_search_docs (their share of a partition).
-create table public.memory_search_counts (
-    user_id          uuid     primary key,
-    docs             integer  not null,
-    -- The partition of memory_search_docs holding the user's rows (hash of user_id), as the trigger saw it.
-    search_partition regclass
-);
-
-comment on table public.memory_search_counts is
-    'Rows of each user in memory_search_docs (memory_plugin), kept by triggers; memory_search compares them with the partition''s size to choose between an exact vector scan and the HNSW index. RLS: a user sees only their own row.';
-
-alter table public.memory_search_counts enable row level security;
-
--- The triggers run as the writing user, so the user may write their own row (and nobody else's). Changing it
--- by hand changes only which plan that user's own searches take.
-create policy memory_search_counts_select_own on public.memory_search_counts
-    for select to authenticated using ((select auth.uid()) = user_id);
-create policy memory_search_counts_insert_own on public.memory_search_counts
-    for insert to authenticated with check ((select auth.uid()) = user_id);
-create policy memory_search_counts_update_own on public.memory_search_counts
-    for update to authenticated using ((select auth.uid()) = user_id) with check ((select auth.uid()) = user_id);
-create policy memory_search_counts_delete_own on public.memory_search_counts
-    for delete to authenticated using ((select auth.uid()) = user_id);
-
-revoke all on table public.memory_search_counts from anon, authenticated;
-grant select, insert, update, delete on table public.memory_search_counts to authenticated;
-grant all on table public.memory_search_counts to service_role;
-
--- Row triggers: facts are written one search row at a time (memory_search_docs_sync), so a row trigger is one
--- upsert per fact. Measured, a 700-fact write: +20 ms of ~200 (a statement trigger with a transition table,
--- fired for each of those one-row statements: +45 ms); a one-fact write: no difference within noise.
-create function public.memory_search_counts_add() returns trigger
-    language plpgsql
-    set search_path = ''
-as $$
-begin
-    -- A row trigger fires on the partition: tg_relid is the partition the row landed in.
-    insert into public.memory_search_counts as c (user_id, docs, search_partition)
-    values (new.user_id, 1, tg_relid::regclass)
-    on conflict (user_id) do update set docs = c.docs + 1, search_partition = excluded.search_partition;
-    return null;
-end;
-$$;
-
-create function public.memory_search_counts_remove() returns trigger
-    language plpgsql
-    set search_path = ''
-as $$
-begin
-    update public.memory_search_counts c set docs = greatest(0, c.docs - 1) where c.user_id = old.user_id;
-    return null;
-end;
-$$;
-
-create trigger memory_search_docs_count_added
-    after insert on public.memory_search_docs
-    for each row execute function public.memory_search_counts_add();
-
-create trigger memory_search_docs_count_removed
-    after delete on public.memory_search_docs
-    for each row execute function public.memory_search_counts_remove();
-
--- The exact vector scan reads the user's vectors from an index that carries them (an index-only scan) instead
--- of from the table, where they sit one or two to a page among other users' rows (facts are stored in the
--- order they are written, by everyone). Measured, 10k vectors of a user sharing the 100k user's partition,
--- written interleaved as the bench writes them: the whole search 25.8 ms p50, most of it fetching those
--- rows; with the vectors in the index, a few contiguous pages per hundred vectors. The cost: every vector is
--- stored a third time (table, HNSW, this index), about 0.8 kB per fact.
-drop index public.memory_search_docs_user_model_idx;
-create index memory_search_docs_user_model_idx on public.memory_search_docs (user_id, embedding_model)
-    include (memory_id, embedding);
-
-insert into public.memory_search_counts (user_id, docs, search_partition)
-select d.user_id, count(*), min(d.tableoid)::regclass from public.memory_search_docs d group by d.user_id;
-
-revoke all on function public.memory_search_counts_add() from public, anon;
-revoke all on function public.memory_search_counts_remove() from public, anon;
-grant execute on function public.memory_search_counts_add() to authenticated, service_role;
-grant execute on function public.memory_search_counts_remove() to authenticated, service_role;
-
-create or replace function public.memory_search(
+-- So the scan is exact when the user's rows are fewer than p_exact_scan_below * max(1, v_vk / (share *
+-- ef_search)), i.e. when reading them costs less than the walk that would find v_vk of them: every row above
+-- chooses the faster side. The user's count comes from memory_private.memory_search_counts, the partition's
+-- size from the planner's statistics. HNSW takes half the candidates (at least p_limit), with ef_search 1.5
+-- times that (at least 40, pgvector's default): with ef_search = k one pass rarely yielded k of the user's
+-- rows and the scan walked the graph twice; 2x instead of 1.5x cost 0.3 ms more at 100k facts for the same
+-- top 10. The fused score re-ranks the candidates, so HNSW's approximate order does not matter.
+-- Planning: every statement but the two vector ones runs a generic plan (`plan_cache_mode` is set for the
+-- function only): custom plans re-planned a nine-way join over sixteen partitions on every call, 0.4-1.0 ms.
+-- The vector statements are EXECUTEd, planned with the user, the question's vector and the limit known: a
+-- generic plan of the HNSW statement skipped the index (104 ms at 100k facts).
+-- Latency with bench/retrieval_latency.py (a 100k-fact user among 200k rows of other users): bench/README.md.
+create function public.memory_search(
     p_user_id uuid,
     p_query text,
     p_embedding extensions.vector(384) default null,
@@ -176,13 +107,13 @@ declare
     v_vec_ids uuid[] := '{}';
     v_ids uuid[] := '{}';
     v_ranks float8[] := '{}';
-    -- The question's lexemes, as the facts' were made (memory_search_terms).
-    v_terms text[] := tsvector_to_array(public.memory_tsvector(p_query));
+    -- The question's lexemes, as the facts' were made (memory_private.memory_search_terms).
+    v_terms text[] := tsvector_to_array(memory_private.memory_tsvector(p_query));
     v_qtext text := lower(extensions.unaccent('extensions.unaccent'::regdictionary, p_query));
 begin
     if p_embedding is not null and p_model is not null then
         -- Half the candidates through HNSW (at least p_limit), with ef_search 1.5 times that (at least 40,
-        -- pgvector's default): see 20261123180000_search_cost.sql.
+        -- pgvector's default): see the header.
         v_vk := greatest(p_limit, v_k / 2);
         v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
         -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
@@ -191,9 +122,9 @@ begin
         -- 100k-fact one, share 8 %: 18 ms through HNSW, 5 ms exact). p_exact_scan_below is the break-even of
         -- a user who fills their partition; it grows as the user's share shrinks.
         -- The partition's rows from the planner's statistics (0 before its first analyze: then the user's own
-        -- count stands in, share 1, the previous rule).
+        -- count stands in, share 1).
         select c.docs, greatest(p.reltuples, 0) into v_docs, v_rows
-          from public.memory_search_counts c left join pg_catalog.pg_class p on p.oid = c.search_partition
+          from memory_private.memory_search_counts c left join pg_catalog.pg_class p on p.oid = c.search_partition
          where c.user_id = p_user_id;
         v_docs := coalesce(v_docs, 0);
         if v_docs > 0 then
@@ -201,7 +132,7 @@ begin
         end if;
         if v_docs < p_exact_scan_below * greatest(1, v_vk / (greatest(v_share, 1e-6) * v_ef)) then
             -- Exact: the `+ 0` keeps the planner off the HNSW index. Both vector statements are planned per
-            -- call (EXECUTE), with the user, the question's vector and the limit known (search_cost).
+            -- call (EXECUTE), with the user, the question's vector and the limit known (see the header).
             execute 'select coalesce(array_agg(x.memory_id), ''{}'') from (select d.memory_id'
                     ' from public.memory_search_docs d where d.user_id = $1 and d.embedding_model = $2'
                     ' order by (d.embedding operator(extensions.<=>) $3) + 0 limit $4) as x'
@@ -231,7 +162,7 @@ begin
           from unnest(v_terms) as t(lexeme),
                lateral (select array_agg(s.memory_id) as ids, array_agg(s.tf) as tfs,
                                ln(1 + p_text_scan_limit::float8 / nullif(count(*), 0)) as idf
-                          from (select s.memory_id, s.tf from public.memory_search_terms s
+                          from (select s.memory_id, s.tf from memory_private.memory_search_terms s
                                  where s.user_id = p_user_id and s.lexeme = t.lexeme
                                  limit p_text_scan_limit) as s) as a,
                unnest(a.ids, a.tfs) as p(memory_id, tf)
@@ -328,3 +259,34 @@ begin
      order by t.score desc, t.last_reinforced_at desc, t.id;
 end;
 $$;
+
+comment on function public.memory_search is
+    'Hybrid search of a user''s valid facts: vector, full-text, trigram, neighbours, speaker, dates; with the score''s parts.';
+
+
+
+-- memory_embedding_backlog: facts of the user without a vector of p_model (reembed, and facts written while
+-- the embedder was failing), oldest first.
+create function public.memory_embedding_backlog(p_user_id uuid, p_model text, p_limit integer default 1000)
+    returns table (memory_id uuid, content_hash text, content text)
+    language sql
+    stable
+    security invoker
+    set search_path = ''
+as $$
+    select d.memory_id, m.content_hash, d.content
+      from public.memory_search_docs d
+      join public.user_memory m on m.id = d.memory_id
+     where d.user_id = p_user_id and m.user_id = p_user_id and d.embedding_model is distinct from p_model
+     order by d.seq
+     limit p_limit;
+$$;
+
+revoke all on function public.memory_search(uuid, text, extensions.vector, text, integer, integer, real, real, real, real,
+    real, real, real, real, real, real, real, timestamptz[], timestamptz[], integer[], boolean, real, integer, integer,
+    timestamptz) from public, anon;
+revoke all on function public.memory_embedding_backlog(uuid, text, integer) from public, anon;
+grant execute on function public.memory_search(uuid, text, extensions.vector, text, integer, integer, real, real, real,
+    real, real, real, real, real, real, real, real, timestamptz[], timestamptz[], integer[], boolean, real, integer,
+    integer, timestamptz) to authenticated, service_role;
+grant execute on function public.memory_embedding_backlog(uuid, text, integer) to authenticated, service_role;

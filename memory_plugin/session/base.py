@@ -1,0 +1,63 @@
+"""What the manager needs from a short-term (session) store: the `SessionBackend` protocol.
+
+A session belongs to one user. Its first call binds it: to that call's `user_id`, or to no user when the
+call names none (an anonymous session). Every later call must name the same owner, else it raises
+`SessionOwnershipError` and changes nothing:
+
+- a session started by user A cannot be read, written, extended or dropped by user B;
+- a session started without a user stays anonymous: a call naming a user is refused (so a session written
+  anonymously can never be read into some user's context), and so is a call without a user on a session
+  that has one.
+
+The binding lasts as long as the session (until it expires, is evicted or dropped); afterwards the id is
+free again, with an empty session. Reading an unknown session returns an empty `ShortTermMemory` and binds
+nothing. Session ids are therefore unique per store, not per user: a client that chooses ids ("chat-42")
+should make them unique per user (e.g. prefix the user id).
+
+The in-RAM `SessionStore` implements it; a networked backend (Postgres, Redis) implements the same methods
+with the same owner rule, keeping the binding next to the session's data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+from uuid import UUID
+
+from ..models import Message, ShortTermMemory
+
+__all__ = ["SessionBackend"]
+
+
+class SessionBackend(Protocol):
+    """Short-term memory of many sessions, each bound to its owner (see the module docstring)."""
+
+    def add_message(self, session_id: str, message: Message, *, user_id: UUID | None = None) -> int:
+        """Append `message` (creating the session, bound to `user_id`); returns the messages it has seen."""
+        ...
+
+    def update_entities(
+        self, session_id: str, entities: Mapping[str, str | Iterable[str]], *, user_id: UUID | None = None
+    ) -> None:
+        """Merge entity values by kind, without duplicates; `SessionLimitError` past the session's limits."""
+        ...
+
+    def add_intent(self, session_id: str, intent: str, *, user_id: UUID | None = None) -> None:
+        """Record an intent (once, first-seen order); `SessionLimitError` past the session's limit."""
+        ...
+
+    def snapshot(self, session_id: str, *, user_id: UUID | None = None) -> ShortTermMemory:
+        """A copy of the session's state (empty when unknown or expired); counts as activity."""
+        ...
+
+    def messages_seen(self, session_id: str, *, user_id: UUID | None = None) -> int:
+        """Messages the session has seen in total (0 when unknown or expired)."""
+        ...
+
+    def drop(self, session_id: str, *, user_id: UUID | None = None) -> bool:
+        """Forget the session now; returns whether it existed."""
+        ...
+
+    def expire(self) -> int:
+        """Release every session idle for longer than the TTL; returns how many."""
+        ...

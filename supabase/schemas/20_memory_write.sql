@@ -1,0 +1,403 @@
+-- Writes: memory_upsert_items (the write rules), memory_set_embeddings (vectors onto stored facts) and
+-- memory_upsert_embedded (both in one round trip, plus near-duplicates by embedding). All `security invoker`:
+-- RLS applies to the caller.
+
+-- memory_upsert_items: write a batch of items in one statement (one round trip). p_items is a JSON array of
+-- objects with the columns below (memory_plugin.rows.MemoryItem). Rules, all in one transaction:
+--  0. exact repeat: an item whose content_hash the user already has reinforces that row: confidence rises by
+--     p_reinforcement_step (bounded by 1), relevance_count and last_reinforced_at update, importance keeps the
+--     max, provenance accumulates (the newest 50 message ids). A single-valued preference slot (hashed by
+--     slot) whose value changed takes the new value and starts over. A superseded or archived row of that
+--     hash is revived.
+--  1. near-duplicates: a fact item with no stored row of its hash, similar (pg_trgm similarity of match_key
+--     >= p_near_duplicate_threshold, same category, same match_guard, one's match_words within the other's)
+--     to a current fact of the user other than the one it `replaces`, reinforces that fact instead of
+--     inserting a row. Items landing on the same row are folded first (confidence and importance max,
+--     provenance accumulated), so the ON CONFLICT touches each row once. A threshold above 1 turns this off.
+--  2. `replaces`: an item naming a current fact of the user supersedes it: the old row gets invalid_at (when
+--     the new fact was stated) and superseded_by (the new row).
+--  3. slots: for every slot written, the most recently stated current fact of that slot stays current; the
+--     user's other current facts of the slot are superseded by it.
+-- A superseded row keeps everything but its content_hash, which gets a ':superseded:<id>' suffix: the unique
+-- key is freed, so stating the old value again later inserts a new row and the history keeps both periods.
+-- Returned: the rows written, then the rows superseded (invalid_at set). With p_write_id the write is applied
+-- at most once per user (memory_private.memory_applied_writes): a replay returns the same rows as they are now.
+create function public.memory_upsert_items(
+    p_user_id uuid,
+    p_items jsonb,
+    p_reinforcement_step real default 0.1,
+    p_write_id uuid default null,
+    p_near_duplicate_threshold real default 0.8
+)
+    returns setof public.user_memory
+    language plpgsql
+    security invoker
+    set search_path = ''
+    -- Generic plans, planned once per connection: the statements below are planned in about a millisecond
+    -- (which a one-fact write would pay on every call with custom plans), and a generic plan does not
+    -- over-trust the statistics of one user id (a new user looks like it has no rows).
+    set plan_cache_mode = force_generic_plan
+as $$
+declare
+    v_now      timestamptz := now();
+    v_written  uuid[];
+    v_replaced uuid[];
+    v_replacer uuid[];
+    v_slots    text[];
+    v_gone     uuid[] := '{}';
+    v_more     uuid[];
+begin
+    if p_write_id is not null then
+        insert into memory_private.memory_applied_writes (user_id, write_id, item_count)
+        values (p_user_id, p_write_id, jsonb_array_length(p_items))
+        on conflict (user_id, write_id) do nothing;
+        if not found then
+            -- lateral: one primary-key lookup per recorded row.
+            return query
+                select m.* from unnest(coalesce((select w.record_ids from memory_private.memory_applied_writes w
+                                                  where w.user_id = p_user_id and w.write_id = p_write_id), '{}'))
+                                with ordinality as r(id, ord)
+                 cross join lateral (select * from public.user_memory u
+                                      where u.id = r.id and u.user_id = p_user_id) as m
+                 order by r.ord;
+            return;
+        end if;
+    end if;
+
+    -- The `%` operator's threshold, for this transaction only: the trigram index then returns only rows at
+    -- least as similar as the threshold, and similarity() below confirms each one exactly.
+    if p_near_duplicate_threshold <= 1 then
+        perform set_config('pg_trgm.similarity_threshold', greatest(p_near_duplicate_threshold, 0)::text, true);
+    end if;
+
+    with raw as (
+        select e.ord, i.*
+          from jsonb_array_elements(p_items) with ordinality as e(item, ord),
+               jsonb_to_record(e.item) as i(
+                   kind text, category text, content text, confidence real, source text, importance smallint,
+                   source_message_ids text[], session_id text, attributes jsonb, content_hash text,
+                   occurred_at timestamptz, expires_at timestamptz, metadata jsonb,
+                   slot text, match_key text, match_guard text, match_words text[], replaces uuid)
+    ),
+    -- materialized: target_hash is used three times below (partition, order, distinct); inlined, its index
+    -- probe would run once per use.
+    targets as materialized (
+        select r.*,
+               coalesce(
+                   -- a stored row with the same hash (current or not: a repeat revives it)
+                   (select m.content_hash from public.user_memory m
+                     where m.user_id = p_user_id and m.content_hash = r.content_hash),
+                   case when r.kind = 'fact' and r.match_key is not null and r.match_guard is not null
+                             and r.match_words is not null and p_near_duplicate_threshold <= 1 then
+                       (select m.content_hash from public.user_memory m
+                         where m.user_id = p_user_id and m.kind = 'fact'
+                           and m.invalid_at is null and m.archived_at is null
+                           and (m.expires_at is null or m.expires_at > v_now)
+                           and m.category = r.category and m.match_guard = r.match_guard
+                           and m.match_key operator(extensions.%) r.match_key
+                           -- words added or dropped, none swapped; and never the fact it replaces
+                           and (m.match_words operator(pg_catalog.<@) r.match_words
+                                or r.match_words operator(pg_catalog.<@) m.match_words)
+                           and m.id is distinct from r.replaces
+                           and extensions.similarity(m.match_key, r.match_key) >= p_near_duplicate_threshold
+                         order by extensions.similarity(m.match_key, r.match_key) desc, m.last_reinforced_at desc, m.id
+                         limit 1)
+                   end,
+                   r.content_hash) as target_hash
+          from raw r
+    ),
+    folded as (
+        -- One row per target: the item that matches it exactly (or the first), with what the others add.
+        select distinct on (t.target_hash) t.*,
+               count(*) over w as n,
+               max(t.confidence) over w as max_confidence,
+               max(t.importance) over w as max_importance,
+               bool_or(t.source = 'explicit') over w as any_explicit,
+               min(t.occurred_at) over w as first_occurred,
+               bool_or(t.expires_at is null) over w as never_expires,
+               max(t.expires_at) over w as last_expires,
+               jsonb_agg(to_jsonb(coalesce(t.source_message_ids, '{}'))) over w as all_ids,
+               (array_agg(t.replaces) filter (where t.replaces is not null) over w)[1] as any_replaces
+          from targets t
+        window w as (partition by t.target_hash order by t.ord rows between unbounded preceding and unbounded following)
+         order by t.target_hash, (t.target_hash = t.content_hash) desc, t.ord
+    ),
+    written as (
+        insert into public.user_memory as m (
+            user_id, kind, category, content, confidence, source, importance,
+            source_message_ids, session_id, attributes, content_hash, created_at, last_reinforced_at,
+            occurred_at, expires_at, metadata, slot, match_key, match_guard, match_words
+        )
+        select p_user_id, f.kind, f.category, f.content, f.max_confidence,
+               case when f.any_explicit then 'explicit' else coalesce(f.source, 'inferred') end, f.max_importance,
+               case when f.n = 1 then coalesce(f.source_message_ids, '{}')
+                    else array(select x.id from jsonb_array_elements(f.all_ids) with ordinality as a(arr, i),
+                                                jsonb_array_elements_text(a.arr) with ordinality as x(id, j)
+                                group by x.id order by min(a.i * 1000000 + x.j)) end,
+               f.session_id, coalesce(f.attributes, '{}'::jsonb), f.target_hash,
+               coalesce(f.first_occurred, v_now), coalesce(f.first_occurred, v_now),
+               f.first_occurred, case when f.never_expires then null else f.last_expires end,
+               coalesce(f.metadata, '{}'::jsonb), f.slot, f.match_key, f.match_guard, f.match_words
+          from folded f
+        on conflict (user_id, content_hash) do update set
+            content            = case when m.kind = 'preference' and m.category <> 'preferred_materials'
+                                      then excluded.content else m.content end,
+            confidence         = case when m.kind = 'preference' and m.category <> 'preferred_materials'
+                                           and lower(m.content) <> lower(excluded.content)
+                                      then excluded.confidence
+                                      else least(1.0, greatest(m.confidence, excluded.confidence) + p_reinforcement_step) end,
+            relevance_count    = case when m.kind = 'preference' and m.category <> 'preferred_materials'
+                                           and lower(m.content) <> lower(excluded.content)
+                                      then 0 else m.relevance_count + 1 end,
+            importance         = case when m.kind = 'preference' and m.category <> 'preferred_materials'
+                                           and lower(m.content) <> lower(excluded.content)
+                                      then excluded.importance else greatest(m.importance, excluded.importance) end,
+            source             = case when m.source = 'explicit' or excluded.source = 'explicit'
+                                      then 'explicit' else 'inferred' end,
+            source_message_ids = (select ids[greatest(1, cardinality(ids) - 49):]
+                                  from (select m.source_message_ids || array(
+                                            select x from unnest(excluded.source_message_ids) as x
+                                            where not x = any(m.source_message_ids)) as ids) as merged),
+            session_id         = coalesce(excluded.session_id, m.session_id),
+            attributes         = m.attributes || excluded.attributes,
+            last_reinforced_at = greatest(m.last_reinforced_at, excluded.last_reinforced_at),
+            occurred_at        = least(m.occurred_at, excluded.occurred_at),
+            expires_at         = case when m.expires_at is null or excluded.expires_at is null then null
+                                      else greatest(m.expires_at, excluded.expires_at) end,
+            metadata           = m.metadata || excluded.metadata,
+            invalid_at         = null,
+            superseded_by      = null,
+            archived_at        = null,
+            -- The stored wording keeps its own keys; a row stored without keys takes the item's.
+            slot               = coalesce(m.slot, excluded.slot),
+            match_key          = case when m.match_guard is null then excluded.match_key else m.match_key end,
+            match_guard        = coalesce(m.match_guard, excluded.match_guard),
+            match_words        = case when m.match_words is null then excluded.match_words else m.match_words end
+        returning m.id, m.content_hash, m.kind, m.slot
+    ),
+    -- Each written row's item (position, `replaces`). Measured with 1,000 items: this join is hashed (40 ms for
+    -- the whole statement); a jsonb map of hash -> item instead cost 150 ms (the map
+    -- is copied at every lookup).
+    joined as (
+        select w.id, w.kind, w.slot, f.ord, f.any_replaces as replaces
+          from written w join folded f on f.target_hash = w.content_hash
+    )
+    select coalesce(array_agg(j.id order by j.ord), '{}'),
+           coalesce(array_agg(j.replaces) filter (where j.replaces is not null and j.replaces <> j.id), '{}'),
+           coalesce(array_agg(j.id) filter (where j.replaces is not null and j.replaces <> j.id), '{}'),
+           coalesce(array_agg(distinct j.slot) filter (where j.kind = 'fact' and j.slot is not null), '{}')
+      into v_written, v_replaced, v_replacer, v_slots
+      from joined j;
+
+    -- 2. `replaces`: the named current facts of this user, other than the rows just written.
+    if cardinality(v_replaced) > 0 then
+        with superseded as (
+            update public.user_memory m
+               set invalid_at    = greatest(m.created_at, n.last_reinforced_at),
+                   superseded_by = n.id,
+                   content_hash  = m.content_hash || ':superseded:' || m.id::text
+              from unnest(v_replaced, v_replacer) as x(old_id, new_id)
+              join public.user_memory n on n.id = x.new_id
+             where m.id = x.old_id and m.user_id = p_user_id and m.kind = 'fact'
+               and m.invalid_at is null and m.archived_at is null and not (m.id = any(v_written))
+            returning m.id
+        )
+        select coalesce(array_agg(s.id), '{}') into v_more from superseded s;
+        v_gone := v_gone || v_more;
+    end if;
+
+    -- 3. slots: the latest stated current fact of each slot written wins (one written now, on a tie).
+    if cardinality(v_slots) > 0 then
+        with winners as (
+            select distinct on (c.slot) c.slot, c.id, c.last_reinforced_at
+              from public.user_memory c
+             where c.user_id = p_user_id and c.kind = 'fact' and c.slot = any(v_slots)
+               and c.invalid_at is null and c.archived_at is null and (c.expires_at is null or c.expires_at > v_now)
+             order by c.slot, c.last_reinforced_at desc, (c.id = any(v_written)) desc, c.id
+        ),
+        superseded as (
+            update public.user_memory m
+               set invalid_at    = greatest(m.created_at, w.last_reinforced_at),
+                   superseded_by = w.id,
+                   content_hash  = m.content_hash || ':superseded:' || m.id::text
+              from winners w
+             where m.user_id = p_user_id and m.kind = 'fact' and m.slot = w.slot and m.id <> w.id
+               and m.invalid_at is null and m.archived_at is null and (m.expires_at is null or m.expires_at > v_now)
+            returning m.id
+        )
+        select coalesce(array_agg(s.id), '{}') into v_more from superseded s;
+        v_gone := v_gone || v_more;
+    end if;
+
+    if p_write_id is not null then
+        update memory_private.memory_applied_writes set record_ids = v_written || v_gone
+         where user_id = p_user_id and write_id = p_write_id;
+    end if;
+
+    -- lateral: one primary-key lookup per row (a plain join may be planned as a scan of the whole table).
+    return query
+        select m.* from unnest(v_written || v_gone) with ordinality as r(id, ord)
+         cross join lateral (select * from public.user_memory u where u.id = r.id) as m
+         order by r.ord;
+end;
+$$;
+
+comment on function public.memory_upsert_items(uuid, jsonb, real, uuid, real) is
+    'Insert or reinforce a batch of memory items in one statement (exact and near-duplicate de-duplication, replaces, slots); with p_write_id, applied at most once.';
+
+
+-- memory_set_embeddings: store vectors for a user's facts, found by content_hash (so it works right after
+-- memory_upsert_items, and on replay of a journaled write, without knowing the row ids). p_items:
+-- [{"content_hash": ..., "content": the text embedded, "embedding": [384 floats]}]. A vector computed from a
+-- text the fact no longer has is ignored. Returns how many facts got a vector.
+create function public.memory_set_embeddings(p_user_id uuid, p_model text, p_items jsonb)
+    returns integer
+    language sql
+    security invoker
+    set search_path = ''
+as $$
+    with updated as (
+        update public.memory_search_docs d
+           set embedding = i.embedding::extensions.halfvec(384), embedding_model = p_model, embedded_at = now()
+          from jsonb_to_recordset(p_items) as i(content_hash text, content text, embedding text),
+               public.user_memory m
+         where m.user_id = p_user_id and m.content_hash = i.content_hash and m.kind = 'fact'
+           and d.memory_id = m.id and d.user_id = p_user_id and d.content = i.content
+        returning 1
+    )
+    select count(*)::integer from updated;
+$$;
+
+
+-- memory_upsert_embedded: memory_upsert_items (same arguments and result), then the vectors the items carry
+-- ("embedding": [...]), in one round trip and one transaction: what the plugin calls when it writes facts
+-- with an embedder configured. A vector lands only on a fact whose text it was computed from
+-- (memory_set_embeddings): an item merged into a near-duplicate worded otherwise leaves that fact's vector alone.
+--
+-- Near-duplicates by embedding, a first pass over the items before memory_upsert_items: a fact item with a
+-- vector and no stored row of its own hash gets the content_hash of the nearest current fact of the same user,
+-- category, guard and model whose vector is at least p_embedding_threshold similar (cosine), other than the
+-- fact it `replaces`; memory_upsert_items then applies it as a repeat of that row. Rewriting the hash reuses
+-- memory_upsert_items' folding, write_id bookkeeping, `replaces` and slots unchanged, and keeps that function
+-- free of vectors (it is also called without any). Order for one item: the same hash, then the nearest
+-- vector (here), then trigrams (memory_upsert_items). The same rule in Python: memory_plugin/quality/semantic.py.
+--
+-- The nearest fact is found by an exact scan of the user's current facts of the item's category and guard
+-- (the GiST index user_memory_fact_match_idx leads with user_id, category, match_guard), each joined to its
+-- vector by primary key. Not HNSW: it cannot filter by user, category or guard inside the graph, and the
+-- candidates of one item are few (a guard with a number or a value splits a user's facts finely). Items
+-- without match keys (`remember`, verbatim notes) are never merged.
+create function public.memory_upsert_embedded(
+    p_user_id uuid,
+    p_items jsonb,
+    p_reinforcement_step real default 0.1,
+    p_write_id uuid default null,
+    p_near_duplicate_threshold real default 0.8,
+    p_model text default null,
+    p_embedding_threshold real default 0.85
+)
+    returns setof public.user_memory
+    language plpgsql
+    security invoker
+    set search_path = ''
+    -- As memory_upsert_items: its statements planned once per connection. Except the first pass (EXECUTE,
+    -- planned at each call with the call's values): a generic plan made on a user's first write, when the
+    -- tables look empty, scanned all of the user's facts per item (+17 ms a write at 1,000 facts of one guard).
+    set plan_cache_mode = force_generic_plan
+as $$
+declare
+    v_ids   uuid[];
+    v_items jsonb := p_items;
+    v_now   timestamptz := now();
+begin
+    -- A replayed write (known write_id) changes nothing: memory_upsert_items returns its rows as they are.
+    if p_model is not null and p_embedding_threshold <= 1
+       and (p_write_id is null
+            or not exists (select from memory_private.memory_applied_writes w
+                            where w.user_id = p_user_id and w.write_id = p_write_id)) then
+        execute $sql$
+        select jsonb_agg(case when t.target is null then e.item
+                              else e.item || jsonb_build_object('content_hash', t.target) end
+                         order by e.ord)
+          from jsonb_array_elements($1) with ordinality as e(item, ord)
+          -- A stored row of the item's own hash is a repeat, left to memory_upsert_items. (A scalar probe of the
+          -- unique key: written as NOT EXISTS, the generic plan hashed all of the user's rows per call.)
+          left join lateral (
+              select (e.item ->> 'embedding')::extensions.halfvec(384) as vec
+               where e.item ->> 'kind' = 'fact' and e.item ? 'embedding'
+                 and e.item ->> 'match_guard' is not null
+                 and (select x.id from public.user_memory x
+                       where x.user_id = $2 and x.content_hash = e.item ->> 'content_hash') is null
+          ) as q on true
+          left join lateral (
+              select m.content_hash as target
+                from public.user_memory m
+                join public.memory_search_docs d on d.user_id = $2 and d.memory_id = m.id
+               where q.vec is not null
+                 and m.user_id = $2 and m.kind = 'fact'
+                 and m.invalid_at is null and m.archived_at is null
+                 and (m.expires_at is null or m.expires_at > $5)
+                 and m.category = e.item ->> 'category' and m.match_guard = e.item ->> 'match_guard'
+                 and m.id is distinct from (e.item ->> 'replaces')::uuid
+                 -- not `=`: as an index condition it made the (user_id, embedding_model) index look as good as
+                 -- the primary key, and each candidate read all of the user's vectors (64 ms a write at 1,000
+                 -- facts of one guard); this way each candidate's vector is one primary-key lookup.
+                 and d.embedding_model is not distinct from $3
+                 and 1 - (d.embedding operator(extensions.<=>) q.vec) >= $4
+               order by d.embedding operator(extensions.<=>) q.vec, m.last_reinforced_at desc, m.id
+               limit 1
+          ) as t on true
+        $sql$ into v_items using p_items, p_user_id, p_model, p_embedding_threshold, v_now;
+    end if;
+
+    select array_agg(w.id order by w.ordinality) into v_ids
+      from public.memory_upsert_items(p_user_id, v_items, p_reinforcement_step, p_write_id,
+                                      p_near_duplicate_threshold) with ordinality as w;
+    -- Neighbours follow the order the items were given (memory_upsert_items inserts by content hash), re-made
+    -- for the facts this write inserted (a repeat keeps its neighbours; an item merged into a near-duplicate
+    -- finds no row of its own hash).
+    with batch as (
+        select m.id, m.session_id, i.ord
+          from jsonb_array_elements(p_items) with ordinality as i(item, ord)
+          join public.user_memory m on m.user_id = p_user_id and m.content_hash = i.item ->> 'content_hash'
+         where i.item ->> 'kind' = 'fact' and m.session_id is not null and m.relevance_count = 0
+           and m.id = any(v_ids)
+    ),
+    linked as (
+        select b.id,
+               coalesce(lag(b.id) over (partition by b.session_id order by b.ord),
+                        (select p.memory_id from public.memory_search_docs p
+                          where p.user_id = p_user_id and p.session_id = b.session_id
+                            and not p.memory_id = any(v_ids)
+                          order by p.seq desc limit 1)) as prev_id
+          from batch b
+    )
+    update public.memory_search_docs d set prev_memory_id = l.prev_id
+      from linked l
+     where d.user_id = p_user_id and d.memory_id = l.id and d.prev_memory_id is distinct from l.prev_id;
+    -- The items' own vectors (p_items: an item merged into a fact worded otherwise finds no row of its hash,
+    -- so the stored fact keeps its vector).
+    if p_model is not null then
+        perform public.memory_set_embeddings(
+            p_user_id, p_model,
+            coalesce((select jsonb_agg(i) from jsonb_array_elements(p_items) as i where i ? 'embedding'
+                                                                                    and i ->> 'kind' = 'fact'),
+                     '[]'::jsonb));
+    end if;
+    -- lateral: one primary-key lookup per row (with a generic plan a join was a scan of the whole table).
+    return query
+        select m.* from unnest(v_ids) with ordinality as w(id, n)
+         cross join lateral (select * from public.user_memory u where u.id = w.id) as m
+         order by w.n;
+end;
+$$;
+
+comment on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text, real) is
+    'memory_upsert_items plus the items'' vectors, in one round trip; a fact whose vector is close to a current fact''s (same category, guard and model) reinforces it.';
+
+revoke all on function public.memory_upsert_items(uuid, jsonb, real, uuid, real) from public, anon;
+revoke all on function public.memory_set_embeddings(uuid, text, jsonb) from public, anon;
+revoke all on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text, real) from public, anon;
+grant execute on function public.memory_upsert_items(uuid, jsonb, real, uuid, real) to authenticated, service_role;
+grant execute on function public.memory_set_embeddings(uuid, text, jsonb) to authenticated, service_role;
+grant execute on function public.memory_upsert_embedded(uuid, jsonb, real, uuid, real, text, real) to authenticated, service_role;
