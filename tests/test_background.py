@@ -354,8 +354,8 @@ async def test_users_read_only_their_own_jobs_and_cannot_run_the_queue(
             owners = {row[0] for row in conn.execute("select user_id from public.memory_jobs").fetchall()}
         assert owners == {user_id}
         for statement in (
-            "select * from public.memory_jobs_claim('me', 10, 60)",
-            "select public.memory_jobs_retry_dead(null)",
+            "select * from memory_private.memory_jobs_claim('me', 10, 60)",
+            "select memory_private.memory_jobs_retry_dead(null)",
             "insert into public.memory_jobs (user_id, session_id, payload) values (auth.uid(), 's', '{}')",
         ):
             with conn.transaction():

@@ -129,7 +129,7 @@ def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn)
         "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
         " where n.nspname = 'public' and c.relkind in ('r', 'p') order by 1"
     ).fetchall()
-    assert tables == [("memory_search_docs",), ("user_memory",)]
+    assert tables == [("memory_jobs",), ("memory_search_docs",), ("user_memory",)]
     functions = admin_conn.execute(
         "select p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
         " where n.nspname = 'public' and p.prorettype <> 'trigger'::regtype order by 1"

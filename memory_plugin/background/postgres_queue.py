@@ -27,17 +27,17 @@ from .jobs import EnqueueOutcome, ExtractionJob, QueueStatus
 __all__ = ["PostgresJobQueue"]
 
 WORKER_PRELUDE_SQL = "select set_config('role', 'memory_worker', true)"
-ENQUEUE_SQL = "select * from public.memory_jobs_enqueue(%s, %s, %s::jsonb, %s, %s, %s)"
-CLAIM_SQL = "select * from public.memory_jobs_claim(%s, %s, %s::real)"
-EXTEND_SQL = "select public.memory_jobs_extend(%s, %s, %s::real) as ok"
-HOLD_SQL = "select forgotten from public.memory_jobs_hold(%s, %s)"
-COMPLETE_SQL = "select public.memory_jobs_complete(%s, %s) as ok"
-FAIL_SQL = "select public.memory_jobs_fail(%s, %s, %s, %s::real, %s) as ok"
-RELEASE_SQL = "select public.memory_jobs_release(%s, %s) as ok"
-FORGET_SQL = "select public.memory_jobs_forget(%s, %s::jsonb) as marked"
-UNSETTLED_SQL = "select id from public.memory_jobs_unsettled(%s::bigint[]) as id"
-RETRY_DEAD_SQL = "select public.memory_jobs_retry_dead(%s::uuid) as revived"
-STATUS_SQL = "select * from public.memory_jobs_status()"
+ENQUEUE_SQL = "select * from memory_private.memory_jobs_enqueue(%s, %s, %s::jsonb, %s, %s, %s)"
+CLAIM_SQL = "select * from memory_private.memory_jobs_claim(%s, %s, %s::real)"
+EXTEND_SQL = "select memory_private.memory_jobs_extend(%s, %s, %s::real) as ok"
+HOLD_SQL = "select forgotten from memory_private.memory_jobs_hold(%s, %s)"
+COMPLETE_SQL = "select memory_private.memory_jobs_complete(%s, %s) as ok"
+FAIL_SQL = "select memory_private.memory_jobs_fail(%s, %s, %s, %s::real, %s) as ok"
+RELEASE_SQL = "select memory_private.memory_jobs_release(%s, %s) as ok"
+FORGET_SQL = "select memory_private.memory_jobs_forget(%s, %s::jsonb) as marked"
+UNSETTLED_SQL = "select id from memory_private.memory_jobs_unsettled(%s::bigint[]) as id"
+RETRY_DEAD_SQL = "select memory_private.memory_jobs_retry_dead(%s::uuid) as revived"
+STATUS_SQL = "select * from memory_private.memory_jobs_status()"
 
 
 @dataclass(slots=True)

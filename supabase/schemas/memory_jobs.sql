@@ -16,9 +16,10 @@
 -- exponential backoff) and, after the configured number of attempts, dead (kept, visible, retryable with
 -- memory_jobs_retry_dead). A session's jobs run one at a time, oldest first.
 --
--- Access: users may read (and cancel) their own jobs under RLS. The queue functions are security definer and
--- executable only by memory_worker (the role the plugin switches to for queue statements) and service_role:
--- a user cannot claim, read or change another user's work, nor enqueue work through PostgREST.
+-- Access: users may read (and cancel) their own jobs under RLS. The queue functions are security invoker and
+-- executable only by memory_worker (the role the plugin switches to for queue statements; a policy lets it
+-- see every user's jobs, as a queue must) and service_role: a user cannot claim, read or change another
+-- user's work, nor enqueue work through PostgREST.
 
 do $$
 begin
@@ -64,12 +65,18 @@ create policy memory_jobs_select_own on public.memory_jobs
 create policy memory_jobs_delete_own on public.memory_jobs
     for delete to authenticated using ((select auth.uid()) = user_id);
 
+-- The worker role serves every user's jobs (claiming, completing, the queue's counts).
+create policy memory_jobs_worker_all on public.memory_jobs
+    for all to memory_worker using (true) with check (true);
+
 revoke all on table public.memory_jobs from anon, authenticated;
-grant select, delete on table public.memory_jobs to authenticated;
+-- Update is granted so that a client trying it gets "no rows" (there is no update policy), as on user_memory.
+grant select, update, delete on table public.memory_jobs to authenticated;
+grant select, insert, update, delete on table public.memory_jobs to memory_worker;
 grant all on table public.memory_jobs to service_role;
 
 -- The last p_keep elements of a JSON array (a coalesced job keeps the session window's size).
-create or replace function public.memory_jobs_tail(p_items jsonb, p_keep integer)
+create or replace function memory_private.memory_jobs_tail(p_items jsonb, p_keep integer)
     returns jsonb
     language sql immutable
     set search_path = ''
@@ -81,12 +88,12 @@ $$;
 
 -- Enqueue (or coalesce into the session's pending job). Returns the job id and 'queued' or 'coalesced', or a
 -- null id and 'full' when p_max_pending jobs are already waiting (the caller keeps the messages).
-create or replace function public.memory_jobs_enqueue(
+create or replace function memory_private.memory_jobs_enqueue(
     p_user_id uuid, p_session_id text, p_messages jsonb, p_trigger text, p_max_pending integer, p_max_messages integer
 )
     returns table (job_id bigint, outcome text)
     language plpgsql volatile
-    security definer
+    security invoker
     set search_path = ''
 as $$
 declare
@@ -94,7 +101,7 @@ declare
 begin
     update public.memory_jobs j
        set payload = j.payload
-                     || jsonb_build_object('messages', public.memory_jobs_tail(j.payload -> 'messages' || p_messages, p_max_messages),
+                     || jsonb_build_object('messages', memory_private.memory_jobs_tail(j.payload -> 'messages' || p_messages, p_max_messages),
                                            'trigger', p_trigger),
            updated_at = now()
      where j.user_id = p_user_id and j.session_id = p_session_id and j.state = 'pending'
@@ -109,10 +116,10 @@ begin
     end if;
     insert into public.memory_jobs as j (user_id, session_id, payload)
     values (p_user_id, p_session_id,
-            jsonb_build_object('messages', public.memory_jobs_tail(p_messages, p_max_messages), 'trigger', p_trigger))
+            jsonb_build_object('messages', memory_private.memory_jobs_tail(p_messages, p_max_messages), 'trigger', p_trigger))
     on conflict (user_id, session_id) where state = 'pending' do update
        set payload = j.payload
-                     || jsonb_build_object('messages', public.memory_jobs_tail(j.payload -> 'messages' || p_messages, p_max_messages),
+                     || jsonb_build_object('messages', memory_private.memory_jobs_tail(j.payload -> 'messages' || p_messages, p_max_messages),
                                            'trigger', p_trigger),
            updated_at = now()
     returning j.id into v_id;
@@ -122,10 +129,10 @@ $$;
 
 -- Claim up to p_limit due jobs for p_worker: pending or retry jobs whose time has come, and running jobs whose
 -- lease expired (their worker died). Only the oldest unfinished job of a session is claimable.
-create or replace function public.memory_jobs_claim(p_worker text, p_limit integer, p_lease_seconds real)
+create or replace function memory_private.memory_jobs_claim(p_worker text, p_limit integer, p_lease_seconds real)
     returns setof public.memory_jobs
     language sql volatile
-    security definer
+    security invoker
     set search_path = ''
 as $$
     with due as (
@@ -149,10 +156,10 @@ as $$
 $$;
 
 -- Keep a running job's lease (a long extraction is not claimed again while its worker is alive).
-create or replace function public.memory_jobs_extend(p_id bigint, p_worker text, p_lease_seconds real)
+create or replace function memory_private.memory_jobs_extend(p_id bigint, p_worker text, p_lease_seconds real)
     returns boolean
     language sql volatile
-    security definer
+    security invoker
     set search_path = ''
 as $$
     with kept as (
@@ -166,10 +173,10 @@ $$;
 -- Inside the worker's write transaction: lock the job (FOR SHARE: an erase or a forget waits for the write)
 -- and return the contents forgotten since it was queued; no row when the job is gone (user erased, job
 -- cancelled, lease lost to another worker): its work must not be applied.
-create or replace function public.memory_jobs_hold(p_id bigint, p_worker text)
+create or replace function memory_private.memory_jobs_hold(p_id bigint, p_worker text)
     returns table (forgotten jsonb)
     language sql volatile
-    security definer
+    security invoker
     set search_path = ''
 as $$
     select coalesce(j.payload -> 'forgotten', '[]'::jsonb)
@@ -178,10 +185,10 @@ as $$
        for share
 $$;
 
-create or replace function public.memory_jobs_complete(p_id bigint, p_worker text)
+create or replace function memory_private.memory_jobs_complete(p_id bigint, p_worker text)
     returns boolean
     language sql volatile
-    security definer
+    security invoker
     set search_path = ''
 as $$
     with done as (delete from public.memory_jobs where id = p_id and leased_by = p_worker returning 1)
@@ -189,12 +196,12 @@ as $$
 $$;
 
 -- A failed attempt: retry after p_delay_seconds, or dead (kept for inspection and memory_jobs_retry_dead).
-create or replace function public.memory_jobs_fail(
+create or replace function memory_private.memory_jobs_fail(
     p_id bigint, p_worker text, p_error text, p_delay_seconds real, p_dead boolean
 )
     returns boolean
     language sql volatile
-    security definer
+    security invoker
     set search_path = ''
 as $$
     with failed as (
@@ -209,10 +216,10 @@ as $$
 $$;
 
 -- Give a claimed job back untried (a worker closing before it could run it): due again now, attempt refunded.
-create or replace function public.memory_jobs_release(p_id bigint, p_worker text)
+create or replace function memory_private.memory_jobs_release(p_id bigint, p_worker text)
     returns boolean
     language sql volatile
-    security definer
+    security invoker
     set search_path = ''
 as $$
     with released as (
@@ -226,10 +233,10 @@ as $$
 $$;
 
 -- A memory of the user was forgotten: every unfinished job of the user drops facts matching these contents.
-create or replace function public.memory_jobs_forget(p_user_id uuid, p_contents jsonb)
+create or replace function memory_private.memory_jobs_forget(p_user_id uuid, p_contents jsonb)
     returns integer
     language sql volatile
-    security definer
+    security invoker
     set search_path = ''
 as $$
     with marked as (
@@ -243,10 +250,10 @@ as $$
 $$;
 
 -- Dead jobs (all, or one user's) due again, with a fresh count of attempts.
-create or replace function public.memory_jobs_retry_dead(p_user_id uuid default null)
+create or replace function memory_private.memory_jobs_retry_dead(p_user_id uuid default null)
     returns integer
     language sql volatile
-    security definer
+    security invoker
     set search_path = ''
 as $$
     with revived as (
@@ -258,11 +265,11 @@ as $$
     select count(*)::integer from revived
 $$;
 
-create or replace function public.memory_jobs_status()
+create or replace function memory_private.memory_jobs_status()
     returns table (pending bigint, running bigint, retrying bigint, dead bigint, failed_attempts bigint,
                    oldest_pending_at timestamptz)
     language sql stable
-    security definer
+    security invoker
     set search_path = ''
 as $$
     select count(*) filter (where state = 'pending'),
@@ -275,10 +282,10 @@ as $$
 $$;
 
 -- Which of these jobs are still unsettled (pending or running): what flush waits for.
-create or replace function public.memory_jobs_unsettled(p_ids bigint[])
+create or replace function memory_private.memory_jobs_unsettled(p_ids bigint[])
     returns setof bigint
     language sql stable
-    security definer
+    security invoker
     set search_path = ''
 as $$
     select id from public.memory_jobs where id = any(p_ids) and state in ('pending', 'running')
@@ -289,21 +296,22 @@ declare
     f text;
 begin
     foreach f in array array[
-        'public.memory_jobs_enqueue(uuid, text, jsonb, text, integer, integer)',
-        'public.memory_jobs_claim(text, integer, real)',
-        'public.memory_jobs_extend(bigint, text, real)',
-        'public.memory_jobs_hold(bigint, text)',
-        'public.memory_jobs_complete(bigint, text)',
-        'public.memory_jobs_fail(bigint, text, text, real, boolean)',
-        'public.memory_jobs_release(bigint, text)',
-        'public.memory_jobs_forget(uuid, jsonb)',
-        'public.memory_jobs_retry_dead(uuid)',
-        'public.memory_jobs_status()',
-        'public.memory_jobs_unsettled(bigint[])'
+        'memory_private.memory_jobs_tail(jsonb, integer)',
+        'memory_private.memory_jobs_enqueue(uuid, text, jsonb, text, integer, integer)',
+        'memory_private.memory_jobs_claim(text, integer, real)',
+        'memory_private.memory_jobs_extend(bigint, text, real)',
+        'memory_private.memory_jobs_hold(bigint, text)',
+        'memory_private.memory_jobs_complete(bigint, text)',
+        'memory_private.memory_jobs_fail(bigint, text, text, real, boolean)',
+        'memory_private.memory_jobs_release(bigint, text)',
+        'memory_private.memory_jobs_forget(uuid, jsonb)',
+        'memory_private.memory_jobs_retry_dead(uuid)',
+        'memory_private.memory_jobs_status()',
+        'memory_private.memory_jobs_unsettled(bigint[])'
     ] loop
         execute format('revoke all on function %s from public, anon, authenticated', f);
         execute format('grant execute on function %s to memory_worker, service_role', f);
     end loop;
 end
 $$;
-grant usage on schema public to memory_worker;
+grant usage on schema public, memory_private to memory_worker;
