@@ -68,7 +68,8 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     For each run it reads `session_id`/`user_id` from the run's deps, puts the fenced memory block in the
     agent's instructions, and after the run records the user prompt and the final answer in short-term
     memory; when the extraction policy says so (a memory instruction such as "recuerda…", or every N user
-    messages) it then extracts and stores long-term facts, in one batched call.
+    messages) it then queues the extraction of long-term facts (one batched call, run by a background worker:
+    the answer never waits for it; `extract_inline=True` waits, as before).
 
         Agent(model, deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
     """
@@ -80,7 +81,11 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     """Record the user prompt and the final text answer in the session after each run."""
     extract_facts: bool = True
     """After recording, extract and store long-term facts when the extraction policy says so
-    (`MemoryManager.extract_if_due`)."""
+    (`MemoryManager.schedule_extraction`, or `extract_if_due` when inline)."""
+    extract_inline: bool | None = None
+    """True: extract before the run returns (the answer waits for the extraction model; the facts are visible
+    to the next turn at once). False: queue it for the background worker. None: `not
+    settings.background_extraction` (queued by default)."""
     tools: bool = False
     """Also give the model tools to search, add and delete the user's memories (`memory_toolset`)."""
     id: str | None = "memory"
@@ -162,7 +167,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         return toolset
 
     async def after_run(self, ctx: RunContext[AgentDepsT], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
-        """Record the exchange in short-term memory and extract facts on the cadence."""
+        """Record the exchange in short-term memory and queue (or run, inline) extraction on the cadence."""
         if not self.record_messages:
             return result
         identity = _identity(ctx.deps)
@@ -171,10 +176,16 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         await self.memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
         extraction = None
         if self.extract_facts and identity.user_id is not None:
+            inline = self.extract_inline
+            if inline is None:
+                inline = not self.memory.settings.background_extraction
             try:
                 # The extraction policy decides: an explicit memory instruction, or the cadence of user
                 # messages; one batched call covers everything not extracted yet.
-                extraction = await self.memory.extract_if_due(identity.session_id, identity.user_id)
+                if inline:
+                    extraction = await self.memory.extract_if_due(identity.session_id, identity.user_id)
+                else:
+                    await self.memory.schedule_extraction(identity.session_id, identity.user_id)
             except MemoryPluginError as exc:
                 # The answer is already produced; failing the run now would lose it. Report instead.
                 logger.warning("%s could not store facts after the run: %s", LOG_PREFIX, exc)

@@ -4,7 +4,8 @@ reembed).
     memory-plugin demo                      # two sessions; session 1 shapes the answer in session 2
     memory-plugin chat --user UUID          # talk to the budget agent
     memory-plugin inspect --user UUID       # what is stored about a user
-    memory-plugin status                    # backend in use, database reachable, outage journal
+    memory-plugin status                    # backend in use, database reachable, outage journal, job queue
+    memory-plugin worker                    # run queued memory work (fact extraction) in this process
     psql "$(memory-plugin db-url)"          # open the database (the server stays up until `stop`)
     memory-plugin stop                      # stop the embedded database
     memory-plugin reembed                   # vectors of the current embedding model for every fact
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Coroutine
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 from uuid import UUID, uuid4
@@ -47,6 +48,7 @@ from agents.models import resolve_agent_model
 from agents.vocabulary import with_shop_vocabulary
 from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 
+from .background import QueueStatus
 from .database import EmbeddedPostgres
 from .database.admin import ArchiveReport, MemoryAdmin
 from .database.connector import DatabaseConnector
@@ -226,7 +228,8 @@ async def _demo(settings: MemorySettings, console: Console) -> None:
     async with MemoryManager.open(settings, extractor=build_fact_extractor(None)) as memory:
         for record in await memory.list_memory(user):
             await memory.forget(user, record.id)
-        workflow = BudgetRequestWorkflow.build(memory, settings, offline=True)
+        # Inline extraction: the demo shows each turn's facts as that turn learns them.
+        workflow = BudgetRequestWorkflow.build(memory, settings, offline=True, extract_inline=True)
 
         console.rule("[bold]Sesión 1[/] · una solicitud de presupuesto")
         for message in DEMO_SESSION_1:
@@ -404,6 +407,8 @@ def inspect_memory(
 
 
 async def _status(settings: MemorySettings) -> BackendStatus:
+    # Only looks: no worker here, or the queued jobs would be run with this command's offline extractor.
+    settings = settings.model_copy(update={"background_worker": False})
     async with MemoryManager.open(settings, extractor=build_fact_extractor(None)) as memory:
         return await memory.backend_status()
 
@@ -417,8 +422,61 @@ def status_command(data_dir: DataDirOption = None) -> None:
     table.add_column("field")
     table.add_column("value")
     for field in dataclasses.fields(status):
-        table.add_row(field.name, escape(str(getattr(status, field.name))))
+        if field.name != "queue":
+            table.add_row(field.name, escape(str(getattr(status, field.name))))
+    _queue_rows(table, status.queue)
     _out().print(table)
+
+
+def _queue_rows(table: Table, queue: QueueStatus | None) -> None:
+    """The background extraction queue's lines of `status`."""
+    if queue is None:
+        table.add_row("queue", "unreadable (see the log)")
+        return
+    age = queue.oldest_pending_age(datetime.now(UTC))
+    table.add_row(
+        "queue",
+        f"{queue.backend} ({'durable, shared by workers' if queue.backend == 'postgres' else 'this process only'})",
+    )
+    table.add_row(
+        "queue depth", f"{queue.depth} ({queue.pending} pending, {queue.running} running, {queue.retrying} retrying)"
+    )
+    table.add_row("queue oldest pending", "-" if age is None else f"{age:.1f} s")
+    table.add_row("queue failed attempts", str(queue.failed_attempts))
+    table.add_row("queue dead jobs", f"{queue.dead}" + (" (memory-plugin worker --retry-dead)" if queue.dead else ""))
+
+
+# --- worker ------------------------------------------------------------------------------------------------
+
+
+async def _worker(settings: MemorySettings, *, retry_dead: bool, drain: bool) -> None:
+    settings = settings.model_copy(update={"background_worker": True})
+    async with MemoryManager.open(settings) as memory:
+        queue = await memory.queue_status()
+        if queue.backend != "postgres":
+            raise _fail("the worker needs the Postgres queue: set MEMORY_DATABASE_URL to the application's database")
+        if retry_dead:
+            revived = await memory.retry_dead_jobs()
+            _out().print(f"{revived} dead jobs queued again")
+            return
+        _out().print(f"worker running ({settings.background_concurrency} jobs at a time); Ctrl-C stops it")
+        while True:
+            await asyncio.sleep(settings.background_poll_seconds)
+            if drain and not (await memory.queue_status()).depth:
+                break
+
+
+@app.command("worker")
+def worker_command(
+    data_dir: DataDirOption = None,
+    retry_dead: Annotated[
+        bool, typer.Option("--retry-dead", help="Queue the dead jobs again (fresh attempts), then exit.")
+    ] = False,
+    drain: Annotated[bool, typer.Option("--drain", help="Exit once the queue is empty.")] = False,
+) -> None:
+    """Run memory work queued by applications (fact extraction) in this process, alongside or instead of their
+    own workers (MEMORY_BACKGROUND_WORKER=false). Several workers share the queue; each job runs once."""
+    _run(_worker(_settings(data_dir), retry_dead=retry_dead, drain=drain))
 
 
 # --- db-url -----------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence, Sized
 from contextlib import asynccontextmanager
@@ -26,6 +27,9 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from .background import BackgroundWorker, JobQueue, QueueStatus, open_job_queue
+from .background.memory_queue import InProcessJobQueue
+from .background.worker import wait_settled
 from .context.reader import ContextReader
 from .conversions import fact_from_record
 from .database.connector import DatabaseConnector
@@ -34,7 +38,7 @@ from .embeddings import MemoryEmbedder, default_embedder
 from .errors import InvalidMemoryInputError, ManagerClosedError, MemoryPluginError
 from .extraction import FactExtractor, default_extractor
 from .extraction.policy import ExtractionPolicy, ExtractionRun
-from .extraction.runner import ExtractionRunner
+from .extraction.runner import ExtractionRunner, ScheduledExtraction
 from .failures import StoreFailures
 from .formatting import MemoryFormat, format_memory_for_agent
 from .logs import LOG_PREFIX, logger
@@ -124,6 +128,10 @@ class MemoryManager:
         self._database_url = database_url
         self._sweeper: asyncio.Task[None] | None = None
         self._connector: DatabaseConnector | None = None
+        self._queue: JobQueue | None = None
+        self._worker: BackgroundWorker | None = None
+        self._queued: dict[int, None] = {}
+        """Jobs this manager queued and has not seen settle yet (what `flush` waits for), oldest first."""
 
     def _check_open(self) -> None:
         if self._closed:
@@ -214,6 +222,11 @@ class MemoryManager:
         manager = cls(settings, store, extractor=extractor, clock=clock, embedder=embedder, sessions=sessions)
         manager._connector = connector
         manager._start_sweeper()
+        try:
+            await manager._start_background(connector.url if connector is not None else None)
+        except BaseException:
+            await manager.close()
+            raise
         return manager
 
     @classmethod
@@ -239,6 +252,7 @@ class MemoryManager:
         """Stop background work and close the store's connections. The embedded server, if any, keeps
         running until the process exits (other managers in the process may share it)."""
         self._closed = True
+        await self._stop_background()
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -248,6 +262,125 @@ class MemoryManager:
         if callable(close_sessions):
             close_sessions()
         await self.store.close()
+
+    # --- background extraction (docs/background.md) ------------------------------------------------------------
+    async def _start_background(self, database_url: str | None) -> None:
+        """Open the job queue (durable in Postgres when there is a database URL) and, unless
+        `background_worker=False`, a worker in this process: it also runs what earlier runs left queued."""
+        self._queue = await open_job_queue(self.settings, database_url)
+        if self.settings.background_worker or self._queue.name == "in-process":
+            self._worker = self._new_worker(self._queue)
+            self._worker.start()
+
+    def _new_worker(self, queue: JobQueue) -> BackgroundWorker:
+        s = self.settings
+        return BackgroundWorker(
+            queue,
+            self.extraction.run_job,
+            concurrency=s.background_concurrency,
+            poll_seconds=s.background_poll_seconds,
+            lease_seconds=s.background_lease_seconds,
+            max_attempts=s.background_max_attempts,
+            retry_base_seconds=s.background_retry_base_seconds,
+            retry_max_seconds=s.background_retry_max_seconds,
+        )
+
+    def _background(self) -> tuple[JobQueue, BackgroundWorker | None]:
+        """The queue, created in-process on first use by a manager built without `create`."""
+        if self._queue is None:
+            self._queue = InProcessJobQueue(
+                max_pending=self.settings.background_max_pending_jobs,
+                max_messages=self.settings.max_messages_per_session,
+            )
+            self._worker = self._new_worker(self._queue)
+            self._worker.start()
+        return self._queue, self._worker
+
+    async def _stop_background(self) -> None:
+        """Drain for at most `background_close_timeout_seconds`, then stop the worker; what is left stays
+        queued (durable in Postgres; lost with an in-process queue, logged)."""
+        queue, worker = self._queue, self._worker
+        self._queue = self._worker = None
+        if queue is None:
+            return
+        timeout = self.settings.background_close_timeout_seconds
+        deadline = time.monotonic() + timeout
+        try:
+            if worker is not None:
+                await self._wait_queued(queue, worker, timeout)
+                await worker.stop(max(0.0, deadline - time.monotonic()))
+            left = await queue.status()
+            if left.depth and queue.name == "in-process":
+                logger.warning(
+                    "%s closing with %d memory jobs unfinished in this process's queue: they are lost",
+                    LOG_PREFIX, left.depth,
+                )  # fmt: skip
+            elif left.depth:
+                logger.info("%s %d memory jobs stay queued for the next worker", LOG_PREFIX, left.depth)
+        except MemoryPluginError as exc:
+            logger.warning("%s could not drain the memory job queue at close: %s", LOG_PREFIX, exc)
+        finally:
+            await queue.close()
+
+    async def _wait_queued(self, queue: JobQueue, worker: BackgroundWorker | None, seconds: float) -> bool:
+        ids = list(self._queued)
+        deadline = time.monotonic() + seconds
+        done = await wait_settled(queue, ids, seconds, wake=worker.notify if worker is not None else None)
+        if worker is not None:
+            done = await worker.wait_running(ids, deadline - time.monotonic()) and done
+        for job_id in ids:
+            self._queued.pop(job_id, None)
+        if not done:
+            for job_id in await queue.unsettled(ids):
+                self._queued[job_id] = None
+        return done
+
+    async def schedule_extraction(
+        self, session_id: str, user_id: str | UUID, *, end_of_request: bool = False
+    ) -> ScheduledExtraction:
+        """Queue one batched extraction if the extraction policy says so (as `extract_if_due` decides), and
+        return at once: a background worker extracts and stores the facts. Until it has, the next turn does
+        not see them (`flush()` waits for it; docs/background.md). When the queue is full the messages stay
+        pending in the session for its next trigger (`outcome == "full"`)."""
+        self._check_open()
+        uid = parse_user_id(user_id)
+        queue, worker = self._background()
+        scheduled = await self.extraction.schedule(
+            queue, check_session_id(session_id), uid, end_of_request=end_of_request
+        )
+        if scheduled.job_id is not None:
+            self._queued[scheduled.job_id] = None
+            while len(self._queued) > self.settings.background_max_pending_jobs:
+                del self._queued[next(iter(self._queued))]
+            if worker is not None:
+                worker.notify()
+        return scheduled
+
+    async def flush(self, timeout: float = 30.0) -> bool:  # noqa: ASYNC109 - a deadline is the point of flush
+        """Wait until the background work this manager queued so far is done, at most `timeout` seconds;
+        returns whether it all is. Facts extracted in the background become visible to reads only once
+        written: call this to close that window (scripts, tests, before exiting). A job that failed and waits
+        for its retry does not hold `flush` (it counts in `backend_status().queue.retrying`). With
+        `background_worker=False` another process runs the jobs; `flush` waits for it all the same."""
+        self._check_open()
+        queue, worker = self._background()
+        return await self._wait_queued(queue, worker, timeout)
+
+    async def queue_status(self) -> QueueStatus:
+        """The background extraction queue now: depth, oldest pending job, failures, retries, dead jobs."""
+        self._check_open()
+        queue, _ = self._background()
+        status = await queue.status()
+        return dataclasses.replace(status, refused=self.extraction.jobs_refused)
+
+    async def retry_dead_jobs(self, user_id: str | UUID | None = None) -> int:
+        """Queue the dead background jobs again (all, or the user's), with fresh attempts; returns how many."""
+        self._check_open()
+        queue, worker = self._background()
+        revived = await queue.retry_dead(parse_user_id(user_id) if user_id is not None else None)
+        if worker is not None:
+            worker.notify()
+        return revived
 
     def _start_sweeper(self) -> None:
         async def sweep() -> None:
@@ -543,15 +676,31 @@ class MemoryManager:
         return await self.store.search_text(parse_user_id(user_id), text, limit=limit)
 
     async def forget(self, user_id: str | UUID, item_id: str | UUID) -> bool:
-        """Delete one stored item of the user; returns whether it existed."""
+        """Delete one stored item of the user; returns whether it existed. Background jobs of the user queued
+        before (not yet written) will not write it again: they leave out facts matching it."""
         self._check_open()
-        return await self.store.delete(parse_user_id(user_id), parse_item_id(item_id))
+        uid, record_id = parse_user_id(user_id), parse_item_id(item_id)
+        queue, _ = self._background()
+        pending = await queue.status()
+        if pending.depth or pending.dead:
+            # Marked before the delete: a job writing now either sees the mark, or finishes first and its
+            # write is deleted with the rest (the queue holds the job's row while it writes).
+            forgotten = [r.content for r in await self.store.list_records(uid, limit=100_000) if r.id == record_id]
+            if forgotten:
+                await queue.forget(uid, forgotten)
+        return await self.store.delete(uid, record_id)
 
     async def backend_status(self) -> BackendStatus:
         """Which backend serves long-term memory, whether the database answers (pinged now), the journal's
         length, the last connection error and the fallback/replay counters."""
         self._check_open()
-        return await self.store.status(require_primary=self.settings.require_pg_memory)
+        status = await self.store.status(require_primary=self.settings.require_pg_memory)
+        try:
+            queue: QueueStatus | None = await self.queue_status()
+        except MemoryPluginError as exc:
+            logger.warning("%s could not read the memory job queue: %s", LOG_PREFIX, exc)
+            queue = None
+        return dataclasses.replace(status, queue=queue)
 
     def describe(self) -> dict[str, Any]:
         """Backend, extractor and counters, for logs and status pages (the database URL without its password)."""

@@ -374,6 +374,44 @@ class MemorySettings(BaseSettings):
     """More phrases that trigger an immediate extraction (case- and accent-insensitive substrings); from the
     environment as a JSON list: `MEMORY_EXTRACTION_EXTRA_TRIGGERS='["anota que"]'`."""
 
+    # --- background extraction (docs/background.md) ---------------------------------------------------------
+    background_extraction: bool = True
+    """The capability and the budget workflow queue extraction and return at once (a background worker runs
+    it). False: they extract before the run returns, as `extract_if_due` does (the answer waits for the
+    extraction model)."""
+
+    background_worker: bool = True
+    """Run a worker in this process. False: only queue; a separate `memory-plugin worker` drains the queue
+    (Postgres only: without Postgres the queue is in this process's RAM and nothing else can drain it)."""
+
+    background_concurrency: int = Field(default=4, ge=1)
+    """Jobs a worker runs at once (different sessions; a session's jobs always run one at a time)."""
+
+    background_max_pending_jobs: int = Field(default=10_000, ge=1)
+    """Waiting jobs beyond which a trigger that would add a job is refused: its messages stay pending in the
+    session and go with its next trigger (a session's waiting job always absorbs new messages)."""
+
+    background_lease_seconds: float = Field(default=120.0, gt=0)
+    """How long a claimed job is reserved for its worker (renewed while it runs); a crashed worker's jobs are
+    claimed again after this."""
+
+    background_max_attempts: int = Field(default=5, ge=1)
+    """Failed attempts after which a job is dead (kept and shown; `memory-plugin worker --retry-dead`)."""
+
+    background_retry_base_seconds: float = Field(default=2.0, gt=0)
+    """First retry delay of a failed job, doubled at each attempt (with jitter)."""
+
+    background_retry_max_seconds: float = Field(default=600.0, gt=0)
+    """Longest retry delay of a failed job."""
+
+    background_poll_seconds: float = Field(default=1.0, gt=0)
+    """How often an idle worker looks for jobs queued by other processes and retries coming due (a job queued
+    in the worker's own process wakes it at once)."""
+
+    background_close_timeout_seconds: float = Field(default=10.0, ge=0)
+    """How long `close()` lets queued and running jobs finish; what is left stays queued (in Postgres) or is
+    lost (in-process queue), with a warning."""
+
     # --- prompt formatting --------------------------------------------------------------------------------
     recent_messages_in_prompt: int = Field(default=6, ge=0)
     """How many of the session's last messages the memory block repeats for the agent."""

@@ -209,6 +209,7 @@ async def test_facts_are_extracted_every_four_user_messages(pg_memory: MemoryMan
     assert await pg_memory.list_memory(user_id) == []  # 3 user messages with content: not yet
 
     await agent.run("Necesitamos certificación ISO 13485 en todas las piezas.", deps=deps)  # the 4th
+    assert await pg_memory.flush()  # extraction runs in the background
     stored = {(r.category, r.content) for r in await pg_memory.list_memory(user_id)}
     assert ("preference", "Prefiere acero inoxidable 316L para las bridas") in stored
     assert ("requirement", "Requiere certificación ISO 13485 en todas las piezas") in stored
@@ -221,6 +222,7 @@ async def test_a_memory_instruction_is_extracted_at_once(pg_memory: MemoryManage
     deps = MemoryDeps(session_id=session, user_id=user_id)
 
     await agent.run("Por favor, no me sugieras acero 1045, nos dio problemas.", deps=deps)
+    assert await pg_memory.flush()
 
     stored = {(r.category, r.content, r.importance) for r in await pg_memory.list_memory(user_id)}
     assert stored == {("rejection", "No quiere que le sugieran acero 1045", 5)}

@@ -39,6 +39,7 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "public.chats": {"title": "injected", "full_history": "[]"},
     "memory_private.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
     "memory_private.memory_sessions": {"session_id": "injected-session", "last_active": 1.0},
+    "public.memory_jobs": {"session_id": "s", "payload": "{}"},
 }
 
 
@@ -67,6 +68,19 @@ def _rpc_args(b: UUID, admin_conn: Conn) -> dict[str, Any]:
 
 # How to call each public function with B's id; `{b}` is B's id. Its result must hold nothing of B's.
 RPC_CALLS: dict[str, str] = {
+    # The job queue's functions: executable by memory_worker and service_role only.
+    "memory_jobs_tail": "select memory_private.memory_jobs_tail('[1,2]'::jsonb, 1)",
+    "memory_jobs_enqueue": "select * from memory_private.memory_jobs_enqueue({b}, 's', '[]', 'explicit', 10, 10)",
+    "memory_jobs_claim": "select * from memory_private.memory_jobs_claim('w', 10, 60)",
+    "memory_jobs_extend": "select memory_private.memory_jobs_extend(1, 'w', 60)",
+    "memory_jobs_hold": "select * from memory_private.memory_jobs_hold(1, 'w')",
+    "memory_jobs_complete": "select memory_private.memory_jobs_complete(1, 'w')",
+    "memory_jobs_fail": "select memory_private.memory_jobs_fail(1, 'w', 'e', 1, false)",
+    "memory_jobs_release": "select memory_private.memory_jobs_release(1, 'w')",
+    "memory_jobs_forget": "select memory_private.memory_jobs_forget({b}, '[]'::jsonb)",
+    "memory_jobs_retry_dead": "select memory_private.memory_jobs_retry_dead({b})",
+    "memory_jobs_status": "select * from memory_private.memory_jobs_status()",
+    "memory_jobs_unsettled": "select * from memory_private.memory_jobs_unsettled(array[1]::bigint[])",
     "memory_upsert_items": "select * from public.memory_upsert_items({b}, %(items)s::jsonb)",
     "memory_context": "select * from public.memory_context({b})",
     "memory_rank_facts": "select * from public.memory_rank_facts({b}, 100, 0.6, 0.3, 0.1, 30, now())",

@@ -132,6 +132,7 @@ def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn)
     ).fetchall()
     assert tables == [
         ("chats",),
+        ("memory_jobs",),
         ("memory_search_docs",),
         ("memory_slots",),
         ("memory_summaries",),

@@ -8,6 +8,7 @@ write and then loses its acknowledgement. Stopping a real server mid-stream is i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -165,7 +166,8 @@ def journal_of(memory: MemoryManager) -> WriteJournal:
 
 
 async def status(memory: MemoryManager) -> BackendStatus:
-    return await memory.backend_status()
+    """The store's part of the status (the job queue's is tested in test_background.py)."""
+    return dataclasses.replace(await memory.backend_status(), queue=None)
 
 
 # --- reads ---------------------------------------------------------------------------------------------------------

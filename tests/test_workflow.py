@@ -66,6 +66,7 @@ def workflow_for(
         memory=memory,
         classifier=build_intent_classifier(scripted_classifier(script, log)),
         budget_agent=build_budget_agent(memory, FunctionModel(budget)),
+        extract_inline=True,  # these tests read each turn's facts from the turn itself
     )
 
 
@@ -314,6 +315,7 @@ async def test_failing_classifier_falls_back_to_the_offline_rules(pg_memory: Mem
         memory=pg_memory,
         classifier=build_intent_classifier(FunctionModel(broken)),
         budget_agent=build_budget_agent(pg_memory, FunctionModel(BudgetModel())),
+        extract_inline=True,
     )
     session = f"s-{uuid4()}"
 
@@ -344,7 +346,7 @@ SESSION_1 = [
 
 
 async def test_offline_models_reuse_session_one_in_session_two(pg_memory: MemoryManager, user_id: UUID) -> None:
-    workflow = BudgetRequestWorkflow.build(pg_memory, offline=True)
+    workflow = BudgetRequestWorkflow.build(pg_memory, offline=True, extract_inline=True)
     # A first-time customer: greeted as new, asked only for what the message did not say.
     first = await workflow.handle(session_id=f"new-{uuid4()}", user_id=uuid4(), message=SESSION_1[0])
     assert "de nuevo" not in first.reply

@@ -72,11 +72,12 @@ class BudgetTurn:
     memory_block: str
     """The memory block the budget agent received in its instructions ("" when nothing is known yet)."""
     facts_stored: list[MemorizedFact] = field(default_factory=list)
-    """Facts written (or reinforced) in long-term memory by this turn."""
+    """Facts written (or reinforced) in long-term memory by this turn's inline extraction (with background
+    extraction they are written later: `memory.flush()` waits for them)."""
     warnings: list[str] = field(default_factory=list)
     """Problems that did not stop the turn (classifier fallback, extraction or store failures)."""
     extracted: bool = False
-    """Whether a fact extraction ran in this turn (step 7's policy fired)."""
+    """Whether step 7's policy fired: a fact extraction ran (inline) or was queued (background)."""
     messages_seen: int = 0
     """Messages the session has seen after this turn (drives the extraction cadence)."""
 
@@ -91,10 +92,18 @@ class BudgetRequestWorkflow:
     """Step 3's intent and entity classifier."""
     budget_agent: Agent[MemoryDeps, str]
     """Step 5's agent; its `MemoryCapability` must not record messages (the workflow does)."""
+    extract_inline: bool | None = None
+    """Step 7 extracts before the turn returns (True) or queues it for the background worker (False); None:
+    `not settings.background_extraction` (queued by default)."""
 
     @classmethod
     def build(
-        cls, memory: MemoryManager, settings: MemorySettings | None = None, *, offline: bool = False
+        cls,
+        memory: MemoryManager,
+        settings: MemorySettings | None = None,
+        *,
+        offline: bool = False,
+        extract_inline: bool | None = None,
     ) -> BudgetRequestWorkflow:
         """A workflow with the configured model (`resolve_agent_model`), or the offline models when none is
         configured or `offline` is True."""
@@ -109,6 +118,7 @@ class BudgetRequestWorkflow:
             memory=memory,
             classifier=build_intent_classifier(model_name or offline_classifier_model()),
             budget_agent=build_budget_agent(memory, model_name or offline_budget_model()),
+            extract_inline=extract_inline,
         )
 
     async def handle(self, *, session_id: str, user_id: str | UUID, message: str) -> BudgetTurn:
@@ -171,10 +181,7 @@ class BudgetRequestWorkflow:
         N user messages; batched, never the same message twice), then what needs no model: the stated
         materials, and the project and pattern of a completed request. Returns (facts stored, whether an
         extraction ran)."""
-        run = await self.memory.extract_if_due(session_id, user_id, end_of_request=classification.request_complete)
-        if run.error is not None:
-            warnings.append(f"fact extraction failed: {run.error}")
-        facts = list(run.stored)
+        facts, extracted = await self._extract(session_id, user_id, classification.request_complete, warnings)
         short = await self.memory.get_short_term(session_id, user_id=user_id)
         materials = classification.entities.get("materials", [])
         preferences = (
@@ -199,7 +206,26 @@ class BudgetRequestWorkflow:
             except MemoryPluginError as exc:
                 logger.warning("%s could not store memory for session %s: %s", LOG_PREFIX, session_id, exc)
                 warnings.append(f"could not store memory: {exc}")
-        return facts, run.trigger is not None
+        return facts, extracted
+
+    async def _extract(
+        self, session_id: str, user_id: str | UUID, end_of_request: bool, warnings: list[str]
+    ) -> tuple[list[MemorizedFact], bool]:
+        """Step 7's facts: extracted now (inline), or queued for the background worker (no facts yet)."""
+        inline = self.extract_inline
+        if inline is None:
+            inline = not self.memory.settings.background_extraction
+        if inline:
+            run = await self.memory.extract_if_due(session_id, user_id, end_of_request=end_of_request)
+            if run.error is not None:
+                warnings.append(f"fact extraction failed: {run.error}")
+            return list(run.stored), run.trigger is not None
+        scheduled = await self.memory.schedule_extraction(session_id, user_id, end_of_request=end_of_request)
+        if scheduled.error is not None:
+            warnings.append(f"fact extraction could not be queued: {scheduled.error}")
+        elif scheduled.outcome == "full":
+            warnings.append("the memory queue is full: this turn's facts wait for the session's next trigger")
+        return [], scheduled.job_id is not None
 
 
 def _project(session_id: str, short: ShortTermMemory) -> ProjectRecord | None:

@@ -1,5 +1,6 @@
 """`ExtractionRunner`: when the extraction policy says so, extracts lasting facts from the session's messages
-not extracted yet, in one model call, and stores them through the write pipeline."""
+not extracted yet, in one model call, and stores them through the write pipeline — now (`run`), or in the
+background (`schedule` queues a job carrying the messages; a `BackgroundWorker` calls `run_job`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from ..background.jobs import EnqueueOutcome, ExtractionJob, JobQueue
 from ..conversions import fact_from_record
 from ..errors import ExtractionError, MemoryPluginError, StoreError, StoreUnavailableError
 from ..failures import StoreFailures
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, MemoryUpdate, Message
+from ..quality.matching import is_near_duplicate, keys_of
 from ..session import SessionBackend
 from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
@@ -19,7 +22,7 @@ from ..write.pipeline import WritePipeline
 from .base import FactExtractor
 from .policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
 
-__all__ = ["ExtractionRunner", "ExtractionStats"]
+__all__ = ["ExtractionRunner", "ExtractionStats", "ScheduledExtraction"]
 
 
 @dataclass(slots=True)
@@ -36,6 +39,25 @@ class ExtractionStats:
     extractions_end_of_request: int = 0
     extractions_cadence: int = 0
     extractions_skipped: int = 0
+
+
+@dataclass(slots=True)
+class ScheduledExtraction:
+    """What one `MemoryManager.schedule_extraction` call did (it never waits for the extraction)."""
+
+    trigger: ExtractionTrigger | None = None
+    """Why a job was queued; None when nothing was due."""
+    messages: int = 0
+    """Pending messages handed to the job."""
+    outcome: EnqueueOutcome | None = None
+    """"queued" (a new job), "coalesced" (added to the session's waiting job), "full" (refused: the messages
+    stay pending in the session for the next trigger); None when nothing was due."""
+    job_id: int | None = None
+    """The job that will extract them."""
+    skipped: bool = False
+    """True when the pending messages were only small talk: the cursor moved on, nothing queued."""
+    error: str | None = None
+    """Why the job could not be queued (the queue's database is unreachable); the messages stay pending."""
 
 
 class ExtractionRunner:
@@ -62,6 +84,12 @@ class ExtractionRunner:
         self.stats = ExtractionStats()
         self._candidate_query = candidate_query
         self._cursors = ExtractionCursors(settings.max_sessions)
+        self.jobs_refused = 0
+        """Triggers a full queue refused (their messages stayed pending in the session)."""
+        self.jobs_dropped = 0
+        """Jobs not applied because their user was erased or the job cancelled before its write."""
+        self.facts_dropped_forgotten = 0
+        """Extracted facts not written because the user forgot a matching memory after the job was queued."""
 
     async def run(
         self, session_id: str, user_id: UUID, *, end_of_request: bool = False, force: bool = False
@@ -93,6 +121,59 @@ class ExtractionRunner:
             else:
                 self._cursors.advance(session_id, pending)
             return run
+
+    async def schedule(
+        self, queue: JobQueue, session_id: str, user_id: UUID, *, end_of_request: bool = False
+    ) -> ScheduledExtraction:
+        """Decide as `run` does, but queue the extraction instead of running it: the job carries the pending
+        messages (another process may run it), and the cursor moves past them once the queue has them."""
+        async with self._cursors.flight(session_id):
+            short = self.sessions.snapshot(session_id, user_id=user_id)
+            pending = self._cursors.pending(session_id, short.messages)
+            trigger = self.policy.decide(pending, end_of_request=end_of_request)
+            if trigger is None:
+                skipped = self._maybe_skip(session_id, pending, end_of_request)
+                return ScheduledExtraction(skipped=skipped.skipped, messages=skipped.messages)
+            try:
+                job_id, outcome = await queue.enqueue(user_id, session_id, pending, trigger)
+            except StoreError as exc:
+                logger.warning("%s could not queue extraction for session %s: %s", LOG_PREFIX, session_id, exc)
+                return ScheduledExtraction(trigger=trigger, messages=len(pending), error=str(exc))
+            if outcome == "full":
+                # Backpressure: refuse, never grow. The messages stay pending in the session, so the session's
+                # next trigger carries them (coalesced into one job) once the queue has room.
+                self.jobs_refused += 1
+                logger.warning(
+                    "%s extraction queue full (%d jobs waiting): session %s keeps %d messages pending",
+                    LOG_PREFIX, self.settings.background_max_pending_jobs, session_id, len(pending),
+                )  # fmt: skip
+            else:
+                self._cursors.advance(session_id, pending)
+                self._count_trigger(trigger)
+            return ScheduledExtraction(trigger=trigger, messages=len(pending), outcome=outcome, job_id=job_id)
+
+    async def run_job(self, job: ExtractionJob, queue: JobQueue, worker: str) -> None:
+        """Run a queued extraction: extract from the job's messages, then, holding the job, write the facts
+        once (the job's `write_id`) unless the user was erased since, leaving out facts matching a memory the
+        user forgot since. Raises on failure (the worker retries the job)."""
+        known = await self._candidate_facts(job.user_id)
+        facts = await self.extract(job.messages, job.user_id, known_facts=known)
+        async with queue.hold(job, worker) as hold:
+            if hold.forgotten is None:
+                self.jobs_dropped += 1
+                logger.info("%s memory job %d dropped: its user was erased or the job cancelled", LOG_PREFIX, job.id)
+                return
+            kept = [f for f in facts if not self._forgotten(f, hold.forgotten)]
+            self.facts_dropped_forgotten += len(facts) - len(kept)
+            if kept:
+                update = MemoryUpdate(user_id=job.user_id, session_id=job.session_id, new_facts=kept)
+                await self.writer.update(update, write_id=job.write_id)
+
+    def _forgotten(self, fact: MemorizedFact, forgotten: Sequence[str]) -> bool:
+        """Whether `fact` restates a memory the user forgot: the same text, or a near-duplicate of it."""
+        keys = keys_of(fact.content)
+        threshold = min(self.settings.near_duplicate_threshold, 1.0)
+        return any(is_near_duplicate(keys, keys_of(content), threshold) for content in forgotten)
 
     async def extract(
         self, messages: Sequence[Message], user_id: UUID, *, known_facts: Sequence[MemorizedFact] = ()

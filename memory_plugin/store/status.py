@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..background.jobs import QueueStatus
 
 __all__ = ["BackendStatus"]
 
@@ -44,3 +48,5 @@ class BackendStatus:
     """Users whose last context is cached."""
     require_pg_memory: bool
     """True: no fallback, unavailability raises."""
+    queue: QueueStatus | None = None
+    """The background extraction queue (depth, oldest pending, failures, dead jobs); set by the manager."""

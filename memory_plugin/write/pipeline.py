@@ -73,8 +73,9 @@ class WritePipeline:
         self.fact_limit = FactLimit(settings.max_facts_per_user, store)
         """Fact rows per user (`MemoryLimitError` beyond)."""
 
-    async def update(self, update: MemoryUpdate) -> WriteOutcome:
-        """Persist a `MemoryUpdate`; see `MemoryManager.update_memory_detailed`."""
+    async def update(self, update: MemoryUpdate, *, write_id: UUID | None = None) -> WriteOutcome:
+        """Persist a `MemoryUpdate`; see `MemoryManager.update_memory_detailed`. `write_id`: the store's
+        idempotency key (a background job's write, retried after a crash, is applied once)."""
         if not isinstance(update, MemoryUpdate):
             raise InvalidMemoryInputError(f"update must be a MemoryUpdate, got {type(update).__name__}")
         if update.session_id is not None:
@@ -100,7 +101,7 @@ class WritePipeline:
         folded += folded_by_meaning
         self.rate_limit.take(update.user_id, len(items))
         await self.fact_limit.check(update.user_id, sum(1 for i in items if i.kind == "fact"))
-        records = await self.store.upsert(update.user_id, items, self.rules)
+        records = await self.store.upsert(update.user_id, items, self.rules, write_id=write_id)
         outcome = dataclasses.replace(outcome_of(items, records, folded), refused=refused)
         self.fact_limit.added(update.user_id, outcome.inserted)
         self._count(outcome)

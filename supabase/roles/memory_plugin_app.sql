@@ -13,6 +13,9 @@
 
 create role memory_plugin_app login noinherit password :app_password;
 grant authenticated to memory_plugin_app;
+-- The background job queue's functions (migration 20261124020000_memory_jobs.sql creates the role); the
+-- plugin switches to it for queue statements only, as it does to `authenticated` for a user's statements.
+grant memory_worker to memory_plugin_app;
 -- A runaway query must not hold connections: user statements are small, indexed and bounded.
 alter role memory_plugin_app set statement_timeout = '5s';
 -- Not granted: service_role (it bypasses RLS), anon, ownership of anything, create on any schema.

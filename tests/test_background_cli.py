@@ -1,0 +1,57 @@
+"""`memory-plugin worker` drains what applications queued; `memory-plugin status` shows the queue."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from uuid import UUID, uuid4
+
+from typer.testing import CliRunner
+
+from memory_plugin.cli import app
+from memory_plugin.manager import MemoryManager
+from memory_plugin.models import Message
+from tests.background_child import settings_for
+
+
+async def _queue_rejection(database_url: str, data_dir: Path, user_id: UUID) -> None:
+    settings = settings_for(database_url, str(data_dir), background_worker=False)  # an app that only queues
+    async with MemoryManager.open(settings) as memory:
+        session = f"s-{uuid4()}"
+        await memory.add_message(
+            session, Message(role="user", content="Por favor, no me sugieras acero 1045."), user_id=user_id
+        )
+        assert (await memory.schedule_extraction(session, user_id)).outcome == "queued"
+
+
+async def _stored(database_url: str, data_dir: Path, user_id: UUID) -> set[str]:
+    async with MemoryManager.open(settings_for(database_url, str(data_dir), background_worker=False)) as memory:
+        return {r.content for r in await memory.list_memory(user_id)}
+
+
+def test_worker_command_runs_the_queued_jobs_and_status_shows_the_queue(
+    database_url: str, data_dir: Path, user_id: UUID
+) -> None:
+    asyncio.run(_queue_rejection(database_url, data_dir, user_id))
+    env = {
+        "MEMORY_DATABASE_URL": database_url,
+        "MEMORY_DATA_DIR": str(data_dir),
+        "MEMORY_EMBEDDING_MODEL": "none",
+        "MEMORY_BACKGROUND_POLL_SECONDS": "0.1",
+        "COLUMNS": "200",
+    }
+    runner = CliRunner()
+
+    status = runner.invoke(app, ["status"], env=env)
+    assert status.exit_code == 0, status.output
+    assert "queue depth" in status.output
+    assert "postgres (durable, shared by workers)" in status.output
+    assert "No quiere que le sugieran acero 1045" not in asyncio.run(_stored(database_url, data_dir, user_id))
+
+    worker = runner.invoke(app, ["worker", "--drain"], env=env)
+    assert worker.exit_code == 0, worker.output
+    assert "No quiere que le sugieran acero 1045" in asyncio.run(_stored(database_url, data_dir, user_id))
+
+    retried = runner.invoke(app, ["worker", "--retry-dead"], env=env)
+    assert retried.exit_code == 0, retried.output
+    assert "dead jobs queued again" in retried.output
