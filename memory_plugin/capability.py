@@ -20,8 +20,10 @@ from .context.budget import ContextReport
 from .context.builder import ContextBuilder
 from .context.history import messages_for_request
 from .errors import InvalidMemoryInputError, MemoryPluginError
+from .extraction.runner import FactsWritten
 from .logs import LOG_PREFIX, logger
 from .manager import MemoryManager
+from .quality.outcome import WriteOutcome
 
 __all__ = ["MemoryCapability", "MemoryDeps", "MemoryIdentity"]
 
@@ -59,6 +61,17 @@ def _prompt_text(prompt: str | Sequence[Any] | None) -> str:
     if isinstance(prompt, str):
         return prompt
     return "\n".join(part for part in prompt if isinstance(part, str))
+
+
+def _slots_updater(context: ContextBuilder) -> FactsWritten:
+    """Patches the slots with what a background extraction wrote (and what it superseded)."""
+
+    async def update(session_id: str, user_id: UUID, outcome: WriteOutcome) -> None:
+        await context.after_turn(
+            session_id, user_id, [], stored=outcome.stored, superseded=outcome.superseded, extraction_ran=True
+        )
+
+    return update
 
 
 @dataclass
@@ -117,6 +130,8 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             self.memory.check_message(identity.session_id, identity.user_id, prompt)
         run = replace(self)
         if self.context is not None:
+            # Facts a background job writes later patch the slots too (one listener per builder).
+            self.memory.extraction.listen(id(self.context), _slots_updater(self.context))
             # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
             built = await self.context.build(
                 identity.session_id, identity.user_id, query=prompt or None, history=list(ctx.messages) or None

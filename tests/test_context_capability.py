@@ -86,6 +86,7 @@ async def test_after_runs_the_slots_and_summary_are_kept(pg_memory: MemoryManage
     agent = Agent(recording(seen), deps_type=MemoryDeps, capabilities=[MemoryCapability(pg_memory, context=builder)])
     deps = MemoryDeps(session_id=session, user_id=user)
     await agent.run("Recuerda que prefiero aluminio 7075", deps=deps)
+    await pg_memory.flush()  # the extraction ran in the background; its facts patch the slots when written
     summary = await builder.store.summary_versions(user, session_scope(session))
     assert summary  # a memory instruction is a decision: the summary was written (extractive offline)
     assert "aluminio 7075" in summary[0].content

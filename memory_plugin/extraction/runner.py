@@ -4,7 +4,7 @@ background (`schedule` queues a job carrying the messages; a `BackgroundWorker` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -15,6 +15,7 @@ from ..failures import StoreFailures
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, MemoryUpdate, Message
 from ..quality.matching import is_near_duplicate, keys_of
+from ..quality.outcome import WriteOutcome
 from ..session import SessionBackend
 from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
@@ -22,7 +23,10 @@ from ..write.pipeline import WritePipeline
 from .base import FactExtractor
 from .policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
 
-__all__ = ["ExtractionRunner", "ExtractionStats", "ScheduledExtraction"]
+FactsWritten = Callable[[str, UUID, WriteOutcome], Awaitable[None]]
+"""Told what a background job wrote: the session, the user, the write's outcome."""
+
+__all__ = ["ExtractionRunner", "ExtractionStats", "FactsWritten", "ScheduledExtraction"]
 
 
 @dataclass(slots=True)
@@ -90,6 +94,7 @@ class ExtractionRunner:
         """Jobs not applied because their user was erased or the job cancelled before its write."""
         self.facts_dropped_forgotten = 0
         """Extracted facts not written because the user forgot a matching memory after the job was queued."""
+        self._listeners: dict[object, FactsWritten] = {}
 
     async def run(
         self, session_id: str, user_id: UUID, *, end_of_request: bool = False, force: bool = False
@@ -165,9 +170,21 @@ class ExtractionRunner:
                 return
             kept = [f for f in facts if not self._forgotten(f, hold.forgotten)]
             self.facts_dropped_forgotten += len(facts) - len(kept)
-            if kept:
-                update = MemoryUpdate(user_id=job.user_id, session_id=job.session_id, new_facts=kept)
-                await self.writer.update(update, write_id=job.write_id)
+            if not kept:
+                return
+            update = MemoryUpdate(user_id=job.user_id, session_id=job.session_id, new_facts=kept)
+            outcome = await self.writer.update(update, write_id=job.write_id)
+        for listener in list(self._listeners.values()):
+            try:
+                await listener(job.session_id, job.user_id, outcome)
+            except MemoryPluginError as exc:  # the facts are stored; a listener's failure is only reported
+                logger.warning("%s after a background write of session %s: %s", LOG_PREFIX, job.session_id, exc)
+
+    def listen(self, key: object, listener: FactsWritten) -> None:
+        """Call `listener(session_id, user_id, outcome)` after each background job of this process writes facts
+        (one listener per `key`: registering the same key again replaces it). What runs inline is returned to
+        its caller instead."""
+        self._listeners[key] = listener
 
     def _forgotten(self, fact: MemorizedFact, forgotten: Sequence[str]) -> bool:
         """Whether `fact` restates a memory the user forgot: the same text, or a near-duplicate of it."""
