@@ -49,6 +49,7 @@ from agents.vocabulary import with_shop_vocabulary
 from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 
 from .background import QueueStatus
+from .context.builder import ContextBuilder
 from .database import EmbeddedPostgres
 from .database.admin import ArchiveReport, MemoryAdmin
 from .database.connector import DatabaseConnector
@@ -383,24 +384,42 @@ def chat(
 # --- inspect ------------------------------------------------------------------------------------------------
 
 
-async def _inspect(settings: MemorySettings, user: UUID, limit: int) -> list[MemoryRecord]:
+async def _inspect(
+    settings: MemorySettings, user: UUID, limit: int, session: str | None
+) -> tuple[list[MemoryRecord], str | None]:
+    settings = settings.model_copy(update={"background_worker": False})  # looks only: runs no queued job
     async with MemoryManager.open(settings, extractor=build_fact_extractor(None)) as memory:
-        return await memory.list_memory(user, limit=limit)
+        records = await memory.list_memory(user, limit=limit)
+        if session is None:
+            return records, None
+        # How the token budget would be spent on this user's next turn in that session.
+        builder = await ContextBuilder.open(memory, settings, database_url=memory.database_url)
+        try:
+            built = await builder.build(session, user)
+        finally:
+            await builder.close()
+        return records, built.report.describe()
 
 
 @app.command("inspect")
 def inspect_memory(
     user: UserOption,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Most recent items to show.")] = 100,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Also show how the next turn of this session spends the budget.")
+    ] = None,
     data_dir: DataDirOption = None,
 ) -> None:
-    """Print what is stored about a user: facts, preferences, projects and patterns."""
+    """Print what is stored about a user: facts, preferences, projects and patterns; with --session, the
+    token budget report of that session's next turn (profile, slots, summary, facts, messages)."""
     uid = _user(user)
-    records = _run(_inspect(_settings(data_dir), uid, limit))
+    records, report = _run(_inspect(_settings(data_dir), uid, limit, session))
     table = _records_table(records, f"Memory of user {uid} ({len(records)} items)")
     if not records:
         table.caption = "Nothing is stored for this user yet."
     _out().print(table)
+    if report is not None:
+        _out().print(f"context budget of session {escape(str(session))}: {escape(report)}", soft_wrap=True)
 
 
 # --- status -----------------------------------------------------------------------------------------------

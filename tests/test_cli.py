@@ -268,3 +268,20 @@ def test_help_lines_do_not_break_mid_sentence(runner: CliRunner) -> None:
         shown = runner.invoke(app, args, env={"COLUMNS": "220"})
         assert shown.exit_code == 0
         assert any(sentence in line for line in shown.output.splitlines()), shown.output
+
+
+def test_inspect_shows_how_a_sessions_next_turn_spends_the_token_budget(runner: CliRunner, database_url: str) -> None:
+    user = uuid4()
+    env = {**WIDE, "MEMORY_DATABASE_URL": database_url, "OPENAI_API_KEY": ""}
+    chat = runner.invoke(
+        app, ["chat", "--user", str(user), "--session", "cli-budget"], input="Prefiero latón.\nexit\n", env=env
+    )
+    assert chat.exit_code == 0, chat.output
+    shown = runner.invoke(app, ["inspect", "--user", str(user), "--session", "cli-budget"], env=env)
+    assert shown.exit_code == 0, shown.output
+    output = flat(shown.output)
+    assert "context budget of session cli-budget:" in output
+    assert re.search(r"\d+/1000 tokens \(", output)
+    slots = re.search(r"slots (\d+)", output)
+    assert slots is not None
+    assert int(slots.group(1)) > 0  # the preference said in the chat reaches the next turn through the slots
