@@ -20,6 +20,7 @@ from .context.budget import ContextReport
 from .context.builder import ContextBuilder
 from .context.history import messages_for_request
 from .errors import InvalidMemoryInputError, MemoryPluginError
+from .extraction.policy import ExtractionRun
 from .extraction.runner import FactsWritten
 from .logs import LOG_PREFIX, logger
 from .manager import MemoryManager
@@ -61,6 +62,25 @@ def _prompt_text(prompt: str | Sequence[Any] | None) -> str:
     if isinstance(prompt, str):
         return prompt
     return "\n".join(part for part in prompt if isinstance(part, str))
+
+
+async def _update_context(
+    context: ContextBuilder, memory: MemoryManager, session_id: str, user_id: str | UUID, run: ExtractionRun | None
+) -> None:
+    """After a run: the slots from the facts an inline extraction stored (what they superseded is read back), and
+    the rolling summary if due. Never raises: the answer is already produced."""
+    try:
+        short = await memory.get_short_term(session_id, user_id=user_id)
+        await context.after_turn(
+            session_id,
+            user_id,
+            short.messages,
+            stored=run.stored if run else (),
+            superseded=None,
+            extraction_ran=run is not None and run.trigger is not None,
+        )
+    except MemoryPluginError as exc:
+        logger.warning("%s could not update the slots or the summary after the run: %s", LOG_PREFIX, exc)
 
 
 def _slots_updater(context: ContextBuilder) -> FactsWritten:
@@ -190,10 +210,11 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
         await self.memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
         extraction = None
+        inline_context = self.extract_inline
+        if inline_context is None:
+            inline_context = not self.memory.settings.background_extraction
         if self.extract_facts and identity.user_id is not None:
-            inline = self.extract_inline
-            if inline is None:
-                inline = not self.memory.settings.background_extraction
+            inline = inline_context
             try:
                 # The extraction policy decides: an explicit memory instruction, or the cadence of user
                 # messages; one batched call covers everything not extracted yet.
@@ -205,20 +226,12 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
                 # The answer is already produced; failing the run now would lose it. Report instead.
                 logger.warning("%s could not store facts after the run: %s", LOG_PREFIX, exc)
         if self.context is not None and identity.user_id is not None:
-            try:
-                # Slots from the facts just stored (what they superseded is read back), the rolling summary
-                # if due.
-                short = await self.memory.get_short_term(identity.session_id, user_id=identity.user_id)
-                await self.context.after_turn(
-                    identity.session_id,
-                    identity.user_id,
-                    short.messages,
-                    stored=extraction.stored if extraction else (),
-                    superseded=None,
-                    extraction_ran=extraction is not None and extraction.trigger is not None,
-                )
-            except MemoryPluginError as exc:
-                logger.warning("%s could not update the slots or the summary after the run: %s", LOG_PREFIX, exc)
+            update = _update_context(self.context, self.memory, identity.session_id, identity.user_id, extraction)
+            if inline_context:
+                await update
+            else:
+                # Slots and summary are derived data: off the request path (a summary model call takes seconds).
+                self.memory.run_in_background(update, name="memory_plugin-context-update")
         return result
 
     @classmethod

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence, Sized
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence, Sized
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -124,6 +124,7 @@ class MemoryManager:
         )
         self._closed = False
         self._messages_added = 0
+        self._tasks: set[asyncio.Task[None]] = set()
         self._exchanges_not_recorded = 0
         self._database_url = database_url
         self._sweeper: asyncio.Task[None] | None = None
@@ -252,6 +253,7 @@ class MemoryManager:
         """Stop background work and close the store's connections. The embedded server, if any, keeps
         running until the process exits (other managers in the process may share it)."""
         self._closed = True
+        await self._wait_tasks(self.settings.background_close_timeout_seconds, cancel=True)
         await self._stop_background()
         if self._sweeper is not None:
             self._sweeper.cancel()
@@ -363,8 +365,37 @@ class MemoryManager:
         for its retry does not hold `flush` (it counts in `backend_status().queue.retrying`). With
         `background_worker=False` another process runs the jobs; `flush` waits for it all the same."""
         self._check_open()
+        deadline = time.monotonic() + timeout
+        tasks_done = await self._wait_tasks(timeout)
         queue, worker = self._background()
-        return await self._wait_queued(queue, worker, timeout)
+        return await self._wait_queued(queue, worker, max(0.0, deadline - time.monotonic())) and tasks_done
+
+    def run_in_background(self, work: Coroutine[Any, Any, None], *, name: str) -> None:
+        """Run `work` off the request path in this process, for derived memory the next turn or a resync
+        rebuilds if it is lost (the context's slots and rolling summary): not durable, unlike extraction jobs.
+        `flush` waits for it, `close` too (then cancels what is left after its deadline); a
+        `MemoryPluginError` it raises is logged, never lost silently."""
+        self._check_open()
+
+        async def guarded() -> None:
+            try:
+                await work
+            except MemoryPluginError as exc:
+                logger.warning("%s background %s failed: %s", LOG_PREFIX, name, exc)
+
+        task = asyncio.get_running_loop().create_task(guarded(), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _wait_tasks(self, seconds: float, *, cancel: bool = False) -> bool:
+        """Wait for this process's background tasks, at most `seconds`; whether they all finished."""
+        if not self._tasks:
+            return True
+        _, pending = await asyncio.wait(set(self._tasks), timeout=seconds)
+        if cancel:
+            for task in pending:
+                task.cancel()
+        return not pending
 
     async def queue_status(self) -> QueueStatus:
         """The background extraction queue now: depth, oldest pending job, failures, retries, dead jobs."""

@@ -92,3 +92,40 @@ async def test_after_runs_the_slots_and_summary_are_kept(pg_memory: MemoryManage
     assert "aluminio 7075" in summary[0].content
     slots = await builder.store.read_slots(user)
     assert any("7075" in e.text for e in slots.get("preferences"))
+
+
+async def test_a_slow_summary_model_never_holds_the_answer(
+    pg_memory: MemoryManager, pg_settings: MemorySettings
+) -> None:
+    import asyncio
+
+    from pydantic_ai.models.function import AgentInfo as Info
+
+    release = asyncio.Event()
+    started = asyncio.Event()
+
+    async def summarize(messages: list[ModelMessage], info: Info) -> ModelResponse:
+        started.set()
+        await release.wait()  # a summary model that takes as long as the test wants
+        return ModelResponse(parts=[TextPart("Prefiere aluminio 7075 para prototipos.")])
+
+    slow = await ContextBuilder.open(
+        pg_memory, pg_settings, database_url=pg_memory.database_url, model=FunctionModel(summarize)
+    )
+    try:
+        user, session = uuid4(), f"s-{uuid4()}"
+        seen: list[tuple[str | None, list[ModelMessage]]] = []
+        agent = Agent(recording(seen), deps_type=MemoryDeps, capabilities=[MemoryCapability(pg_memory, context=slow)])
+        result = await agent.run(
+            "Recuerda que prefiero aluminio 7075", deps=MemoryDeps(session_id=session, user_id=user)
+        )
+        assert result.output == "Dos semanas."  # returned while the summary model is still working
+        await asyncio.wait_for(started.wait(), timeout=30)
+        assert not await slow.store.summary_versions(user, session_scope(session))
+        release.set()
+        assert await pg_memory.flush()
+        [summary, *_] = await slow.store.summary_versions(user, session_scope(session))
+        assert "7075" in summary.content
+    finally:
+        release.set()
+        await slow.close()
