@@ -262,3 +262,14 @@ async def test_a_user_cannot_pass_the_fact_limit_and_others_are_not_affected(
         await memory.remember(user_id, "Nota 0")  # a repeat reinforces: no new row, allowed
         await memory.remember(user_id, "Nota 4")  # the fifth row
         assert len(await memory.remember_many(uuid4(), [Note(content=f"Otra {i}") for i in range(5)])) == 5
+
+
+def test_a_url_is_masked_only_where_it_holds_a_password() -> None:
+    from memory_plugin.database.urls import masked_url
+
+    assert masked_url("postgresql://app:S3cret@db:5432/postgres") == "postgresql://app:***@db:5432/postgres"
+    assert masked_url("postgresql://postgres:@/memory_plugin?host=/tmp/pg") == (
+        "postgresql://postgres:@/memory_plugin?host=/tmp/pg"
+    )  # the embedded server's socket URL has none: it stays usable with psql
+    assert masked_url("host=db user=app password=S3cret") == "host=db user=app password=***"
+    assert masked_url("postgresql://db/postgres?sslmode=require&password=S3cret").endswith("password=***")

@@ -14,8 +14,10 @@ def masked_url(url: str) -> str:
         credentials, at, host = rest.rpartition("@")
         if not at:
             return _mask_query(url)
-        user, colon, _ = credentials.partition(":")
-        return _mask_query(f"{scheme}://{user}{':***' if colon else ''}@{host}")
+        user, _, password = credentials.partition(":")
+        if not password:  # no password to hide ("postgres:@…", the embedded server's socket URL)
+            return _mask_query(url)
+        return _mask_query(f"{scheme}://{user}:***@{host}")
     try:
         params = conninfo_to_dict(url)
     except Exception:  # not a connection string: show nothing of it
