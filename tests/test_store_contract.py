@@ -521,6 +521,21 @@ async def test_replaces_supersedes_the_named_fact_of_the_same_user_only(any_memo
     assert bobs.id in {r.id for r in await stored_facts(any_memory, bob)}
 
 
+async def test_two_facts_of_one_write_replacing_one_fact_the_last_said_replaces_it(
+    any_memory: MemoryManager, user_id: UUID
+) -> None:
+    [old] = await remember(any_memory, user_id, fact("Su contacto de compras es Marta", category="contact"))
+    outcome = await detailed(
+        any_memory,
+        user_id,
+        fact("Su contacto de compras es Luis", category="contact", replaces=old.id),
+        fact("Su contacto de compras es Ana", category="contact", replaces=old.id),
+    )
+    [gone] = outcome.superseded
+    last = next(f for f in outcome.stored if f.content == "Su contacto de compras es Ana")
+    assert (gone.id, gone.superseded_by) == (old.id, last.id)
+
+
 async def test_rejections_always_reach_the_prompt(any_memory: MemoryManager, user_id: UUID) -> None:
     now = datetime.now(UTC)
     strong = [fact(f"Requisito importante número {i}", importance=5, confidence=1.0) for i in range(15)]

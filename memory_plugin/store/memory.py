@@ -98,7 +98,8 @@ class InMemoryStore(StoreBase):
             # 2. `replaces`: the named current facts of this user, other than the rows just written.
             gone: list[MemoryRecord] = []
             by_id = {r.id: r for r in rows.values()}
-            for old_id, new in replacing:
+            # Several items naming one fact: the last one said replaces it, as in SQL.
+            for old_id, new in dict(replacing).items():
                 old = by_id.get(old_id)
                 if (
                     old is not None

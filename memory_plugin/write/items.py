@@ -7,7 +7,6 @@ slot (`quality/slots.py`), and its near-duplicate key, guard and words (`quality
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 
 from ..models import MemorizedFact, ProjectRecord, UserPreferences
 from ..quality.matching import match_guard, match_key, match_words
@@ -127,15 +126,4 @@ def items_from_update(
             merged[item.content_hash] = item  # new, or a later value of a single-valued slot wins
         else:
             merged[item.content_hash] = merge_items(previous, item)
-    return _one_replacer_per_fact(list(merged.values()))
-
-
-def _one_replacer_per_fact(items: list[MemoryItem]) -> list[MemoryItem]:
-    """When several facts of one write name the same fact in `replaces`, the last one said replaces it and the
-    others are plain new facts: otherwise which one supersedes it would be up to the store (Postgres applied
-    either, by plan; the in-memory store the first), as the differential test of the write rules showed."""
-    last = {item.replaces: i for i, item in enumerate(items) if item.replaces is not None}
-    return [
-        replace(item, replaces=None) if item.replaces is not None and last[item.replaces] != i else item
-        for i, item in enumerate(items)
-    ]
+    return list(merged.values())

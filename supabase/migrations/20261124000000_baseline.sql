@@ -789,8 +789,9 @@ begin
           from written w join folded f on f.target_hash = w.content_hash
     )
     select coalesce(array_agg(j.id order by j.ord), '{}'),
-           coalesce(array_agg(j.replaces) filter (where j.replaces is not null and j.replaces <> j.id), '{}'),
-           coalesce(array_agg(j.id) filter (where j.replaces is not null and j.replaces <> j.id), '{}'),
+           coalesce(array_agg(j.replaces order by j.ord) filter (where j.replaces is not null and j.replaces <> j.id),
+                    '{}'),
+           coalesce(array_agg(j.id order by j.ord) filter (where j.replaces is not null and j.replaces <> j.id), '{}'),
            coalesce(array_agg(distinct j.slot) filter (where j.kind = 'fact' and j.slot is not null), '{}')
       into v_written, v_replaced, v_replacer, v_slots
       from joined j;
@@ -802,7 +803,11 @@ begin
                set invalid_at    = greatest(m.created_at, n.last_reinforced_at),
                    superseded_by = n.id,
                    content_hash  = m.content_hash || ':superseded:' || m.id::text
-              from unnest(v_replaced, v_replacer) as x(old_id, new_id)
+              -- Several items naming one fact: the last one said replaces it (without this the update would
+              -- take any of them, by plan).
+              from (select distinct on (r.old_id) r.old_id, r.new_id
+                      from unnest(v_replaced, v_replacer) with ordinality as r(old_id, new_id, pos)
+                     order by r.old_id, r.pos desc) x
               join public.user_memory n on n.id = x.new_id
              where m.id = x.old_id and m.user_id = p_user_id and m.kind = 'fact'
                and m.invalid_at is null and m.archived_at is null and not (m.id = any(v_written))
