@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import SessionLimitError, SessionOwnershipError, StoreUnavailableError
 from ..models import Message, ShortTermMemory
+from ..session.base import new_entity_values
 from ..settings import MemorySettings
 from ..text import normalize_key
 
@@ -171,31 +172,14 @@ class PostgresSessionStore:
             # Stored as kind -> values in first-seen order (a jsonb object would not keep key order).
             stored: dict[str, list[str]] = existing["entities"] if existing else {}
             known = {kind: {normalize_key(v): v for v in values} for kind, values in stored.items()}
-            added: dict[str, dict[str, str]] = {}
-            for kind, values in entities.items():
-                kind_key = kind.strip().lower()
-                if not kind_key:
-                    continue
-                bucket = known.get(kind_key, {})
-                new = added.setdefault(kind_key, {})
-                for value in (values,) if isinstance(values, str) else values:
-                    text = str(value).strip()
-                    key = normalize_key(text) if text else ""
-                    if text and key not in bucket:
-                        new.setdefault(key, text)
-                if len(bucket) + len(new) > self.max_entity_values_per_kind:
-                    raise SessionLimitError(
-                        f"session {session_id!r} would hold {len(bucket) + len(new)} values of entity {kind_key!r},"
-                        f" more than max_session_entity_values_per_kind={self.max_entity_values_per_kind}: send"
-                        " only the entities of the current request, or raise the limit"
-                    )
-            total = sum(len(v) for v in known.values()) + sum(len(new) for new in added.values())
-            if total > self.max_entity_values:
-                raise SessionLimitError(
-                    f"session {session_id!r} would hold {total} entity values, more than"
-                    f" max_session_entity_values={self.max_entity_values}: send only the entities of the current"
-                    " request, or raise the limit"
-                )
+            added = new_entity_values(
+                session_id,
+                known,
+                entities,
+                known_total=sum(len(v) for v in known.values()),
+                max_per_kind=self.max_entity_values_per_kind,
+                max_total=self.max_entity_values,
+            )
             row = existing or self._create(conn, session_id, user_id, now)
             merged: dict[str, list[str]] = {kind: list(values) for kind, values in row["entities"].items()}
             for kind_key, new in added.items():

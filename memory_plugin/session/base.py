@@ -24,9 +24,11 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 from uuid import UUID
 
+from ..errors import SessionLimitError
 from ..models import Message, ShortTermMemory
+from ..text import normalize_key
 
-__all__ = ["SessionBackend"]
+__all__ = ["SessionBackend", "new_entity_values"]
 
 
 class SessionBackend(Protocol):
@@ -61,3 +63,43 @@ class SessionBackend(Protocol):
     def expire(self) -> int:
         """Release every session idle for longer than the TTL; returns how many."""
         ...
+
+
+def new_entity_values(
+    session_id: str,
+    known: Mapping[str, Mapping[str, str]],
+    entities: Mapping[str, str | Iterable[str]],
+    *,
+    known_total: int,
+    max_per_kind: int,
+    max_total: int,
+) -> dict[str, dict[str, str]]:
+    """The entity rule every backend applies: of `entities`, the values not yet `known` (kind -> normalised
+    value -> first spelling), by lower-cased kind, compared case- and accent-insensitively. Raises
+    `SessionLimitError` (nothing is to be stored) when a kind would pass `max_per_kind` values or the session
+    `max_total`."""
+    added: dict[str, dict[str, str]] = {}
+    for kind, values in entities.items():
+        kind_key = kind.strip().lower()
+        if not kind_key:
+            continue
+        bucket = known.get(kind_key, {})
+        new = added.setdefault(kind_key, {})
+        for value in (values,) if isinstance(values, str) else values:
+            text = str(value).strip()
+            key = normalize_key(text) if text else ""
+            if text and key not in bucket:
+                new.setdefault(key, text)
+        if len(bucket) + len(new) > max_per_kind:
+            raise SessionLimitError(
+                f"session {session_id!r} would hold {len(bucket) + len(new)} values of entity {kind_key!r},"
+                f" more than max_session_entity_values_per_kind={max_per_kind}: send only the entities of the"
+                " current request, or raise the limit"
+            )
+    total = known_total + sum(len(new) for new in added.values())
+    if total > max_total:
+        raise SessionLimitError(
+            f"session {session_id!r} would hold {total} entity values, more than max_session_entity_values="
+            f"{max_total}: send only the entities of the current request, or raise the limit"
+        )
+    return added

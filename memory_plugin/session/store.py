@@ -28,7 +28,7 @@ from uuid import UUID
 from ..errors import SessionLimitError, SessionOwnershipError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
-from ..text import normalize_key
+from .base import new_entity_values
 
 __all__ = ["Clock", "SessionStore", "estimated_bytes"]
 
@@ -185,31 +185,14 @@ class SessionStore:
             self._expire_due(self._clock())
             existing = self._owned(session_id, user_id)
             known = existing.entities if existing else {}
-            added: dict[str, dict[str, str]] = {}
-            for kind, values in entities.items():
-                kind_key = kind.strip().lower()
-                if not kind_key:
-                    continue
-                bucket = known.get(kind_key, {})
-                new = added.setdefault(kind_key, {})
-                for value in (values,) if isinstance(values, str) else values:
-                    text = str(value).strip()
-                    key = normalize_key(text) if text else ""
-                    if text and key not in bucket:
-                        new.setdefault(key, text)
-                if len(bucket) + len(new) > self.max_entity_values_per_kind:
-                    raise SessionLimitError(
-                        f"session {session_id!r} would hold {len(bucket) + len(new)} values of entity {kind_key!r},"
-                        f" more than max_session_entity_values_per_kind={self.max_entity_values_per_kind}: send"
-                        " only the entities of the current request, or raise the limit"
-                    )
-            total = (existing.entity_values if existing else 0) + sum(len(new) for new in added.values())
-            if total > self.max_entity_values:
-                raise SessionLimitError(
-                    f"session {session_id!r} would hold {total} entity values, more than"
-                    f" max_session_entity_values={self.max_entity_values}: send only the entities of the current"
-                    " request, or raise the limit"
-                )
+            added = new_entity_values(
+                session_id,
+                known,
+                entities,
+                known_total=existing.entity_values if existing else 0,
+                max_per_kind=self.max_entity_values_per_kind,
+                max_total=self.max_entity_values,
+            )
             session = self._touch(session_id, user_id)
             for kind_key, new in added.items():
                 if new:
