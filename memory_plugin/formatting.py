@@ -15,11 +15,11 @@ import hashlib
 from dataclasses import dataclass
 from datetime import UTC
 
+from .context.lines import one_line as _clean  # the one escaping rule of the memory block
 from .models import MemoryContext
 
 __all__ = ["MemoryFormat", "format_memory_for_agent"]
 
-_ANGLE = str.maketrans({"<": "‹", ">": "›"})
 _CATEGORY_LABEL = {
     "preference": "pref",
     "requirement": "req",
@@ -48,11 +48,6 @@ class MemoryFormat:
     max_block_chars: int = 12_000
     """The whole block's body is cut to this many characters (a few thousand tokens): whatever a session or a
     store holds, the prompt stays bounded."""
-
-
-def _clean(text: str, limit: int) -> str:
-    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split()).translate(_ANGLE)
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def format_memory_for_agent(context: MemoryContext, fmt: MemoryFormat | None = None) -> str:
