@@ -16,11 +16,11 @@ from typing import Any, Literal
 from uuid import UUID
 
 import psycopg
-from psycopg import AsyncClientCursor
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..errors import StoreError, StoreUnavailableError
+from ..database.calls import postgres_errors, run_after_prelude
+from ..errors import StoreUnavailableError
 from ..models import Message
 from .jobs import EnqueueOutcome, ExtractionJob, QueueStatus
 
@@ -100,18 +100,10 @@ class PostgresJobQueue:
     async def _run(self, query: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         """One queue statement as `memory_worker`: prelude and statement in one message, one implicit
         transaction (the role switch ends with it)."""
-        try:
+        with postgres_errors("the job queue operation"):
             async with self._pool.connection() as conn:
-                cursor = AsyncClientCursor(conn)
-                await cursor.execute(f"{WORKER_PRELUDE_SQL}; {query}", tuple(params))
-                cursor.nextset()
-                return await cursor.fetchall() if cursor.description else []
-        except PoolTimeout as exc:
-            raise StoreUnavailableError(f"no Postgres connection available for the job queue: {exc}") from exc
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"Postgres rejected the job queue operation: {exc}") from exc
+                rows, _ = await run_after_prelude(conn, WORKER_PRELUDE_SQL, (), query, params)
+                return rows
 
     async def enqueue(
         self, user_id: UUID, session_id: str, messages: Sequence[Message], trigger: str
@@ -138,7 +130,7 @@ class PostgresJobQueue:
         """See `JobQueue.hold`: one transaction holding the job's row `FOR SHARE` from before the write to its
         completion, so an erase or a forget of the user waits for the write (and then removes what it wrote)
         or, when first, makes the job see that it must not write."""
-        try:
+        with postgres_errors("the job queue operation"):
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute(WORKER_PRELUDE_SQL)
                 rows = await (await conn.execute(HOLD_SQL, (job.id, worker))).fetchall()
@@ -146,12 +138,6 @@ class PostgresJobQueue:
                 yield _Hold(forgotten)
                 if rows:
                     await conn.execute(COMPLETE_SQL, (job.id, worker))
-        except PoolTimeout as exc:
-            raise StoreUnavailableError(f"no Postgres connection available for the job queue: {exc}") from exc
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"Postgres rejected the job queue operation: {exc}") from exc
 
     async def fail(self, job: ExtractionJob, worker: str, error: str, *, delay_seconds: float, dead: bool) -> None:
         """See `JobQueue.fail`."""

@@ -18,10 +18,10 @@ from uuid import UUID
 
 import psycopg
 from psycopg import AsyncClientCursor
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
-from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
-from ..store.postgres import IDENTITY_PRELUDE_SQL, user_claims
+from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
+from ..errors import InvalidMemoryInputError
 
 __all__ = ["Checkpoint", "CheckpointStore", "InMemoryCheckpointStore", "PostgresCheckpointStore"]
 
@@ -153,7 +153,7 @@ class PostgresCheckpointStore:
         self._pool = pool
 
     async def _run(self, user_id: UUID, query: str, params: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
-        try:
+        with postgres_errors("the checkpoint operation"):
             async with self._pool.connection() as conn:
                 cursor = AsyncClientCursor(conn)
                 # Named parameters: the prelude's claims go in as one more of them.
@@ -162,12 +162,6 @@ class PostgresCheckpointStore:
                 while cursor.nextset():  # the last statement's result is the answer
                     pass
                 return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
-        except PoolTimeout as exc:
-            raise StoreUnavailableError(f"no Postgres connection available: {exc}") from exc
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"Postgres rejected the checkpoint operation: {exc}") from exc
 
     async def save(
         self, user_id: UUID, session_id: str, step: str, state: Mapping[str, Any], *, max_checkpoints: int

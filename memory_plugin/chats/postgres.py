@@ -13,11 +13,9 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg import AsyncClientCursor
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
-from ..errors import StoreError, StoreUnavailableError
-from ..store.postgres import IDENTITY_PRELUDE_SQL, user_claims
+from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_after_prelude, user_claims
 from .rows import ChatHit, ChatRow, MessageJson
 from .store import ChatSearch, SummaryUpdate
 
@@ -100,18 +98,9 @@ class PostgresChatStore:
         self._pool = pool
 
     async def _run(self, user_id: UUID, query: str, params: Sequence[Any]) -> tuple[list[dict[str, Any]], int]:
-        try:
+        with postgres_errors("the chat operation"):
             async with self._pool.connection() as conn:
-                cursor = AsyncClientCursor(conn)
-                await cursor.execute(f"{IDENTITY_PRELUDE_SQL}; {query}", (user_claims(user_id), *params))
-                cursor.nextset()
-                return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
-        except PoolTimeout as exc:
-            raise StoreUnavailableError(f"no Postgres connection available: {exc}") from exc
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"Postgres rejected the chat operation: {exc}") from exc
+                return await run_after_prelude(conn, IDENTITY_PRELUDE_SQL, (user_claims(user_id),), query, params)
 
     async def create(self, user_id: UUID, title: str | None, turns: Sequence[MessageJson]) -> ChatRow:
         """A new chat holding `turns` in both histories."""

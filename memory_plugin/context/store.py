@@ -19,9 +19,9 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
 from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
 from ..models import MemorizedFact, UserPreferences, utc_now
-from ..store.postgres import IDENTITY_PRELUDE_SQL, user_claims
 from .slots import SlotPatch, Slots, patch_from_facts
 
 __all__ = [
@@ -284,19 +284,13 @@ class PostgresContextStore:
         await self._pool.close()
 
     async def _run(self, user_id: UUID, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        try:
+        with postgres_errors("the context-memory operation"):
             async with self._pool.connection() as conn, conn.transaction():
                 # Transaction-local role and claims: RLS applies, and nothing leaks to the pool's next user.
                 await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user_id),))
                 cursor = conn.cursor(row_factory=tuple_row)
                 await cursor.execute(query, {"user": user_id, **params})
                 return await cursor.fetchall() if cursor.description else []
-        except PoolTimeout as exc:
-            raise StoreUnavailableError(f"no Postgres connection available: {exc}") from exc
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"Postgres rejected the context-memory operation: {exc}") from exc
 
     async def read_slots(self, user_id: UUID) -> Slots:
         """The user's slots."""

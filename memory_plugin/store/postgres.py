@@ -22,10 +22,10 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg import AsyncClientCursor
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_after_prelude, user_claims
 from ..errors import StoreError, StoreUnavailableError
 from ..quality.rules import WriteRules
 from ..retrieval.scored import ScoreComponents, ScoredMemory
@@ -71,13 +71,6 @@ SEARCH_TEXT_SQL = (
 )
 DELETE_SQL = "delete from public.user_memory where user_id = %s and id = %s"
 COUNT_FACTS_SQL = "select public.memory_fact_count(%s) as n"
-# Transaction-local (the `true`), like PostgREST: nothing leaks to the next user of the pooled connection.
-IDENTITY_PRELUDE_SQL = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
-
-
-def user_claims(user_id: UUID) -> str:
-    """The JWT claims PostgREST would set for `user_id`'s requests, as JSON."""
-    return json.dumps({"sub": str(user_id), "role": "authenticated"})
 
 
 def _like_pattern(text: str) -> str:
@@ -142,25 +135,12 @@ class PostgresStore(StoreBase):
         With a `user_id` (and `act_as_user`), the statement runs as that user under RLS: prelude and
         statement in one transaction and one round trip. Without, it runs as the pool's role.
         """
-        try:
+        with postgres_errors("the operation"):
             async with self._pool.connection() as conn:
                 if user_id is None or not self.act_as_user:
                     cursor = await conn.execute(query, params)
                     return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
-                # One simple-protocol message holding both statements: PostgreSQL runs it as one implicit
-                # transaction, so the transaction-local role and claims cover the statement and vanish
-                # with it (also on error), and the prelude costs no extra round trip. Client-side binding
-                # (libpq quoting) is what allows parameters in a multi-statement message.
-                cursor = AsyncClientCursor(conn)
-                await cursor.execute(f"{IDENTITY_PRELUDE_SQL}; {query}", (user_claims(user_id), *params))
-                cursor.nextset()
-                return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
-        except PoolTimeout as exc:
-            raise StoreUnavailableError(f"no Postgres connection available: {exc}") from exc
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
-        except psycopg.Error as exc:
-            raise StoreError(f"Postgres rejected the operation: {exc}") from exc
+                return await run_after_prelude(conn, IDENTITY_PRELUDE_SQL, (user_claims(user_id),), query, params)
 
     async def _fetch(self, user_id: UUID, query: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         rows, _ = await self._run(user_id, query, params)

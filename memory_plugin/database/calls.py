@@ -1,0 +1,54 @@
+"""Statements on Postgres: as one user under row-level security, in one round trip; psycopg's failures as the
+plugin's errors. Every Postgres-backed piece (the memory store, chats, checkpoints, context memory, the job
+queue) runs its statements through these."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import AsyncClientCursor
+from psycopg_pool import PoolTimeout
+
+from ..errors import StoreError, StoreUnavailableError
+
+__all__ = ["IDENTITY_PRELUDE_SQL", "postgres_errors", "run_after_prelude", "user_claims"]
+
+# Transaction-local (the `true`), like PostgREST: nothing leaks to the next user of the pooled connection.
+IDENTITY_PRELUDE_SQL = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
+
+
+def user_claims(user_id: UUID) -> str:
+    """The JWT claims PostgREST would set for `user_id`'s requests, as JSON."""
+    return json.dumps({"sub": str(user_id), "role": "authenticated"})
+
+
+@contextmanager
+def postgres_errors(doing: str) -> Iterator[None]:
+    """psycopg's failures as `StoreUnavailableError` (no connection, unreachable) or `StoreError` (refused),
+    saying what was being done."""
+    try:
+        yield
+    except PoolTimeout as exc:
+        raise StoreUnavailableError(f"no Postgres connection available for {doing}: {exc}") from exc
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
+    except psycopg.Error as exc:
+        raise StoreError(f"Postgres rejected {doing}: {exc}") from exc
+
+
+async def run_after_prelude(
+    conn: psycopg.AsyncConnection[Any], prelude: str, prelude_params: Sequence[Any], query: str, params: Sequence[Any]
+) -> tuple[list[Any], int]:
+    """`prelude` (a role switch) then `query`, in one simple-protocol message: PostgreSQL runs it as one implicit
+    transaction, so the transaction-local role and claims cover the statement and vanish with it (also on
+    error), and the prelude costs no extra round trip. Client-side binding (libpq quoting) is what allows
+    parameters in a multi-statement message. Returns the statement's rows and row count."""
+    cursor = AsyncClientCursor(conn)
+    await cursor.execute(f"{prelude}; {query}", (*prelude_params, *params))
+    cursor.nextset()
+    return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
