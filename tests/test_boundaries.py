@@ -9,7 +9,7 @@ from uuid import UUID, uuid4
 import pytest
 from pydantic import ValidationError
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
@@ -80,20 +80,32 @@ async def test_test_model_with_the_memory_tools_runs_and_stores_no_placeholder(
     assert [r.content for r in await pg_memory.list_memory(user_id)] == []
 
 
-async def test_the_remember_tool_stores_a_real_sentence(pg_memory: MemoryManager, user_id: UUID) -> None:
-    model = TestModel(call_tools=["remember"], custom_output_text="ok")
-    agent = Agent(model, deps_type=MemoryDeps, capabilities=[MemoryCapability(pg_memory, tools=True)])
+async def test_the_remember_tool_stores_a_real_sentence_and_refuses_a_placeholder(
+    pg_memory: MemoryManager, user_id: UUID
+) -> None:
+    placeholder = TestModel(call_tools=["remember"], custom_output_text="ok")
+    agent = Agent(placeholder, deps_type=MemoryDeps, capabilities=[MemoryCapability(pg_memory, tools=True)])
     await agent.run("Hola", deps=MemoryDeps(session_id=f"s-{uuid4()}", user_id=user_id))
     assert await pg_memory.list_memory(user_id) == []  # TestModel's "a" is not a fact
-    stored = await pg_memory.update_memory(
-        MemoryUpdate(
-            user_id=user_id,
-            new_facts=[
-                MemorizedFact(content="Prefiere latón", category="preference", confidence=0.9, source="explicit")
-            ],
-        )
+
+    answers: list[str] = []
+
+    def remembering(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if returned:
+            answers.append(str(returned[-1].content))
+            return ModelResponse(parts=[TextPart("Anotado.")])
+        args = {"fact": "Prefiere latón para los casquillos", "category": "preference"}
+        return ModelResponse(parts=[ToolCallPart("remember", args)])
+
+    agent = Agent(
+        FunctionModel(remembering),
+        deps_type=MemoryDeps,
+        capabilities=[MemoryCapability(pg_memory, tools=True, extract_facts=False)],  # only the tool writes
     )
-    assert [f.content for f in stored] == ["Prefiere latón"]
+    await agent.run("Recuérdalo", deps=MemoryDeps(session_id=f"s-{uuid4()}", user_id=user_id))
+    assert answers[0].startswith("Remembered")
+    assert [r.content for r in await pg_memory.list_memory(user_id)] == ["Prefiere latón para los casquillos"]
 
 
 async def test_a_closed_manager_raises_on_every_call(database_url: str, user_id: UUID) -> None:
