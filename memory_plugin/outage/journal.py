@@ -247,14 +247,33 @@ class WriteJournal:
         before it reached the database). The write's other items stay; a write left empty is removed.
         Only writes already in the journal are affected: a later restatement is a new write."""
         ids, hashes = set(memory_ids), set(content_hashes)
+        if not (ids or hashes):
+            return CancelledWrites(0, ())
+        with self._locked():
+            return self._remove_items(
+                user_id, lambda entry, item: item.content_hash in hashes or entry.record_id(item) in ids
+            )
+
+    def drop_user(self, user_id: UUID) -> CancelledWrites:
+        """Remove every pending write of the user (an erase), and the user's lines in `rejected_path` (signed
+        entries of the user, and unreadable lines that hold the user's id)."""
+        with self._locked():
+            cancelled = self._remove_items(user_id, lambda _entry, _item: True)
+            if self.rejected_path.exists():
+                self._purge_rejected(user_id)
+        return cancelled
+
+    def _remove_items(self, user_id: UUID, removes: Callable[[JournalEntry, MemoryItem], bool]) -> CancelledWrites:
+        """Remove the user's pending items for which `removes` is true; a write left empty goes whole. Holds
+        the lock (the caller takes it)."""
         removed = 0
         dropped: list[UUID] = []
 
-        def cancel(entry: JournalEntry) -> JournalEntry | None:
+        def keep(entry: JournalEntry) -> JournalEntry | None:
             nonlocal removed
             if entry.user_id != user_id:
                 return entry
-            kept = tuple(i for i in entry.items if i.content_hash not in hashes and entry.record_id(i) not in ids)
+            kept = tuple(i for i in entry.items if not removes(entry, i))
             if len(kept) == len(entry.items):
                 return entry
             removed += len(entry.items) - len(kept)
@@ -263,30 +282,8 @@ class WriteJournal:
                 return None
             return replace(entry, items=kept)
 
-        if self.path.exists() and (ids or hashes):
-            with self._locked():
-                self._rewrite(cancel)
-        return CancelledWrites(removed, tuple(dropped))
-
-    def drop_user(self, user_id: UUID) -> CancelledWrites:
-        """Remove every pending write of the user (an erase), and the user's lines in `rejected_path` (signed
-        entries of the user, and unreadable lines that hold the user's id)."""
-        removed = 0
-        dropped: list[UUID] = []
-
-        def drop(entry: JournalEntry) -> JournalEntry | None:
-            nonlocal removed
-            if entry.user_id != user_id:
-                return entry
-            removed += len(entry.items)
-            dropped.append(entry.write_id)
-            return None
-
-        with self._locked():
-            if self.path.exists():
-                self._rewrite(drop)
-            if self.rejected_path.exists():
-                self._purge_rejected(user_id)
+        if self.path.exists():
+            self._rewrite(keep)
         return CancelledWrites(removed, tuple(dropped))
 
     def readmit(self, write_ids: Collection[UUID] | None = None) -> list[JournalEntry]:
