@@ -9,6 +9,7 @@ async with MemoryManager.open(MemorySettings()) as memory:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -128,6 +129,9 @@ only needed one submodule, such as the CLI's `status`."""
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
+        # `import memory_plugin` then `memory_plugin.store.X` worked when every submodule loaded up front.
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f".{name}", __name__)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # later accesses skip this function

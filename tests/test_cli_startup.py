@@ -106,3 +106,10 @@ def test_every_public_name_is_importable_from_the_package(name: str) -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
         _ = memory_plugin.NoSuchThing  # type: ignore[attr-defined]
+
+
+def test_a_submodule_is_reachable_as_an_attribute_of_the_package() -> None:
+    """`import memory_plugin` then `memory_plugin.store.X` keeps working although nothing loads up front."""
+    code = "import memory_plugin; print(memory_plugin.store.InMemoryStore.__name__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "InMemoryStore"
