@@ -625,6 +625,44 @@ def erase(
     _out().print(f"erased {deleted} row(s) and {pending} pending write(s) of user {uid}")
 
 
+@app.command("journal")
+def journal_command(
+    readmit: Annotated[
+        bool, typer.Option("--readmit", help="Move the set-aside writes back into the journal (all, or --write-id).")
+    ] = False,
+    write_ids: Annotated[
+        list[str] | None, typer.Option("--write-id", help="Only this set-aside write (repeatable).")
+    ] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Show the outage journal (writes waiting for the database, and writes set aside for review: refused by
+    the database, or unsigned lines of an older journal); with --readmit, move reviewed writes back so they
+    are replayed when a manager next reaches the database."""
+    settings = _settings(data_dir)
+    journal = WriteJournal.for_database(settings.data_dir, DatabaseConnector(settings).identity)
+    wanted: set[UUID] | None = None
+    if write_ids:
+        try:
+            wanted = {UUID(value) for value in write_ids}
+        except ValueError:
+            raise _fail("--write-id takes the write id (a UUID) printed by `memory-plugin journal`") from None
+    console = _out()
+    if readmit:
+        back = journal.readmit(wanted)
+        console.print(f"readmitted {len(back)} write(s); they are replayed when a manager next reaches the database")
+        return
+    console.print(f"journal {journal.path}: {len(journal.entries())} write(s) waiting for the database")
+    rejected = journal.rejected()
+    table = Table(title=f"set aside for review ({len(rejected)})", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("write id", "user", "items", "reason"):
+        table.add_column(column)
+    for entry, reason in rejected:
+        shown = reason or "not signed with this installation's key"
+        table.add_row(str(entry.write_id), str(entry.user_id), str(len(entry.items)), shown)
+    if rejected:
+        console.print(table)
+
+
 async def _maintain(url: str, settings: MemorySettings) -> ArchiveReport:
     policy = DecayPolicy(half_life_days=dict(settings.half_life_days), floor=settings.decay_floor)
     async with await MemoryAdmin.connect(url) as admin:
