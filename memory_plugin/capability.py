@@ -78,6 +78,7 @@ async def _update_context(
             stored=run.stored if run else (),
             superseded=None,
             extraction_ran=run is not None and run.trigger is not None,
+            summary_done=run is not None and run.summary_asked,
         )
     except MemoryPluginError as exc:
         logger.warning("%s could not update the slots or the summary after the run: %s", LOG_PREFIX, exc)
@@ -152,6 +153,8 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         if self.context is not None:
             # Facts a background job writes later patch the slots too (one listener per builder).
             self.memory.extraction.listen(id(self.context), _slots_updater(self.context))
+            # A summary due on an extraction turn is written in the extraction's own model call.
+            self.memory.extraction.host_summaries(self.context)
             # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
             built = await self.context.build(
                 identity.session_id, identity.user_id, query=prompt or None, history=list(ctx.messages) or None
