@@ -112,7 +112,8 @@ async def test_a_failed_summary_part_keeps_the_previous_version_and_stores_the_f
         session, user, short.messages, stored=run.stored, superseded=None, summary_done=run.summary_asked
     )
 
-    assert run.summary_asked and run.error is None
+    assert run.summary_asked
+    assert run.error is None
     assert [f.content for f in run.stored] == ["Prefiere aluminio 7075"]
     versions = await setup.builder.store.summary_versions(user, session_scope(session))
     assert [v.content for v in versions] == ["Resumen anterior."]
@@ -128,7 +129,8 @@ async def test_the_summary_is_not_requested_when_it_is_not_due(setup: Setup) -> 
         await setup.memory.add_message(session, Message(role="user", content=text), user_id=user)
     run = await setup.memory.extract_if_due(session, user)
 
-    assert run.trigger == "cadence" and not run.summary_asked
+    assert run.trigger == "cadence"
+    assert not run.summary_asked
     assert len(setup.extractor.prompts) == 1
     assert "[ROLLING SUMMARY]" not in setup.extractor.prompts[0]
     assert "summary" not in setup.extractor.schemas[0]["properties"]
