@@ -198,12 +198,18 @@ class ExtractionRunner:
         detaches it."""
         self._summaries = host
 
+    @property
+    def writes_summaries(self) -> bool:
+        """True when a due rolling summary is written in the extraction's own call (a summary host and a
+        `SummarizingExtractor`)."""
+        return self._summaries is not None and isinstance(self.extractor, SummarizingExtractor)
+
     async def _summary_request(
         self, session_id: str, user_id: UUID, messages: Sequence[Message]
     ) -> SummaryRequest | None:
         """The summary to ask for in this extraction's call; None without a host, with an extractor that
         cannot write one, when not due, or when the summary cannot be read now (it waits for its next turn)."""
-        if self._summaries is None or not isinstance(self.extractor, SummarizingExtractor):
+        if self._summaries is None or not self.writes_summaries:
             return None
         try:
             return await self._summaries.summary_request(session_id, user_id, messages)
