@@ -1,6 +1,6 @@
 """Context budget over a scripted 300-turn conversation: tokens sent, model calls, facts at the end.
 
-    python -m bench.context_budget            # 300 user turns (~1 min)
+    python -m bench.context_budget            # 300 user turns, four variants (~20 s)
     python -m bench.context_budget --turns 60 # a shorter smoke run
 
 One customer of a machining shop, Spanish and English: preferences, a rejection, a budget cap, a delivery
@@ -8,19 +8,21 @@ day and a goal stated in the first turns; three of them changed later (material,
 and a second rejection added; quote questions, small talk and a stock-check tool call every fifth turn.
 
 Every turn goes through `ContextBuilder.build` (query-aware facts, slots, rolling summary, the history
-clamped to the budget) with the whole conversation so far as the caller's `message_history`, then
-`after_turn`. The facts are written as a well-behaved extractor would (scripted, with `replaces`), so
-what is measured is the context, not the extractor. Memory runs on the in-memory stores (tokens and calls do
-not depend on the backend).
+clamped to the budget) with the whole conversation so far as the caller's `message_history`, then what
+`MemoryCapability(context=…, extract_inline=True)` does after a run: `record_exchange`, `extract_if_due` (the
+real extraction policy and runner) and `after_turn`. The extractor is `LLMExtractor` on a counting
+`FunctionModel` that returns the facts scripted for the messages it is shown (with `replaces`) and, when its
+prompt asks for it, the rewritten rolling summary: the calls counted are those of the real path. Memory runs on
+the in-memory stores (tokens and calls do not depend on the backend).
 
 Reported:
 - per checkpoint turn: tokens of the full history (what an agent without memory would resend) and tokens
   sent with memory (memory block + clamped history), their ratio (target <= 10 % after 100 turns), the
   memory block alone (target <= 1,000);
-- model calls per user turn: extraction (the real extraction policy's triggers) and summary (the rolling
-  summary's triggers, counted on a `FunctionModel`), separately and with one combined call when both are due
-  on the same turn (target <= 0.3); with the summary's own triggers, and with `summary_with_extraction`
-  (rewritten only on extraction turns);
+- model calls per user turn for extraction + summary together (target <= 0.3) in four variants: separate
+  calls; the summary in the extraction's call when due there (own calls otherwise); `summary_with_extraction`
+  (rewritten only on extraction turns, in that call); offline (extractive summary); and the most turns the
+  summary was behind the conversation;
 - at the end: every fact stated early and still valid present in the memory block, and no superseded
   one present except on an `outdated:` line;
 - the token counter: o200k_base vs cl100k_base on the conversation's messages (the approximation error

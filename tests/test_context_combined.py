@@ -152,3 +152,32 @@ async def test_the_rules_extractor_keeps_the_extractive_summary() -> None:
         assert not run.summary_asked
         versions = await builder.store.summary_versions(user, session_scope(session))
         assert versions[0].kind == "extractive"
+
+
+async def test_a_queued_extraction_writes_the_summary_in_its_own_call() -> None:
+    script, summarizer = ScriptedExtractor([PREFERENCE], "Prefiere aluminio 7075."), Counting()
+    settings = MemorySettings(embedding_model="none", background_extraction=True)
+    async with MemoryManager.open(
+        settings, store=InMemoryStore(), extractor=LLMExtractor(FunctionModel(script))
+    ) as memory:
+        builder = ContextBuilder.from_settings(
+            memory, InMemoryContextStore(), settings, model=FunctionModel(summarizer)
+        )
+
+        def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            return ModelResponse(parts=[TextPart("Anotado.")])
+
+        agent = Agent(
+            FunctionModel(answer), deps_type=MemoryDeps, capabilities=[MemoryCapability(memory, context=builder)]
+        )
+        user, session = uuid4(), f"s-{uuid4()}"
+        await agent.run("Recuerda que prefiero aluminio 7075 para los prototipos", deps=MemoryDeps(session, user))
+        assert await memory.flush()
+
+        assert len(script.prompts) == 1
+        assert "[ROLLING SUMMARY]" in script.prompts[0]
+        assert summarizer.calls == 0
+        versions = await builder.store.summary_versions(user, session_scope(session))
+        assert [v.content for v in versions] == ["Prefiere aluminio 7075."]
+        built = await builder.build(session, user, query="¿Plazo?")
+        assert "aluminio 7075" in built.instructions

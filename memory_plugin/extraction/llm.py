@@ -3,6 +3,9 @@
 The model returns an `ExtractionReport` whose items use loose types, so one bad item (an unknown category, a
 confidence of 1.7) does not make pydantic-ai reject and retry the whole answer. Each item is then validated into
 a `MemorizedFact` on its own; invalid items are dropped and counted in `ExtractionOutcome.rejected`.
+
+`extract_with_summary` also rewrites the rolling summary in the same call (an `ExtractionWithSummary` output
+with an optional `summary`), so a summary due on an extraction turn costs no model call of its own.
 """
 
 from __future__ import annotations
