@@ -22,7 +22,7 @@ from opentelemetry import trace
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from ..conversions import fact_from_record
+from ..conversions import fact_from_record, preferences_from_records
 from ..errors import StoreError
 from ..extraction.base import SummaryAnswer, SummaryRequest
 from ..logs import LOG_PREFIX, logger
@@ -31,7 +31,7 @@ from ..rows import MemoryRecord
 from ..settings import MemorySettings
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
 from .history import message_time, messages_from_session
-from .slots import SlotPatch, Slots, preferences_from_slots, slots_from_facts
+from .slots import SlotPatch, Slots, slots_from_facts, with_profile
 from .store import (
     USER_SCOPE,
     ContextStore,
@@ -177,10 +177,9 @@ class ContextBuilder:
             self.memory.get_memory_context(session_id, user_id, query=query), self._summary(user_id, session_id)
         )
         uid = context.user_id
-        slots = await self._slots(uid, context) if uid is not None else Slots()
-        profile: UserPreferences = preferences_from_slots(slots)
-        if profile.is_empty():
-            profile = context.long_term.preferences
+        # The profile is the stored preferences (`LongTermMemory.preferences`), shown as the profile slot.
+        profile: UserPreferences = context.long_term.preferences
+        slots = with_profile(await self._slots(uid, context) if uid is not None else Slots(), profile)
         notice = None
         if not context.long_term_available:
             notice = "Long-term memory is temporarily unavailable; do not assume the user is new."
@@ -212,7 +211,7 @@ class ContextBuilder:
             slots = await self.store.read_slots(uid)
             if slots.is_empty() and not context.long_term.is_empty() and uid not in self._filled:
                 # A user known before the slots existed: fill them once from every current fact.
-                slots = await self.resync_slots(uid, preferences=context.long_term.preferences)
+                slots = await self.resync_slots(uid)
                 self._filled[uid] = None
                 if len(self._filled) > _FILLED_USERS:
                     self._filled.popitem(last=False)
@@ -238,11 +237,13 @@ class ContextBuilder:
             return None
 
     async def resync_slots(self, user_id: UUID, *, preferences: UserPreferences | None = None) -> Slots:
-        """Rebuild the slots from the user's current facts (fields no fact fills are kept; `preferences`, the
-        stored ones, are merged into the profile)."""
+        """Rebuild the stored slots from the user's current facts (fields no fact fills are kept). The profile
+        is not stored: it is the view of the stored preferences (`slots`); a profile an earlier version stored
+        is dropped. `preferences` is accepted for compatibility and not stored."""
         facts = _current_facts(await self.memory.list_memory(user_id))
         current = await self.store.read_slots(user_id)
-        target = slots_from_facts(facts, preferences=preferences, keep=current)
+        kept = Slots(fields={n: e for n, e in current.fields.items() if n != "profile"})
+        target = slots_from_facts(facts, keep=kept)
         # One patch per changed field, compared against what was read.
         names = {*current.fields, *target.fields}
         changed = {n: target.get(n) for n in names if target.get(n) != current.get(n)}
@@ -251,6 +252,12 @@ class ContextBuilder:
             if not await self.store.patch_slots(user_id, patch):
                 return await self.store.read_slots(user_id)
         return target
+
+    async def slots(self, user_id: UUID) -> Slots:
+        """The user's slots as a turn sees them: the stored fields, and the profile from the stored preference
+        rows (`conversions.preferences_from_records`, as `LongTermMemory.preferences`)."""
+        records = await self.memory.list_memory(user_id)
+        return with_profile(await self.store.read_slots(user_id), preferences_from_records(records))
 
     async def after_turn(
         self,
@@ -273,7 +280,9 @@ class ContextBuilder:
         session has had in all); `extraction_ran`:
         whether a fact extraction ran on this turn (`summary_with_extraction` waits for one); `summary_done`:
         the extraction's own call was asked for the summary (`ExtractionRun.summary_asked`), so it is not
-        rewritten again here (a failed answer keeps the previous version until the next extraction)."""
+        rewritten again here (a failed answer keeps the previous version until the next extraction).
+        `preferences` is accepted for compatibility: the profile is read from the stored preference rows."""
+        del preferences  # a view of the stored rows (`slots`), never patched from a second copy
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
         if superseded is None:
             # The caller does not know what the write superseded (`ExtractionRun` lists only what it stored):
@@ -282,8 +291,9 @@ class ContextBuilder:
             records = await self.memory.list_memory(uid) if ids else []
             superseded = [fact_from_record(r) for r in records if r.kind == "fact" and r.superseded_by in ids]
         gone = [f.id for f in superseded] + [f.replaces for f in stored if f.replaces]
-        if stored or gone or preferences is not None:
-            await apply_facts_to_slots(self.store, uid, stored, superseded=gone, preferences=preferences)
+        if stored or gone:
+            # Facts only: the profile is a view of the stored preferences, not patched here.
+            await apply_facts_to_slots(self.store, uid, stored, superseded=gone)
         by_id = {f.id: f.content for f in stored}
         replaced = {f.replaces: f.content for f in stored if f.replaces}
         outdated = [
