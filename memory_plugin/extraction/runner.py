@@ -20,13 +20,23 @@ from ..session import SessionBackend
 from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
 from ..write.pipeline import WritePipeline
-from .base import ExtractionOutcome, FactExtractor, SummarizingExtractor, SummaryHost, SummaryRequest
+from .base import FactExtractor, SummarizingExtractor, SummaryAnswer, SummaryHost, SummaryRequest
 from .policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
 
 FactsWritten = Callable[[str, UUID, WriteOutcome], Awaitable[None]]
 """Told what a background job wrote: the session, the user, the write's outcome."""
 
-__all__ = ["ExtractionRunner", "ExtractionStats", "FactsWritten", "ScheduledExtraction"]
+__all__ = ["Extracted", "ExtractionRunner", "ExtractionStats", "FactsWritten", "ScheduledExtraction"]
+
+
+@dataclass(slots=True)
+class Extracted:
+    """What `ExtractionRunner.extract` returns."""
+
+    facts: list[MemorizedFact] = field(default_factory=list)
+    """The accepted candidate facts (not stored)."""
+    summary: SummaryAnswer | None = None
+    """The rolling summary the same call wrote, when one was asked of a `SummarizingExtractor`."""
 
 
 @dataclass(slots=True)
@@ -117,13 +127,13 @@ class ExtractionRunner:
                 known = await self._candidate_facts(user_id)
                 summary = await self._summary_request(session_id, user_id, short.messages)
                 run.summary_asked = summary is not None
-                facts, answered = await self._extract(pending, user_id, known, summary)
-                if facts:
+                extracted = await self.extract(pending, user_id, known_facts=known, summary=summary)
+                if extracted.facts:
                     outcome = await self.writer.update(
-                        MemoryUpdate(user_id=user_id, session_id=session_id, new_facts=facts)
+                        MemoryUpdate(user_id=user_id, session_id=session_id, new_facts=extracted.facts)
                     )
                     run.stored = outcome.stored
-                await self._store_summary(session_id, user_id, summary, answered)
+                await self._store_summary(session_id, user_id, summary, extracted.summary)
             except MemoryPluginError as exc:
                 run.error = str(exc)
                 logger.warning("%s extraction (%s) failed for session %s: %s", LOG_PREFIX, trigger, session_id, exc)
@@ -167,13 +177,14 @@ class ExtractionRunner:
         user forgot since. Raises on failure (the worker retries the job)."""
         known = await self._candidate_facts(job.user_id)
         summary = await self._summary_request(job.session_id, job.user_id, job.messages)
-        facts, answered = await self._extract(job.messages, job.user_id, known, summary)
+        extracted = await self.extract(job.messages, job.user_id, known_facts=known, summary=summary)
+        facts = extracted.facts
         async with queue.hold(job, worker) as hold:
             if hold.forgotten is None:
                 self.jobs_dropped += 1
                 logger.info("%s memory job %d dropped: its user was erased or the job cancelled", LOG_PREFIX, job.id)
                 return
-            await self._store_summary(job.session_id, job.user_id, summary, answered)
+            await self._store_summary(job.session_id, job.user_id, summary, extracted.summary)
             kept = [f for f in facts if not self._forgotten(f, hold.forgotten)]
             self.facts_dropped_forgotten += len(facts) - len(kept)
             if not kept:
@@ -218,12 +229,12 @@ class ExtractionRunner:
             return None
 
     async def _store_summary(
-        self, session_id: str, user_id: UUID, request: SummaryRequest | None, outcome: ExtractionOutcome | None
+        self, session_id: str, user_id: UUID, request: SummaryRequest | None, answer: SummaryAnswer | None
     ) -> None:
-        if request is None or outcome is None or outcome.summary is None or self._summaries is None:
+        if request is None or answer is None or self._summaries is None:
             return
         try:
-            await self._summaries.summary_answered(session_id, user_id, request, outcome.summary)
+            await self._summaries.summary_answered(session_id, user_id, request, answer)
         except StoreError as exc:  # derived data: the facts matter, the summary is rewritten on a later turn
             logger.warning("%s rolling summary from the extraction not stored: %s", LOG_PREFIX, exc)
 
@@ -234,23 +245,18 @@ class ExtractionRunner:
         return any(is_near_duplicate(keys, keys_of(content), threshold) for content in forgotten)
 
     async def extract(
-        self, messages: Sequence[Message], user_id: UUID, *, known_facts: Sequence[MemorizedFact] = ()
-    ) -> list[MemorizedFact]:
-        """Candidate facts from `messages`, not stored; see `MemoryManager.extract_facts_from_conversation`."""
-        facts, _ = await self._extract(messages, user_id, known_facts, None)
-        return facts
-
-    async def _extract(
         self,
         messages: Sequence[Message],
         user_id: UUID,
-        known_facts: Sequence[MemorizedFact],
-        summary: SummaryRequest | None,
-    ) -> tuple[list[MemorizedFact], ExtractionOutcome | None]:
-        """The accepted facts, and the extractor's outcome (None when nothing was asked); with `summary`, the
-        extractor's one call also rewrites the rolling summary."""
+        *,
+        known_facts: Sequence[MemorizedFact] = (),
+        summary: SummaryRequest | None = None,
+    ) -> Extracted:
+        """Candidate facts from `messages`, not stored (see `MemoryManager.extract_facts_from_conversation`);
+        with `summary` and a `SummarizingExtractor`, the same model call also rewrites the rolling summary.
+        Every extraction path goes through here."""
         if not messages:
-            return [], None
+            return Extracted()
         self.stats.extraction_calls += 1
         try:
             if summary is not None and isinstance(self.extractor, SummarizingExtractor):
@@ -288,7 +294,7 @@ class ExtractionRunner:
             outcome.rejected + len(outcome.facts) - len(accepted),
             self.extractor.name,
         )
-        return accepted, outcome
+        return Extracted(accepted, outcome.summary if summary is not None else None)
 
     def _maybe_skip(self, session_id: str, pending: Sequence[Message], end_of_request: bool) -> ExtractionRun:
         """Nothing due. If a trigger would have fired but the pending user messages are only small talk,
