@@ -86,6 +86,7 @@ def summary_policy(settings: MemorySettings) -> SummaryPolicy:
         with_extraction=settings.summary_with_extraction,
         max_tokens=settings.context_summary_tokens,
         resync_after=timedelta(days=settings.summary_resync_days),
+        health_notes=settings.health_notes,
     )
 
 
