@@ -52,7 +52,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _headers(user: uuid.UUID) -> dict[str, str]:
-    claims = {"sub": str(user), "role": "authenticated", "exp": int(time.time()) + 3600}
+    claims = {"sub": str(user), "role": "authenticated", "aud": "authenticated", "exp": int(time.time()) + 3600}
     return {"Authorization": f"Bearer {jwt.encode(claims, SECRET, 'HS256')}"}
 
 

@@ -504,6 +504,10 @@ class MemorySettings(BaseSettings):
     """The project's JWKS endpoint (`https://<ref>.supabase.co/auth/v1/.well-known/jwks.json`), for user tokens
     signed with asymmetric keys."""
 
+    jwt_audience: str = Field(default="authenticated", min_length=1)
+    """The `aud` the API requires in user tokens: "authenticated" is what Supabase Auth issues; a token without
+    it or for another audience is refused (401)."""
+
     api_max_body_bytes: int = Field(default=1_000_000, ge=1024)
     """Largest request body the API accepts (413 beyond)."""
 

@@ -454,3 +454,19 @@ async def test_unstorable_input_is_refused_and_loses_nothing(pool: Pool) -> None
     assert stored is not None
     assert texts(stored) == ["uno", "1 seen; you said uno"]
     assert await store.save(await AGENT.run("sin nada raro", conversation=stored)) != []
+
+
+async def test_forks_racing_a_delete_never_point_at_released_messages(pool: Pool) -> None:
+    """Each fork either lands before the delete (and keeps the messages it shares) or is refused after it."""
+    store = PostgresConversationStore(pool, uuid4())
+    for prompt in ("uno", "dos"):
+        await turn(store, "c1", prompt)
+    forks = [store.fork("c1", new_conversation_id=f"f{i}") for i in range(8)]
+    outcomes = await asyncio.gather(store.delete("c1"), *forks, return_exceptions=True)
+    landed = [o for o in outcomes[1:] if isinstance(o, Conversation)]
+    assert all(isinstance(o, UserError) for o in outcomes[1:] if not isinstance(o, Conversation))
+    for fork in landed:
+        loaded = await store.load(fork.conversation_id)
+        assert loaded is not None
+        assert texts(loaded) == ["uno", "1 seen; you said uno", "dos", "3 seen; you said dos"]
+    assert {r.conversation_id for r in await store.list_conversations()} == {f.conversation_id for f in landed}
