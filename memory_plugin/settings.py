@@ -518,6 +518,10 @@ class MemorySettings(BaseSettings):
     max_checkpoints: int = Field(default=20, ge=1, le=10_000)
     """Workflow checkpoints kept per session; each save deletes the older ones beyond it."""
 
-    session_backend: Literal["memory", "postgres"] = "memory"
-    """Where short-term sessions live: "memory" (this process's RAM) or "postgres" (the database in use, shared
-    by every worker; `memory_private.memory_sessions`)."""
+    session_backend: Literal["memory", "postgres", "redis"] = "memory"
+    """Where short-term sessions live: "memory" (this process's RAM), "postgres" (the database in use, shared
+    by every worker; `memory_private.memory_sessions`) or "redis" (`redis_url`, shared by every worker; the
+    `redis` extra)."""
+
+    redis_url: SecretStr | None = None
+    """The Redis server of `session_backend="redis"` (`redis://host:6379/0`; may carry a password)."""
