@@ -41,6 +41,7 @@ from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder
 from memory_plugin.models import Message
 from memory_plugin.session import SessionBackend, SessionStore
+from memory_plugin.session.redis_store import RedisSessionStore
 
 SECRET = "bench-secret-with-at-least-32-bytes-of-entropy"
 TOPICS = ["soportes anodizados", "bridas de acero", "facturas pendientes", "tornillería M8", "plazos de entrega"]
@@ -124,12 +125,14 @@ async def _search_throughput(client: httpx.AsyncClient, chats: int, seconds: flo
     print()
 
 
-def _session_latency(url: str, calls: int) -> None:
-    """`add_message` and `snapshot` on one session, RAM vs Postgres (same process, same host)."""
+def _session_latency(url: str, calls: int, redis_url: str | None = None) -> None:
+    """`add_message` and `snapshot` on one session, RAM vs Postgres (vs Redis, given its URL; same host)."""
     print(f"## Short-term sessions: {calls} `add_message` then {calls} `snapshot` calls, window of 20\n")
     print("| backend | add_message p50 / p95 | snapshot p50 / p95 |\n|---|---:|---:|")
     postgres = PostgresSessionStore.connect(url, max_messages=20)
     backends: dict[str, SessionBackend] = {"memory (RAM)": SessionStore(max_messages=20), "postgres": postgres}
+    if redis_url is not None:
+        backends["redis"] = RedisSessionStore.connect(redis_url, prefix=f"bench-{uuid.uuid4().hex}", max_messages=20)
     for name, backend in backends.items():
         user, session = uuid.uuid4(), f"bench-{uuid.uuid4().hex}"
         writes, reads = [], []
@@ -144,7 +147,10 @@ def _session_latency(url: str, calls: int) -> None:
         w = f"{_pct(writes, 0.5):.3f} / {_pct(writes, 0.95):.3f} ms"
         r = f"{_pct(reads, 0.5):.3f} / {_pct(reads, 0.95):.3f} ms"
         print(f"| {name} | {w} | {r} |")
-    postgres.close()
+    for backend in backends.values():
+        close = getattr(backend, "close", None)  # the networked backends' connections
+        if callable(close):
+            close()
     print()
 
 
@@ -177,6 +183,7 @@ def main() -> None:
     """Run the chat benchmark and print markdown tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--redis-url", help="also measure the Redis session backend on this server")
     args = parser.parse_args()
     turns, chats, seconds = (200, 50, 3.0) if args.quick else (1000, 200, 10.0)
     with tempfile.TemporaryDirectory(prefix="memory-plugin-bench-") as tmp:
@@ -188,7 +195,7 @@ def main() -> None:
                 async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
                     await migrate(conn)
                 await _bench(url, turns, chats, seconds)
-                await asyncio.to_thread(_session_latency, url, 200 if args.quick else 2000)
+                await asyncio.to_thread(_session_latency, url, 200 if args.quick else 2000, args.redis_url)
 
             asyncio.run(run())
         finally:
