@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
-from ..errors import MemoryPluginError, SessionLimitError, SessionOwnershipError, StoreUnavailableError
+from ..errors import MemoryPluginError, SessionLimitError, StoreUnavailableError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
 from ..text import normalize_key
-from .base import new_entity_values
+from .base import new_entity_values, ownership_error
 
 try:
     import redis
@@ -54,20 +54,6 @@ def _text(value: object) -> str:
 
 def _owner(user_id: UUID | None) -> str:
     return _ANONYMOUS if user_id is None else str(user_id)
-
-
-def _ownership_error(session_id: str, owner: str, user_id: UUID | None) -> SessionOwnershipError:
-    # Same words as the RAM and Postgres stores: never whose it is, only that this caller may not use it.
-    if owner == _ANONYMOUS:
-        return SessionOwnershipError(
-            f"session {session_id!r} was started without a user and stays anonymous: use it without"
-            " user_id, or start a new session id for this user"
-        )
-    return SessionOwnershipError(
-        f"session {session_id!r} belongs to another user"
-        + (" (or to a user: pass its user_id)" if user_id is None else "")
-        + ": use a session id of this user's own, e.g. one made of the user id and the conversation id"
-    )
 
 
 class RedisSessionStore:
@@ -149,7 +135,7 @@ class RedisSessionStore:
         if "owner" not in meta or float(meta["last_active"]) <= now - self.ttl_seconds:
             return None
         if meta["owner"] != _owner(user_id):
-            raise _ownership_error(session_id, meta["owner"], user_id)
+            raise ownership_error(session_id, anonymous=meta["owner"] == _ANONYMOUS, user_id=user_id)
         return meta
 
     def _queue_create(self, pipe: Pipeline, session_id: str, user_id: UUID | None, now: float) -> dict[str, str]:
