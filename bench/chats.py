@@ -1,5 +1,7 @@
 """Chats over the REST API: PATCH latency while a chat grows to 1,000 turns (compaction included), the
-model-visible history against the full one, and `GET /api/chats?search=` throughput with 32 concurrent clients.
+model-visible history against the full one, `GET /api/chats?search=` throughput with 32 concurrent clients,
+pydantic-ai's `ConversationStore` on Postgres (save/load while a conversation grows), and the short-term session
+backends (RAM, Postgres, and Redis with `--redis-url`).
 
     .venv/bin/python -m bench.chats            # 1,000 turns, 200 chats to search, 10 s of searching
     .venv/bin/python -m bench.chats --quick    # 200 turns, 50 chats, 3 s
@@ -27,13 +29,17 @@ import psycopg
 import uvicorn
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic_ai import Embedder
+from pydantic_ai import Agent, Embedder
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.embeddings import TestEmbeddingModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import UsageLimits
 
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.chats.compaction import turn_text
+from memory_plugin.chats.conversations import PostgresConversationStore
 from memory_plugin.chats.service import from_json
 from memory_plugin.chats.sessions import PostgresSessionStore
 from memory_plugin.database import EmbeddedPostgres
@@ -154,6 +160,42 @@ def _session_latency(url: str, calls: int, redis_url: str | None = None) -> None
     print()
 
 
+async def _conversation_latency(url: str, turns: int) -> None:
+    """pydantic-ai's `ConversationStore` on Postgres: `load` + agent run + `save` per turn as the conversation
+    grows, then loading the whole history and a window of it."""
+    print(f"## ConversationStore on Postgres: a conversation growing to {2 * turns:,} messages\n")
+    async with AsyncConnectionPool(url, min_size=2, kwargs={"autocommit": True, "row_factory": dict_row}) as pool:
+        store = PostgresConversationStore(pool, uuid.uuid4())
+        agent = Agent(TestModel(custom_output_text="Anodizado tipo II, 20 micras, entrega en 3 semanas."))
+        loads, saves = [], []
+        for i in range(turns):
+            began = time.perf_counter()
+            conversation = await store.load("bench") or Conversation(conversation_id="bench")
+            loads.append((time.perf_counter() - began) * 1000)
+            result = await agent.run(
+                f"pregunta {i} sobre los soportes",
+                conversation=conversation,
+                usage_limits=UsageLimits(request_limit=None),
+            )
+            began = time.perf_counter()
+            await store.save(result)
+            saves.append((time.perf_counter() - began) * 1000)
+        began = time.perf_counter()
+        whole = await store.load("bench")
+        load_all = (time.perf_counter() - began) * 1000
+        began = time.perf_counter()
+        await store.load("bench", limit=20)
+        load_window = (time.perf_counter() - began) * 1000
+    messages = len(whole.messages) if whole is not None else 0
+    print("| measure | result |\n|---|---:|")
+    print(f"| `save` (the turn's 2 new messages) p50 / p95 | {_pct(saves, 0.5):.1f} / {_pct(saves, 0.95):.1f} ms |")
+    print(f"| `load` while growing p50 / p95 | {_pct(loads, 0.5):.1f} / {_pct(loads, 0.95):.1f} ms |")
+    print(
+        f"| `load` of all {messages:,} messages / of the last 20 (`limit=20`) | {load_all:.1f} / {load_window:.1f} ms |"
+    )
+    print()
+
+
 async def _bench(url: str, turns: int, chats: int, seconds: float) -> None:
     pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
         url, min_size=4, max_size=16, open=False, kwargs={"autocommit": True, "row_factory": dict_row}
@@ -174,6 +216,7 @@ async def _bench(url: str, turns: int, chats: int, seconds: float) -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60, limits=limits) as client:
         await _patch_latency(client, turns)
         await _search_throughput(client, chats, seconds, clients=32)
+    await _conversation_latency(url, turns // 2)
     server.should_exit = True
     await task
     await pool.close()

@@ -39,6 +39,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from memory_plugin.chats.conversations import PostgresConversationStore
+from memory_plugin.database.admin import MemoryAdmin
 from memory_plugin.errors import InvalidMemoryInputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,6 +319,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
 from memory_plugin.chats.conversations import PostgresConversationStore
+from memory_plugin.database.admin import MemoryAdmin
 
 def reply(messages, info):
     prompts = [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
@@ -470,3 +472,18 @@ async def test_forks_racing_a_delete_never_point_at_released_messages(pool: Pool
         assert loaded is not None
         assert texts(loaded) == ["uno", "1 seen; you said uno", "dos", "3 seen; you said dos"]
     assert {r.conversation_id for r in await store.list_conversations()} == {f.conversation_id for f in landed}
+
+
+async def test_erasing_a_user_erases_their_conversations(
+    pool: Pool, database_url: str, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> None:
+    user, other = uuid4(), uuid4()
+    for prompt in ("uno", "dos"):
+        await turn(PostgresConversationStore(pool, user), "c1", prompt)
+    await PostgresConversationStore(pool, user).fork("c1", at=2, new_conversation_id="f1")
+    await turn(PostgresConversationStore(pool, other), "c1", "de otro")
+    kept = _rows(admin_conn, other)
+    async with await MemoryAdmin.connect(database_url) as admin:
+        assert await admin.erase_user(user) >= 6  # 2 records and 4 entries, besides anything else of theirs
+    assert _rows(admin_conn, user) == []
+    assert _rows(admin_conn, other) == kept

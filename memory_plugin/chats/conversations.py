@@ -76,8 +76,14 @@ with recursive chain (id, parent_id, kind, message, depth) as (
     select e.id, e.parent_id, e.kind, e.message, 1
       from public.conversation_entries e where e.user_id = %(user)s and e.id = %(head)s
     union all
+    -- One primary-key lookup per step: `limit 1` keeps the planner from flattening the lateral into a join,
+    -- which it may plan as a scan of all the user's entries per step (measured on a table not yet analysed:
+    -- 268 ms for a 1,000-message history that way).
     select e.id, e.parent_id, e.kind, e.message, c.depth + 1
-      from chain c join public.conversation_entries e on e.user_id = %(user)s and e.id = c.parent_id
+      from chain c cross join lateral (
+          select x.id, x.parent_id, x.kind, x.message from public.conversation_entries x
+           where x.user_id = %(user)s and x.id = c.parent_id limit 1
+      ) e
      where %(limit)s::integer is null or c.depth < %(limit)s::integer
 )
 select {_ENTRY_COLUMNS} from chain order by depth desc
