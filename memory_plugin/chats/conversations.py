@@ -132,8 +132,12 @@ with recursive tips (id) as (
 ), reachable (id, parent_id) as (
     select e.id, e.parent_id from public.conversation_entries e join tips on e.user_id = %(user)s and e.id = tips.id
     union
+    -- One primary-key lookup per step, as in READ_HISTORY_SQL.
     select e.id, e.parent_id
-      from reachable r join public.conversation_entries e on e.user_id = %(user)s and e.id = r.parent_id
+      from reachable r cross join lateral (
+          select x.id, x.parent_id from public.conversation_entries x
+           where x.user_id = %(user)s and x.id = r.parent_id limit 1
+      ) e
 )
 delete from public.conversation_entries e
  where e.user_id = %(user)s and not exists (select from reachable r where r.id = e.id)
