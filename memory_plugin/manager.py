@@ -208,7 +208,7 @@ class MemoryManager:
         except BaseException:
             await store.close()
             raise
-        sessions = None
+        sessions: SessionBackend | None = None
         if settings.session_backend == "postgres":  # shared by every worker: on the database in use
             from .chats.sessions import postgres_sessions_from_settings
 
@@ -220,6 +220,14 @@ class MemoryManager:
                     " MEMORY_DATABASE_URL or let the manager start the embedded one (do not pass store=)"
                 )
             sessions = await asyncio.to_thread(postgres_sessions_from_settings, settings, url)
+        elif settings.session_backend == "redis":  # shared by every worker: on the deployment's Redis
+            from .session.redis_store import redis_sessions_from_settings
+
+            try:
+                sessions = await asyncio.to_thread(redis_sessions_from_settings, settings)
+            except BaseException:
+                await store.close()
+                raise
         manager = cls(settings, store, extractor=extractor, clock=clock, embedder=embedder, sessions=sessions)
         manager._connector = connector
         manager._start_sweeper()

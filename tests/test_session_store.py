@@ -9,13 +9,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
 from memory_plugin import InvalidMemoryInputError, MemorySettings, Message, SessionStore
 from memory_plugin.errors import SessionLimitError, SessionOwnershipError
 from memory_plugin.session import SessionBackend
+from memory_plugin.session.redis_store import RedisSessionStore
 
 TTL = 3600.0
 
@@ -406,15 +407,26 @@ def test_concurrent_threads_respect_the_session_cap(clock: Any) -> None:
 A = UUID("00000000-0000-4000-8000-00000000000a")
 B = UUID("00000000-0000-4000-8000-00000000000b")
 
-SESSION_BACKENDS: dict[str, Callable[[Any], SessionBackend]] = {
-    "memory": lambda clock: SessionStore(ttl_seconds=TTL, clock=clock),
+
+def _redis_backend(request: pytest.FixtureRequest, clock: Any) -> SessionBackend:
+    """A Redis store on the run's redis-server, under a key prefix of its own (the ids below are fixed)."""
+    store = RedisSessionStore.connect(
+        request.getfixturevalue("redis_url"), prefix=f"test-{uuid4().hex}", ttl_seconds=TTL, clock=clock
+    )
+    request.addfinalizer(store.close)
+    return store
+
+
+SESSION_BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Any], SessionBackend]] = {
+    "memory": lambda _, clock: SessionStore(ttl_seconds=TTL, clock=clock),
+    "redis": _redis_backend,
 }
 """Every session backend: the ownership tests run on each (a networked backend adds itself here)."""
 
 
 @pytest.fixture(params=sorted(SESSION_BACKENDS))
 def backend(request: pytest.FixtureRequest, clock: Any) -> SessionBackend:
-    return SESSION_BACKENDS[request.param](clock)
+    return SESSION_BACKENDS[request.param](request, clock)
 
 
 def test_a_session_is_bound_to_its_first_user_and_refused_to_another(backend: SessionBackend) -> None:

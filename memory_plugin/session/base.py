@@ -24,11 +24,11 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 from uuid import UUID
 
-from ..errors import SessionLimitError
+from ..errors import SessionLimitError, SessionOwnershipError
 from ..models import Message, ShortTermMemory
 from ..text import normalize_key
 
-__all__ = ["SessionBackend", "new_entity_values"]
+__all__ = ["SessionBackend", "new_entity_values", "ownership_error"]
 
 
 class SessionBackend(Protocol):
@@ -103,3 +103,18 @@ def new_entity_values(
             f"{max_total}: send only the entities of the current request, or raise the limit"
         )
     return added
+
+
+def ownership_error(session_id: str, *, anonymous: bool, user_id: UUID | None) -> SessionOwnershipError:
+    """The refusal every backend raises when `user_id` is not the owner of `session_id` (an `anonymous` session's
+    or a user's). It never says whose the session is, only that this caller may not use it."""
+    if anonymous:
+        return SessionOwnershipError(
+            f"session {session_id!r} was started without a user and stays anonymous: use it without"
+            " user_id, or start a new session id for this user"
+        )
+    return SessionOwnershipError(
+        f"session {session_id!r} belongs to another user"
+        + (" (or to a user: pass its user_id)" if user_id is None else "")
+        + ": use a session id of this user's own, e.g. one made of the user id and the conversation id"
+    )
