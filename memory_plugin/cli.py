@@ -632,7 +632,27 @@ def erase(
     # Writes journaled during an outage must not bring the user back at the next replay.
     journal = WriteJournal.for_database(settings.data_dir, DatabaseConnector(settings).identity)
     pending = journal.drop_user(uid).items
-    _out().print(f"erased {deleted} row(s) and {pending} pending write(s) of user {uid}")
+    sessions = _erase_redis_sessions(settings, uid)
+    extra = f" and {sessions} Redis session(s)" if sessions is not None else ""
+    _out().print(f"erased {deleted} row(s), {pending} pending write(s){extra} of user {uid}")
+
+
+def _erase_redis_sessions(settings: MemorySettings, user: UUID) -> int | None:
+    """Short-term sessions kept in Redis are outside the database: erase them too (None: not on Redis)."""
+    if settings.session_backend != "redis":
+        return None
+    from .session.redis_store import redis_sessions_from_settings  # the `redis` extra
+
+    try:
+        sessions = redis_sessions_from_settings(settings)
+    except MemoryPluginError as exc:
+        raise _fail(f"the database rows are erased, but not the Redis sessions: {exc}") from None
+    try:
+        return sessions.drop_user(user)
+    except MemoryPluginError as exc:
+        raise _fail(f"the database rows are erased, but not the Redis sessions: {exc}") from None
+    finally:
+        sessions.close()
 
 
 @app.command("journal")

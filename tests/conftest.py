@@ -191,11 +191,13 @@ def admin_conn(database_url: str) -> Iterator[psycopg.Connection[tuple[object, .
 @pytest.fixture(scope="session")
 def redis_url(run_directory: Path) -> Iterator[str]:
     """URL of a real redis-server of this run (free port, data directory under the run's own, nothing saved
-    to disk), for the Redis session backend. The CI installs redis-server (`.ci/run`); a missing one is an
-    error, not a skip: install it (`apt-get install redis-server`)."""
+    to disk), for the Redis session backend. A missing redis-server is an
+    error, not a skip: `bash scripts/bootstrap --tests` (the README's test command) installs it."""
     server = shutil.which("redis-server")
     if server is None:
-        pytest.fail("redis-server is not installed: apt-get install -y redis-server (the CI installs it)")
+        pytest.fail(
+            "redis-server is not installed: run `bash scripts/bootstrap --tests` (apt-get install redis-server)"
+        )
     directory = Path(tempfile.mkdtemp(prefix="redis-", dir=run_directory))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -115,3 +116,31 @@ async def test_a_missing_or_unreachable_redis_is_a_clear_error(pg_settings: Memo
         port = probe.getsockname()[1]
     with pytest.raises(StoreUnavailableError, match="Redis"):
         RedisSessionStore.connect(f"redis://127.0.0.1:{port}/0")
+
+
+def test_erase_also_forgets_the_users_sessions_in_redis(redis_url: str, database_url: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from memory_plugin.cli import app
+
+    store = RedisSessionStore.connect(redis_url)  # the prefix the settings' store uses
+    try:
+        erased, kept = uuid4(), uuid4()
+        store.add_message("erased-1", msg("40 soportes"), user_id=erased)
+        store.add_message("erased-2", msg("en latón"), user_id=erased)
+        store.add_message("kept-1", msg("20 bridas"), user_id=kept)
+        env = {
+            "MEMORY_DATABASE_URL": database_url,
+            "MEMORY_DATA_DIR": str(tmp_path),
+            "MEMORY_SESSION_BACKEND": "redis",
+            "MEMORY_REDIS_URL": redis_url,
+            "COLUMNS": "200",
+        }
+        done = CliRunner().invoke(app, ["erase", "--user", str(erased), "--yes"], env=env)
+        assert done.exit_code == 0, done.output
+        assert "2 Redis session(s)" in done.output
+        assert store.snapshot("erased-1", user_id=erased).messages == []
+        assert store.snapshot("erased-2", user_id=erased).messages == []
+        assert [m.content for m in store.snapshot("kept-1", user_id=kept).messages] == ["20 bridas"]
+    finally:
+        store.close()

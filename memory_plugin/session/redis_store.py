@@ -308,6 +308,23 @@ class RedisSessionStore:
 
         return bool(self._transaction(operation, self._meta(session_id), self._messages(session_id)))
 
+    def drop_user(self, user_id: UUID) -> int:
+        """Forget every session of `user_id` now (an erasure: the database's rows are deleted by
+        `MemoryAdmin.erase_user`, which cannot reach Redis); returns how many there were."""
+        owner = _owner(user_id)
+        index = self._user_index(owner)
+
+        def operation(pipe: Pipeline) -> int:
+            sessions = [_text(s) for s in pipe.zrange(index, 0, -1)]
+            mine = [s for s in sessions if pipe.hget(self._meta(s), "owner") == owner]
+            pipe.multi()
+            for session_id in mine:
+                self._queue_forget(pipe, session_id, owner)
+            pipe.delete(index)
+            return len(mine)
+
+        return int(self._transaction(operation, index))
+
     def _queue_forget(self, pipe: Pipeline, session_id: str, owner: str) -> None:
         pipe.delete(self._meta(session_id), self._messages(session_id))
         pipe.zrem(self._all_index, session_id)
