@@ -118,7 +118,8 @@ def _starts_user_turn(message: ModelMessage) -> bool:
 
 def safe_cuts(messages: Sequence[ModelMessage]) -> list[int]:
     """Indexes `i` (0 < i < len) where cutting before `messages[i]` separates no tool call from its result
-    (a tool return or a retry prompt). A native (server-side) tool's call and return sit in one response: never split."""
+    (a tool return or a retry prompt). A native (server-side) tool's call and return sit in one response,
+    never split."""
     cuts: list[int] = []
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
