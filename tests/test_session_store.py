@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from memory_plugin import InvalidMemoryInputError, MemorySettings, Message, SessionStore
+from memory_plugin import InMemoryStore, InvalidMemoryInputError, MemoryManager, MemorySettings, Message, SessionStore
 from memory_plugin.errors import SessionLimitError, SessionOwnershipError
 from memory_plugin.session import SessionBackend
 from memory_plugin.session.redis_store import RedisSessionStore
@@ -626,3 +626,31 @@ def test_two_users_racing_for_the_same_session_ids_never_share_one(clock: Any) -
             except SessionOwnershipError:
                 continue
             assert [m.content for m in messages] == [f"{user} {i}"]
+
+
+class _GatedSessions(SessionStore):
+    """A session store on the network, as the manager sees it: each `add_message` waits for a gate that only
+    the event loop can open."""
+
+    blocking = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.opened_while_waiting = False
+
+    def add_message(self, session_id: str, message: Message, *, user_id: UUID | None = None) -> int:
+        self.opened_while_waiting = self.gate.wait(timeout=10)
+        return super().add_message(session_id, message, user_id=user_id)
+
+
+async def test_a_session_store_on_the_network_never_holds_the_event_loop() -> None:
+    sessions = _GatedSessions()
+    memory = MemoryManager(MemorySettings(embedding_model="none"), InMemoryStore(), sessions=sessions)
+    user = uuid4()
+    call = asyncio.ensure_future(memory.add_message("s1", Message(role="user", content="40 soportes"), user_id=user))
+    await asyncio.sleep(0)  # the call starts; if it ran on the loop, this coroutine would not run again until it ends
+    sessions.gate.set()
+    assert await call == 1
+    assert sessions.opened_while_waiting  # the loop went on (and opened the gate) while the call waited
+    assert [m.content for m in (await memory.get_short_term("s1", user_id=user)).messages] == ["40 soportes"]

@@ -7,7 +7,8 @@ user, or anonymous, is refused to anyone else). Each operation is one transactio
 (`select … for update`), so two processes appending to one session serialise: no message is lost.
 
 Synchronous, like the `SessionBackend` protocol: each call is a few statements on a local pool (about a
-millisecond on the same host). Time is seconds of `clock` (wall time by default, shared across processes).
+millisecond on the same host); the manager runs each one in a worker thread (`blocking`, `off_the_loop`).
+Time is seconds of `clock` (wall time by default, shared across processes).
 Not implemented here: the RAM store's byte budgets (the per-user session cap bounds a user instead).
 """
 
@@ -55,6 +56,9 @@ CAP_SQL = (
 
 class PostgresSessionStore:
     """A `SessionBackend` on PostgreSQL. Create with `PostgresSessionStore.connect(url, ...)`; `close()` at the end."""
+
+    blocking: bool = True
+    """Always: every call is a transaction on Postgres (`off_the_loop` runs it in a worker thread)."""
 
     def __init__(
         self,

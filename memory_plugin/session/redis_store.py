@@ -61,6 +61,9 @@ class RedisSessionStore:
 
     `prefix` namespaces every key (several applications, or test runs, on one server)."""
 
+    blocking: bool = True
+    """Always: every call is a transaction on Redis (`off_the_loop` runs it in a worker thread)."""
+
     def __init__(
         self,
         client: redis.Redis,

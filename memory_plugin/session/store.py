@@ -75,6 +75,9 @@ class SessionStore:
     to someone else (`session/base.py`).
     """
 
+    blocking: bool = False
+    """Never: every call is a short in-memory operation."""
+
     def __init__(
         self,
         *,
