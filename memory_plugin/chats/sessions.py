@@ -26,7 +26,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import SessionLimitError, StoreUnavailableError
 from ..models import Message, ShortTermMemory
-from ..session.base import new_entity_values, ownership_error
+from ..session.base import SessionLimits, new_entity_values, ownership_error, session_limits
 from ..settings import MemorySettings
 from ..text import normalize_key
 
@@ -54,7 +54,7 @@ CAP_SQL = (
 )
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(SessionLimits):
     """A `SessionBackend` on PostgreSQL. Create with `PostgresSessionStore.connect(url, ...)`; `close()` at the end."""
 
     blocking: bool = True
@@ -72,17 +72,15 @@ class PostgresSessionStore:
         max_intents: int = 50,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if min(max_messages, max_sessions_per_user, max_entity_values_per_kind, max_entity_values, max_intents) < 1:
-            raise ValueError("max_messages and the other limits must be >= 1")
-        if ttl_seconds <= 0:
-            raise ValueError("ttl_seconds must be > 0")
+        super().__init__(
+            max_messages=max_messages,
+            ttl_seconds=ttl_seconds,
+            max_sessions_per_user=max_sessions_per_user,
+            max_entity_values_per_kind=max_entity_values_per_kind,
+            max_entity_values=max_entity_values,
+            max_intents=max_intents,
+        )
         self._pool = pool
-        self.max_messages = max_messages
-        self.ttl_seconds = ttl_seconds
-        self.max_sessions_per_user = max_sessions_per_user
-        self.max_entity_values_per_kind = max_entity_values_per_kind
-        self.max_entity_values = max_entity_values
-        self.max_intents = max_intents
         self._clock = clock
 
     @classmethod
@@ -238,12 +236,4 @@ class PostgresSessionStore:
 
 def postgres_sessions_from_settings(settings: MemorySettings, url: str) -> PostgresSessionStore:
     """The Postgres session store `settings` describe (window, TTL, per-user cap, entity and intent limits)."""
-    return PostgresSessionStore.connect(
-        url,
-        max_messages=settings.max_messages_per_session,
-        ttl_seconds=settings.session_ttl_seconds,
-        max_sessions_per_user=settings.max_sessions_per_user,
-        max_entity_values_per_kind=settings.max_session_entity_values_per_kind,
-        max_entity_values=settings.max_session_entity_values,
-        max_intents=settings.max_session_intents,
-    )
+    return PostgresSessionStore.connect(url, **session_limits(settings))

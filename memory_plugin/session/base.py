@@ -22,14 +22,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 from uuid import UUID
 
 from ..errors import SessionLimitError, SessionOwnershipError
 from ..models import Message, ShortTermMemory
 from ..text import normalize_key
 
-__all__ = ["SessionBackend", "new_entity_values", "off_the_loop", "ownership_error"]
+if TYPE_CHECKING:
+    from ..settings import MemorySettings
+
+__all__ = [
+    "SessionBackend",
+    "SessionLimitSettings",
+    "SessionLimits",
+    "new_entity_values",
+    "off_the_loop",
+    "ownership_error",
+    "session_limits",
+]
 
 T = TypeVar("T")
 
@@ -72,6 +83,57 @@ class SessionBackend(Protocol):
     def expire(self) -> int:
         """Release every session idle for longer than the TTL; returns how many."""
         ...
+
+
+class SessionLimitSettings(TypedDict):
+    """The bounds every session store takes, as keyword arguments (`session_limits`)."""
+
+    max_messages: int
+    ttl_seconds: float
+    max_sessions_per_user: int
+    max_entity_values_per_kind: int
+    max_entity_values: int
+    max_intents: int
+
+
+def session_limits(settings: MemorySettings) -> SessionLimitSettings:
+    """The bounds `settings` give every session store: window, TTL, per-user cap, entity and intent limits."""
+    return SessionLimitSettings(
+        max_messages=settings.max_messages_per_session,
+        ttl_seconds=settings.session_ttl_seconds,
+        max_sessions_per_user=settings.max_sessions_per_user,
+        max_entity_values_per_kind=settings.max_session_entity_values_per_kind,
+        max_entity_values=settings.max_session_entity_values,
+        max_intents=settings.max_session_intents,
+    )
+
+
+class SessionLimits:
+    """The bounds every session store applies, checked once here (a base class of the stores)."""
+
+    def __init__(
+        self,
+        *,
+        max_messages: int,
+        ttl_seconds: float,
+        max_sessions_per_user: int,
+        max_entity_values_per_kind: int,
+        max_entity_values: int,
+        max_intents: int,
+    ) -> None:
+        if min(max_messages, max_sessions_per_user, max_entity_values_per_kind, max_entity_values, max_intents) < 1:
+            raise ValueError("max_messages and the other limits must be >= 1")
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be > 0")
+        self.max_messages = max_messages
+        """Messages kept per session (the window)."""
+        self.ttl_seconds = ttl_seconds
+        """Inactivity after which a session expires."""
+        self.max_sessions_per_user = max_sessions_per_user
+        """Live sessions per user; a new one evicts the user's least recently active."""
+        self.max_entity_values_per_kind = max_entity_values_per_kind
+        self.max_entity_values = max_entity_values
+        self.max_intents = max_intents
 
 
 def new_entity_values(

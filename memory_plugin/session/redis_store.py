@@ -31,7 +31,7 @@ from ..errors import MemoryPluginError, SessionLimitError, StoreUnavailableError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
 from ..text import normalize_key
-from .base import new_entity_values, ownership_error
+from .base import SessionLimits, new_entity_values, ownership_error, session_limits
 
 try:
     import redis
@@ -56,7 +56,7 @@ def _owner(user_id: UUID | None) -> str:
     return _ANONYMOUS if user_id is None else str(user_id)
 
 
-class RedisSessionStore:
+class RedisSessionStore(SessionLimits):
     """A `SessionBackend` on Redis. Create with `RedisSessionStore.connect(url, ...)`; `close()` at the end.
 
     `prefix` namespaces every key (several applications, or test runs, on one server)."""
@@ -77,18 +77,16 @@ class RedisSessionStore:
         max_intents: int = 50,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if min(max_messages, max_sessions_per_user, max_entity_values_per_kind, max_entity_values, max_intents) < 1:
-            raise ValueError("max_messages and the other limits must be >= 1")
-        if ttl_seconds <= 0:
-            raise ValueError("ttl_seconds must be > 0")
+        super().__init__(
+            max_messages=max_messages,
+            ttl_seconds=ttl_seconds,
+            max_sessions_per_user=max_sessions_per_user,
+            max_entity_values_per_kind=max_entity_values_per_kind,
+            max_entity_values=max_entity_values,
+            max_intents=max_intents,
+        )
         self._redis = client
         self.prefix = prefix
-        self.max_messages = max_messages
-        self.ttl_seconds = ttl_seconds
-        self.max_sessions_per_user = max_sessions_per_user
-        self.max_entity_values_per_kind = max_entity_values_per_kind
-        self.max_entity_values = max_entity_values
-        self.max_intents = max_intents
         self._clock = clock
         # Native expiry in whole milliseconds, at least one.
         self._ttl_ms = max(1, round(ttl_seconds * 1000))
@@ -361,12 +359,4 @@ def redis_sessions_from_settings(settings: MemorySettings) -> RedisSessionStore:
     """The Redis session store `settings` describe (`MEMORY_REDIS_URL`; window, TTL, per-user cap, limits)."""
     if settings.redis_url is None:
         raise MemoryPluginError("MEMORY_SESSION_BACKEND=redis needs MEMORY_REDIS_URL (e.g. redis://localhost:6379/0)")
-    return RedisSessionStore.connect(
-        settings.redis_url.get_secret_value(),
-        max_messages=settings.max_messages_per_session,
-        ttl_seconds=settings.session_ttl_seconds,
-        max_sessions_per_user=settings.max_sessions_per_user,
-        max_entity_values_per_kind=settings.max_session_entity_values_per_kind,
-        max_entity_values=settings.max_session_entity_values,
-        max_intents=settings.max_session_intents,
-    )
+    return RedisSessionStore.connect(settings.redis_url.get_secret_value(), **session_limits(settings))

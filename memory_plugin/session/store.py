@@ -28,7 +28,7 @@ from uuid import UUID
 from ..errors import SessionLimitError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
-from .base import new_entity_values, ownership_error
+from .base import SessionLimits, new_entity_values, ownership_error, session_limits
 
 __all__ = ["Clock", "SessionStore", "estimated_bytes"]
 
@@ -66,7 +66,7 @@ class _Session:
     """Estimated bytes (see `estimated_bytes`)."""
 
 
-class SessionStore:
+class SessionStore(SessionLimits):
     """In-RAM short-term memory for many concurrent sessions (a `SessionBackend`).
 
     Thread- and coroutine-safe: every public method takes one short lock and never awaits, so concurrent
@@ -92,19 +92,19 @@ class SessionStore:
         max_intents: int = 50,
         clock: Clock = time.monotonic,
     ) -> None:
-        limits = [max_messages, max_sessions, max_bytes, max_sessions_per_user, max_bytes_per_user]
-        limits += [max_entity_values_per_kind, max_entity_values, max_intents]
-        if min(limits) < 1 or ttl_seconds <= 0:
-            raise ValueError("max_messages, max_sessions and the other limits must be >= 1 and ttl_seconds > 0")
-        self.max_messages = max_messages
-        self.ttl_seconds = ttl_seconds
+        super().__init__(
+            max_messages=max_messages,
+            ttl_seconds=ttl_seconds,
+            max_sessions_per_user=max_sessions_per_user,
+            max_entity_values_per_kind=max_entity_values_per_kind,
+            max_entity_values=max_entity_values,
+            max_intents=max_intents,
+        )
+        if min(max_sessions, max_bytes, max_bytes_per_user) < 1:
+            raise ValueError("max_sessions, max_bytes and max_bytes_per_user must be >= 1")
         self.max_sessions = max_sessions
         self.max_bytes = max_bytes
-        self.max_sessions_per_user = max_sessions_per_user
         self.max_bytes_per_user = max_bytes_per_user
-        self.max_entity_values_per_kind = max_entity_values_per_kind
-        self.max_entity_values = max_entity_values
-        self.max_intents = max_intents
         self._clock = clock
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._by_owner: dict[UUID, OrderedDict[str, None]] = {}
@@ -121,15 +121,10 @@ class SessionStore:
     def from_settings(cls, settings: MemorySettings, *, clock: Clock = time.monotonic) -> SessionStore:
         """The store `settings` describe (window, TTL, session caps, byte budgets, entity and intent limits)."""
         return cls(
-            max_messages=settings.max_messages_per_session,
-            ttl_seconds=settings.session_ttl_seconds,
+            **session_limits(settings),
             max_sessions=settings.max_sessions,
             max_bytes=settings.session_store_max_bytes,
-            max_sessions_per_user=settings.max_sessions_per_user,
             max_bytes_per_user=settings.session_max_bytes_per_user,
-            max_entity_values_per_kind=settings.max_session_entity_values_per_kind,
-            max_entity_values=settings.max_session_entity_values,
-            max_intents=settings.max_session_intents,
             clock=clock,
         )
 
