@@ -98,10 +98,14 @@ _FIRST_PERSON = re.compile(
 )
 # Chat drops the subject: "Been battling depression since college", "Got diagnosed in May", "Had covid last
 # week". A sentence starting with one of these verbs is the speaker's own statement.
-_SUBJECTLESS = re.compile(
-    r"(?:^|[.!?\n]\s*+)(?:just\s+|still\s+|finally\s+)?(?P<verb>been|got|had|having|taking|took|started|tested"
+_SUBJECTLESS_VERB = (
+    r"(?:just\s+|still\s+|finally\s+)?(?P<verb>been|got|had|having|taking|took|started|tested"
     r"|caught|diagnosed|dealing|battling|fighting|living|recovering|struggling|suffering)\b"
 )
+# At the start of the text, and after a sentence mark: two patterns, so the second starts with a character class
+# and the engine skips to the next mark instead of trying every position.
+_SUBJECTLESS_AT_START = re.compile(_SUBJECTLESS_VERB)
+_SUBJECTLESS = re.compile(r"[.!?\n]\s*+" + _SUBJECTLESS_VERB)
 # "my"/"mi" own the term only when it follows within a few words with no verb between: "my type 2 diabetes",
 # "my last HbA1c"; in "my bank account is in a deep depression" the account is the subject.
 _POSSESSIVES = frozenset({"my", "mi", "mis"})
@@ -216,10 +220,8 @@ def _clinical_terms(folded: str, original: str) -> list[_Term]:
 
 
 def _used_clinically(folded: str, start: int, end: int) -> bool:
-    """False for the figurative and topical uses of clinical words."""
-    # `endpos` reads the 20 characters after the term as the slice `folded[end:end + 20]` would.
-    if _TOPIC_AFTER.match(folded, end, end + 20):
-        return False
+    """False for the figurative uses of clinical words, and for covid as a period or subject (the caller has
+    ruled out a topic word right after the term, `_TOPIC_AFTER`)."""
     word = folded[start:end]
     if word not in _CHECKED_WORDS and not word.startswith("depres"):
         return True
@@ -245,12 +247,6 @@ def _boundaries(pattern: re.Pattern[str], folded: str) -> list[int]:
     return [m.end() for m in pattern.finditer(folded)]
 
 
-def _any_between(starts: list[int], low: int, high: int) -> bool:
-    """Whether a sorted position list holds one in [low, high)."""
-    index = bisect.bisect_left(starts, low)
-    return index < len(starts) and starts[index] < high
-
-
 def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
     """Spans of `text` where the speaker states their own diagnosis, medication/dose or test result (merged,
     in order). Empty for other people's health, public events, figures of speech, hypotheticals, questions.
@@ -264,50 +260,72 @@ def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
     lowered = text.lower()
     sentence_ends = [m.start() for m in _SENTENCE_END.finditer(folded)]
     clause_ends = sorted(set(_boundaries(_CLAUSE_END, folded)) | {e + 1 for e in sentence_ends})
-    owners = sorted(
-        [m.span() for m in _FIRST_PERSON.finditer(folded)] + [m.span("verb") for m in _SUBJECTLESS.finditer(folded)]
-    )
+    owners = [m.span() for m in _FIRST_PERSON.finditer(folded)]
+    # A subjectless verb at the start never contains a sentence mark, so no match after a mark overlaps it.
+    first = _SUBJECTLESS_AT_START.match(folded)
+    if first is not None:
+        owners.append(first.span("verb"))
+    owners += [m.span("verb") for m in _SUBJECTLESS.finditer(folded)]
+    owners.sort()
     owner_starts = [start for start, _ in owners]
     owner_ends = [end for _, end in owners]
-    owner_words = [folded[start:end] for start, end in owners]
-    others = sorted([m.start() for m in _OTHER_OWNER.finditer(folded)] + [m.start() for m in _HE.finditer(lowered)])
-    hypotheticals = sorted(
-        [m.start() for m in _HYPOTHETICAL.finditer(folded)] + [m.start() for m in _SPANISH_IF.finditer(lowered)]
-    )
+    others = [m.start() for m in _OTHER_OWNER.finditer(folded)]
+    if "él" in lowered:
+        others += [m.start() for m in _HE.finditer(lowered)]
+        others.sort()
+    hypotheticals = [m.start() for m in _HYPOTHETICAL.finditer(folded)]
+    if "si" in lowered:
+        hypotheticals += [m.start() for m in _SPANISH_IF.finditer(lowered)]
+        hypotheticals.sort()
     spans: list[tuple[int, int, str]] = []
     bisect_left = bisect.bisect_left
     bisect_right = bisect.bisect_right
+    sentence_count = len(sentence_ends)
+    hypothetical_count = len(hypotheticals)
+    other_count = len(others)
+    topic_after = _TOPIC_AFTER.match
     # Cheap checks first (a few binary searches), the regex-backed ones last: every check only skips a term,
     # so their order does not change the result.
     for term_start, term_end, kind in terms:
         # The sentence holding the term: from the previous end mark to the next one.
         k = bisect_left(sentence_ends, term_start)
-        sentence_start = sentence_ends[k - 1] + 1 if k > 0 else 0
-        if k < len(sentence_ends) and folded[sentence_ends[k]] == "?":
+        if k < sentence_count and folded[sentence_ends[k]] == "?":
             continue
-        if k > 0 and folded[sentence_ends[k - 1]] == "¿":
-            continue
+        if k > 0:
+            sentence_start = sentence_ends[k - 1] + 1
+            if folded[sentence_start - 1] == "¿":
+                continue
+        else:
+            sentence_start = 0
         # A hypothetical marker further back than `_HYPOTHETICAL_WINDOW` does not govern the term.
         h = bisect_left(hypotheticals, max(sentence_start, term_start - _HYPOTHETICAL_WINDOW))
-        if h < len(hypotheticals) and hypotheticals[h] < term_start:
+        if h < hypothetical_count and hypotheticals[h] < term_start:
             continue
         c = bisect_right(clause_ends, term_start)
         clause_start = max(clause_ends[c - 1] if c > 0 else 0, term_start - _WINDOW, sentence_start)
         o = bisect_right(owner_starts, term_start) - 1
         start = -1
-        if o >= 0 and owner_starts[o] >= clause_start and not _any_between(others, owner_ends[o], term_start):
-            start = min(owner_starts[o], term_start)
-            if owner_words[o] in _POSSESSIVES:
-                between = folded[owner_ends[o] : term_start]
-                if len(between.split()) > _POSSESSIVE_REACH_WORDS or _VERB_BETWEEN.search(between):
-                    start = -1
+        if o >= 0 and owner_starts[o] >= clause_start:
+            owner_end = owner_ends[o]
+            # Nobody else named between the owner and the term.
+            x = bisect_left(others, owner_end)
+            if x >= other_count or others[x] >= term_start:
+                start = min(owner_starts[o], term_start)
+                if folded[owner_starts[o] : owner_end] in _POSSESSIVES:
+                    between = folded[owner_end:term_start]
+                    if len(between.split()) > _POSSESSIVE_REACH_WORDS or _VERB_BETWEEN.search(between):
+                        start = -1
         if start < 0:
             # A further term in a sentence whose earlier detail was the speaker's ("my A1C came back at 6.8,
             # still prediabetic") is theirs too, unless someone else is named in between.
-            if not spans or spans[-1][1] < sentence_start or _any_between(others, spans[-1][1], term_start):
+            if not spans or spans[-1][1] < sentence_start:
+                continue
+            x = bisect_left(others, spans[-1][1])
+            if x < other_count and others[x] < term_start:
                 continue
             start = term_start
-        if not _used_clinically(folded, term_start, term_end):
+        # `endpos` reads the 20 characters after the term as the slice `folded[end:end + 20]` would.
+        if topic_after(folded, term_end, term_end + 20) or not _used_clinically(folded, term_start, term_end):
             continue
         spans.append((start, _detail_end(folded, term_start, term_end), kind))
     return _merge(spans)

@@ -216,18 +216,17 @@ _NOT_A_SECRET = frozenset(_NOT_A_SECRET_WORDS.split())
 _TRAILING_PUNCT = ".,;:)"
 
 
-# Each digit doubled and its digits summed (2d or 2d - 9) is again one digit: a translation table, so the sum
-# runs over bytes in C.
-_LUHN_DOUBLED = str.maketrans({str(d): str(2 * d if d < 5 else 2 * d - 9) for d in range(10)})
+# Each digit doubled and its digits summed (2d or 2d - 9) is again one digit: a byte translation table, so the
+# sum runs over bytes in C.
+_LUHN_DOUBLED = bytes.maketrans(b"0123456789", "".join(str(2 * d if d < 5 else 2 * d - 9) for d in range(10)).encode())
 
 
 def _luhn_valid(digits: str) -> bool:
     """ISO/IEC 7812 check digit: double every second digit from the right, the sum must end in 0."""
     if not digits.isascii():
         digits = "".join(str(int(c)) for c in digits)  # other scripts' digits ("٤١١١…") as ASCII
-    kept = digits[-1::-2].encode()
-    doubled = digits[-2::-2].translate(_LUHN_DOUBLED).encode()
-    total = sum(kept) + sum(doubled) - 48 * len(digits)
+    encoded = digits.encode()
+    total = sum(encoded[-1::-2]) + sum(encoded[-2::-2].translate(_LUHN_DOUBLED)) - 48 * len(encoded)
     return total % 10 == 0
 
 
@@ -539,11 +538,12 @@ def _redact_cards(text: str) -> tuple[str, bool]:
 
 def _cards_in_run(run: str) -> str | None:
     """`run` (digit groups and separators) with each card number in it replaced, or None when it holds none."""
-    # A split on a capturing digit pattern gives ["", group, separator, group, …, group, ""] in one call.
-    parts = _GROUP_SPLIT.split(run)
-    pieces = parts[1::2]
-    if len(pieces) > _MAX_CARD_RUN_GROUPS:
+    # A split on a capturing digit pattern gives ["", group, separator, group, …, group, ""] in one call; it stops
+    # after one group more than a card run may hold (then the last item is the rest of the run).
+    parts = _GROUP_SPLIT.split(run, _MAX_CARD_RUN_GROUPS + 1)
+    if len(parts) > 2 * _MAX_CARD_RUN_GROUPS + 1:
         return None
+    pieces = parts[1::2]
     lengths = [len(piece) for piece in pieces]
     # Digits from group i to the end of the run: a card needs 13, so later groups are never tried.
     remaining = sum(lengths)
