@@ -26,6 +26,7 @@ from .patterns import by_first_char, split_alternatives
 
 __all__ = [
     "CLINICAL_TERM",
+    "CLINICAL_TERM_FEW_LETTERS",
     "CLINICAL_TERM_KINDS",
     "DIAGNOSIS",
     "DOSE",
@@ -110,6 +111,13 @@ _CLINICAL_BRANCHES = [
 _CLINICAL_ALTERNATION, _CLINICAL_ORDER = by_first_char([branch for branch, _ in _CLINICAL_BRANCHES], capture=True)
 CLINICAL_TERM = re.compile(r"(?<!\w)" + _CLINICAL_ALTERNATION)
 CLINICAL_TERM_KINDS: tuple[str, ...] = tuple(_CLINICAL_BRANCHES[index][1] for index in _CLINICAL_ORDER)
+# The same matches with the look-behind after each first letter: the pattern then starts with a set of letters
+# and the engine skips other characters in C. Faster on text that is mostly not letters (20,000 characters of
+# digit groups: 0.15 ms instead of 0.7), slower on prose (1.1 ms instead of 0.7), where almost every letter
+# starts some branch.
+CLINICAL_TERM_FEW_LETTERS = re.compile(
+    by_first_char([branch for branch, _ in _CLINICAL_BRANCHES], capture=True, after_first=r"(?<!\w.)")[0]
+)
 
 # What a condition changes for a machining shop's service: the only part of a clinical fact worth a note.
 _CONSEQUENCES: tuple[tuple[re.Pattern[str], str, str], ...] = (

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import bisect
 import re
+import string
 import unicodedata
 from dataclasses import dataclass
 
-from .health import CLINICAL_TERM, CLINICAL_TERM_KINDS, DOSE
+from .health import CLINICAL_TERM, CLINICAL_TERM_FEW_LETTERS, CLINICAL_TERM_KINDS, DOSE
 from .patterns import by_first_char, split_alternatives
 
 __all__ = ["ClinicalSpan", "find_own_clinical_spans", "fold_same_length"]
@@ -199,6 +200,7 @@ _NAMED_CONDITION = re.compile(
 
 
 _DOSE_UNIT_ENDS = ("mg", "cg", "µg", "ug")
+_ASCII_LETTERS = string.ascii_letters.encode()
 
 
 # A term as (start, end, kind): plain tuples, because text dense with clinical words makes one per word (1,000 in
@@ -208,7 +210,12 @@ _Term = tuple[int, int, str]
 
 def _clinical_terms(folded: str, original: str) -> list[_Term]:
     kinds = CLINICAL_TERM_KINDS
-    terms = [(*m.span(), kinds[m.lastindex - 1]) for m in CLINICAL_TERM.finditer(folded)]  # type: ignore[operator]
+    # Both patterns find the same terms; the one starting with a letter set is faster when under half the
+    # characters are ASCII letters (counted in C by deleting them from the bytes).
+    encoded = folded.encode("utf-8", "surrogatepass")
+    few_letters = 2 * (len(encoded) - len(encoded.translate(None, _ASCII_LETTERS))) < len(encoded)
+    pattern = CLINICAL_TERM_FEW_LETTERS if few_letters else CLINICAL_TERM
+    terms = [(*m.span(), kinds[m.lastindex - 1]) for m in pattern.finditer(folded)]  # type: ignore[operator]
     # Every dose holds one of these units' last two letters: text without them (a table of figures) skips the
     # scan.
     if any(unit in original for unit in _DOSE_UNIT_ENDS):

@@ -82,13 +82,16 @@ def split_alternatives(source: str) -> list[str]:
     return expanded
 
 
-def by_first_char(branches: Sequence[str], *, capture: bool = False) -> tuple[str, tuple[int, ...]]:
+def by_first_char(
+    branches: Sequence[str], *, capture: bool = False, after_first: str = ""
+) -> tuple[str, tuple[int, ...]]:
     """A non-capturing alternation of `branches` grouped by first character, and with `capture` each branch
     followed by an empty capturing group: then the second value maps a match's `lastindex - 1` to the index of
     its branch in `branches` (the branches must hold no capturing group of their own). An empty group at the end
     keeps the branch starting with its literal, so the one-comparison rejection still applies (a group around
     the branch made the scan 5x slower). Every branch must start with a literal letter or digit that no
-    quantifier follows."""
+    quantifier follows. `after_first` goes right after each group's first character (a look-behind that checks
+    what precedes the word, written there so the pattern starts with its first characters)."""
     groups: dict[str, list[int]] = {}
     for index, branch in enumerate(branches):
         first = branch[:1]
@@ -102,5 +105,5 @@ def by_first_char(branches: Sequence[str], *, capture: bool = False) -> tuple[st
         if capture:
             rests = [f"{rest}()" for rest in rests]
             order += indexes
-        parts.append(first + (f"(?:{'|'.join(rests)})" if len(rests) > 1 or rests[0] else ""))
+        parts.append(first + after_first + (f"(?:{'|'.join(rests)})" if len(rests) > 1 or rests[0] else ""))
     return "(?:" + "|".join(parts) + ")", tuple(order)

@@ -482,20 +482,36 @@ def _separator_class(separator: str) -> str:
     return separator if len(separator) == 1 and separator in "-./" else " "
 
 
-def _card_at(pieces: list[str], lengths: list[int], separators: list[str], i: int) -> int | None:
-    """The index of the last group of a card number starting at group `i`, or None.
+@functools.lru_cache(maxsize=4_096)
+def _run_plan(lengths: tuple[int, ...]) -> tuple[tuple[int, ...] | None, ...]:
+    """What may start at each group of a run whose groups have these lengths: None when fewer than 13 digits
+    remain from it (no card starts there or later), else the index of the last group of each card shape that
+    fits there, longest first: `(i,)` for a single 13–19 digit block, `()` for none.
 
     Tries the fixed `_CARD_SHAPES` (longest first), then a single 13–19 digit block: a constant number of checks
-    per group, so a run of n groups costs O(n), where trying every span of groups cost O(n²) Luhn checks."""
-    first = pieces[i]
-    if first[0] not in _CARD_FIRST_DIGITS:
+    per group, so a run of n groups costs O(n), where trying every span of groups cost O(n²) Luhn checks. The
+    plan depends on the lengths alone (a handful of shapes in practice), so it is worked out once per shape."""
+    plan: list[tuple[int, ...] | None] = []
+    for i, length in enumerate(lengths):
+        if sum(lengths[i:]) < 13:
+            plan.append(None)
+        elif 13 <= length <= 19:
+            plan.append((i,))
+        elif length != 4 or i + 2 >= len(lengths) or lengths[i + 1] not in (4, 6):
+            plan.append(())  # every grouped shape starts with 4 then 4 or 6 digits, and has at least 3 groups
+        else:
+            plan.append(tuple(i + len(shape) - 1 for shape in _shapes_starting(lengths[i : i + 5])))
+    return tuple(plan)
+
+
+def _card_at(pieces: list[str], separators: list[str], i: int, ends: tuple[int, ...]) -> int | None:
+    """The index of the last group of a card number starting at group `i` (trying the shape ends `ends` of
+    `_run_plan`), or None."""
+    if not ends or pieces[i][0] not in _CARD_FIRST_DIGITS:
         return None
-    if 13 <= lengths[i] <= 19:
-        return i if _luhn_valid(first) else None
-    if lengths[i] != 4 or i + 2 >= len(pieces) or lengths[i + 1] not in (4, 6):
-        return None  # every grouped shape starts with 4 then 4 or 6 digits, and has at least 3 groups
-    for shape in _shapes_starting(tuple(lengths[i : i + 5])):
-        j = i + len(shape) - 1
+    if ends[0] == i:
+        return i if _luhn_valid(pieces[i]) else None
+    for j in ends:
         between = separators[i:j]
         if len(set(between)) > 1 and len({_separator_class(sep) for sep in between}) != 1:
             continue  # "4111 1111-1111.1111": mixed separators are a list of numbers, not one card
@@ -544,33 +560,31 @@ def _cards_in_run(run: str) -> str | None:
     if len(parts) > 2 * _MAX_CARD_RUN_GROUPS + 1:
         return None
     pieces = parts[1::2]
-    lengths = [len(piece) for piece in pieces]
-    # Digits from group i to the end of the run: a card needs 13, so later groups are never tried.
-    remaining = sum(lengths)
-    if remaining < 13:
-        return None
-    raw_separators = parts[2:-1:2]
-    out: list[str] = []
-    here = False
+    plan = _run_plan(tuple(map(len, pieces)))
+    separators = parts[2:-1:2]
+    out: list[str] | None = None
     i = 0
     # Left to right: a reference number or a year next to the card ("ref 12 4111 1111 1111 1111") does not
     # hide it.
-    while i < len(pieces) and remaining >= 13:
-        last = _card_at(pieces, lengths, raw_separators, i)
+    while i < len(pieces):
+        ends = plan[i]
+        if ends is None:
+            break  # fewer than 13 digits left
+        last = _card_at(pieces, separators, i, ends)
         if last is None:
-            out.append(pieces[i])
-            remaining -= lengths[i]
+            if out is not None:
+                out.append(pieces[i])
             last = i
         else:
+            if out is None:
+                out = parts[1 : 2 * i + 1]  # the groups and separators before the first card, as written
             out.append(_placeholder("payment_card"))
-            here = True
-            remaining -= sum(lengths[i : last + 1])
-        if last < len(raw_separators):
-            out.append(raw_separators[last])
+        if out is not None and last < len(separators):
+            out.append(separators[last])
         i = last + 1
-    if not here:
+    if out is None:
         return None
-    return "".join(out) + _rest(pieces, raw_separators, i)
+    return "".join(out) + _rest(pieces, separators, i)
 
 
 def _rest(pieces: list[str], separators: list[str], i: int) -> str:
