@@ -501,8 +501,13 @@ def _separator_class(separator: str) -> str:
     return separator if len(separator) == 1 and separator in "-./" else " "
 
 
-@functools.lru_cache(maxsize=4_096)
-def _run_plan(lengths: tuple[int, ...]) -> tuple[tuple[int, ...] | None, ...]:
+_Plan = tuple[tuple[int, ...] | None, ...]
+# The plans of the run shapes seen so far (a dict lookup costs less than a cached call); at most `_MAX_PLANS`.
+_PLANS: dict[tuple[int, ...], _Plan] = {}
+_MAX_PLANS = 4_096
+
+
+def _run_plan(lengths: tuple[int, ...]) -> _Plan:
     """What may start at each group of a run whose groups have these lengths: None when fewer than 13 digits
     remain from it (no card starts there or later), else the index of the last group of each card shape that
     fits there, longest first: `(i,)` for a single 13–19 digit block, `()` for none.
@@ -520,19 +525,21 @@ def _run_plan(lengths: tuple[int, ...]) -> tuple[tuple[int, ...] | None, ...]:
             plan.append(())  # every grouped shape starts with 4 then 4 or 6 digits, and has at least 3 groups
         else:
             plan.append(tuple(i + len(shape) - 1 for shape in _shapes_starting(lengths[i : i + 5])))
+    if len(_PLANS) < _MAX_PLANS:
+        _PLANS[lengths] = tuple(plan)
     return tuple(plan)
 
 
-def _card_at(pieces: list[str], separators: list[str], i: int, ends: tuple[int, ...]) -> int | None:
+def _card_at(pieces: list[str], separators: list[str], i: int, ends: tuple[int, ...], uniform: bool) -> int | None:
     """The index of the last group of a card number starting at group `i` (trying the shape ends `ends` of
-    `_run_plan`), or None."""
+    `_run_plan`), or None. `uniform`: every separator of the run is the same."""
     if not ends or pieces[i][0] not in _CARD_FIRST_DIGITS:
         return None
     if ends[0] == i:
         return i if _luhn_valid(pieces[i]) else None
     for j in ends:
         between = separators[i:j]
-        if len(set(between)) > 1 and len({_separator_class(sep) for sep in between}) != 1:
+        if not uniform and len(set(between)) > 1 and len({_separator_class(sep) for sep in between}) != 1:
             continue  # "4111 1111-1111.1111": mixed separators are a list of numbers, not one card
         card = pieces[i : j + 1]
         if _luhn_valid("".join(card)) and not _round_groups(card):
@@ -573,14 +580,23 @@ def _redact_cards(text: str) -> tuple[str, bool]:
 
 def _cards_in_run(run: str) -> str | None:
     """`run` (digit groups and separators) with each card number in it replaced, or None when it holds none."""
-    # A split on a capturing digit pattern gives ["", group, separator, group, …, group, ""] in one call; it stops
-    # after one group more than a card run may hold (then the last item is the rest of the run).
-    parts = _GROUP_SPLIT.split(run, _MAX_CARD_RUN_GROUPS + 1)
-    if len(parts) > 2 * _MAX_CARD_RUN_GROUPS + 1:
-        return None
-    pieces = parts[1::2]
-    plan = _run_plan(tuple(map(len, pieces)))
-    separators = parts[2:-1:2]
+    uniform = "  " not in run and run.replace(" ", "").isdigit()
+    if uniform:
+        # Groups between single spaces, the way people write cards: a plain split (~0.3 µs instead of ~0.8).
+        pieces = run.split(" ", _MAX_CARD_RUN_GROUPS)
+        if len(pieces) > _MAX_CARD_RUN_GROUPS:
+            return None
+        separators = [" "] * (len(pieces) - 1)
+    else:
+        # A split on a capturing digit pattern gives ["", group, separator, group, …, group, ""] in one call; it
+        # stops after one group more than a card run may hold (then the last item is the rest of the run).
+        parts = _GROUP_SPLIT.split(run, _MAX_CARD_RUN_GROUPS + 1)
+        if len(parts) > 2 * _MAX_CARD_RUN_GROUPS + 1:
+            return None
+        pieces = parts[1::2]
+        separators = parts[2:-1:2]
+    lengths = tuple(map(len, pieces))
+    plan = _PLANS.get(lengths) or _run_plan(lengths)
     out: list[str] | None = None
     i = 0
     # Left to right: a reference number or a year next to the card ("ref 12 4111 1111 1111 1111") does not
@@ -589,14 +605,15 @@ def _cards_in_run(run: str) -> str | None:
         ends = plan[i]
         if ends is None:
             break  # fewer than 13 digits left
-        last = _card_at(pieces, separators, i, ends)
+        last = _card_at(pieces, separators, i, ends, uniform)
         if last is None:
             if out is not None:
                 out.append(pieces[i])
             last = i
         else:
             if out is None:
-                out = parts[1 : 2 * i + 1]  # the groups and separators before the first card, as written
+                # The groups and separators before the first card, as written.
+                out = [piece for k in range(i) for piece in (pieces[k], separators[k])]
             out.append(_placeholder("payment_card"))
         if out is not None and last < len(separators):
             out.append(separators[last])
