@@ -410,25 +410,31 @@ def _redact_api_keys(text: str) -> tuple[str, bool]:
 def _end_of_compact(candidate: str, length: int) -> int | None:
     """Where `candidate` holds `length` characters besides separators, if that is the end of a group."""
     # An `_IBAN` match is four characters, then single separators each followed by one character.
-    prefix = _compact_prefix(length).match(candidate)
+    pattern = _COMPACT_PREFIXES.get(length) or _compact_prefix(length)
+    prefix = pattern.match(candidate)
     if prefix is None:
         return None
     end = prefix.end()
     return end if end == len(candidate) or candidate[end] in " -" else None
 
 
-@functools.cache
 def _compact_prefix(length: int) -> re.Pattern[str]:
-    """The first `length` characters of an `_IBAN` match besides its separators (one pattern per length)."""
+    """The first `length` characters of an `_IBAN` match besides its separators."""
     return re.compile(r"[^ -]{4}(?:[ -]?[^ -]){" + str(max(0, length - 4)) + "}")
 
 
-def _redact_ibans(text: str) -> tuple[str, bool]:
-    found = False
+# One per IBAN length of the registry, compiled up front (a dict lookup per candidate).
+_COMPACT_PREFIXES = {length: _compact_prefix(length) for length in set(_IBAN_LENGTHS.values())}
 
-    def replace(match: re.Match[str]) -> str:
-        nonlocal found
-        candidate = match.group(0)
+
+def _redact_ibans(text: str) -> tuple[str, bool]:
+    if b"aadd" not in text.encode("utf-8", "surrogatepass").translate(_LETTER_DIGIT_SHAPE):
+        return text, False
+    pieces: list[str] = []
+    cursor = 0
+    # `finditer` rather than `sub` with a callback: near misses (most candidates) then cost no string building.
+    for match in _IBAN.finditer(text):
+        candidate = match.group()
         # The regex may run into a following word ("... 1332 EUR"): try the longest prefix ending at a group
         # boundary that validates (at most 31 boundaries, so this stays linear).
         expected = _IBAN_LENGTHS.get(candidate[:2].upper())
@@ -439,13 +445,14 @@ def _redact_ibans(text: str) -> tuple[str, bool]:
             ends = sorted([i for i, c in enumerate(candidate) if c in " -"] + [len(candidate)], reverse=True)
         for end in ends:
             if _iban_valid(candidate[:end]):
-                found = True
-                return _placeholder("iban") + candidate[end:]
-        return candidate
-
-    if b"aadd" not in text.encode("utf-8", "surrogatepass").translate(_LETTER_DIGIT_SHAPE):
+                pieces.append(text[cursor : match.start()])
+                pieces.append(_placeholder("iban") + candidate[end:])
+                cursor = match.end()
+                break
+    if not pieces:
         return text, False
-    return _IBAN.sub(replace, text), found
+    pieces.append(text[cursor:])
+    return "".join(pieces), True
 
 
 def _redact_national_ids(text: str) -> tuple[str, bool]:
