@@ -1,6 +1,6 @@
 """Context budget over a scripted 300-turn conversation: tokens sent, model calls, facts at the end.
 
-    python -m bench.context_budget            # 300 user turns (~1 min)
+    python -m bench.context_budget            # 300 user turns, four variants (~20 s)
     python -m bench.context_budget --turns 60 # a shorter smoke run
 
 One customer of a machining shop, Spanish and English: preferences, a rejection, a budget cap, a delivery
@@ -8,19 +8,21 @@ day and a goal stated in the first turns; three of them changed later (material,
 and a second rejection added; quote questions, small talk and a stock-check tool call every fifth turn.
 
 Every turn goes through `ContextBuilder.build` (query-aware facts, slots, rolling summary, the history
-clamped to the budget) with the whole conversation so far as the caller's `message_history`, then
-`after_turn`. The facts are written as a well-behaved extractor would (scripted, with `replaces`), so
-what is measured is the context, not the extractor. Memory runs on the in-memory stores (tokens and calls do
-not depend on the backend).
+clamped to the budget) with the whole conversation so far as the caller's `message_history`, then what
+`MemoryCapability(context=…, extract_inline=True)` does after a run: `record_exchange`, `extract_if_due` (the
+real extraction policy and runner) and `after_turn`. The extractor is `LLMExtractor` on a counting
+`FunctionModel` that returns the facts scripted for the messages it is shown (with `replaces`) and, when its
+prompt asks for it, the rewritten rolling summary: the calls counted are those of the real path. Memory runs on
+the in-memory stores (tokens and calls do not depend on the backend).
 
 Reported:
 - per checkpoint turn: tokens of the full history (what an agent without memory would resend) and tokens
   sent with memory (memory block + clamped history), their ratio (target <= 10 % after 100 turns), the
   memory block alone (target <= 1,000);
-- model calls per user turn: extraction (the real extraction policy's triggers) and summary (the rolling
-  summary's triggers, counted on a `FunctionModel`), separately and with one combined call when both are due
-  on the same turn (target <= 0.3); with the summary's own triggers, and with `summary_with_extraction`
-  (rewritten only on extraction turns);
+- model calls per user turn for extraction + summary together (target <= 0.3) in four variants: separate
+  calls; the summary in the extraction's call when due there (own calls otherwise); `summary_with_extraction`
+  (rewritten only on extraction turns, in that call); offline (extractive summary); and the most turns the
+  summary was behind the conversation;
 - at the end: every fact stated early and still valid present in the memory block, and no superseded
   one present except on an `outdated:` line;
 - the token counter: o200k_base vs cl100k_base on the conversation's messages (the approximation error
@@ -32,10 +34,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import re
 import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 from uuid import UUID, uuid4
 
 from pydantic_ai.messages import (
@@ -55,10 +59,10 @@ from memory_plugin import InMemoryStore, MemoryManager, MemorySettings
 from memory_plugin.context.budget import BudgetSettings
 from memory_plugin.context.builder import ContextBuilder
 from memory_plugin.context.history import history_tokens
-from memory_plugin.context.store import InMemoryContextStore
+from memory_plugin.context.store import InMemoryContextStore, session_scope
 from memory_plugin.context.summary import RollingSummarizer, SummaryPolicy, extractive_summary
 from memory_plugin.context.tokens import BpeTokenCounter, token_counter
-from memory_plugin.extraction.policy import ExtractionPolicy
+from memory_plugin.extraction import ExtractionOutcome, FactExtractor, LLMExtractor
 from memory_plugin.models import MemorizedFact, MemoryUpdate, Message, UserPreferences
 
 
@@ -176,8 +180,85 @@ def user_turn(turn: int, rng: random.Random) -> tuple[str, list[ScriptedFact], U
     return template.format(n=rng.choice([5, 10, 20, 50, 100]), part=rng.choice(PARTS), k=rng.randint(3, 12)), [], None
 
 
+CONTENT = {f.key: f.content for _, facts, _ in [*EARLY.values(), *LATER.values()] for f in facts}
+SCRIPT = {text: facts for text, facts, _ in [*EARLY.values(), *LATER.values()]}
+"""What a well-behaved extractor finds in each scripted user message."""
+
+
+def scripted_facts(user_texts: Sequence[str], known: dict[str, str]) -> list[dict[str, object]]:
+    """The facts stated in `user_texts`, as an extraction model returns them; `known`: content -> id of the
+    known facts shown to it, for `replaces`."""
+    found: list[dict[str, object]] = []
+    for text in user_texts:
+        for f in SCRIPT.get(text, []):
+            replaces = known.get(CONTENT[f.replaces]) if f.replaces else None
+            found.append(
+                {"content": f.content, "category": f.category, "confidence": 0.95, "importance": 4}
+                | ({"replaces": replaces} if replaces else {})
+            )
+    return found
+
+
+_LINE = re.compile(r"^\[[^\]]+\] (user|assistant) \([^)]*\): (.*)$")
+_KNOWN = re.compile(r"^- \[([0-9a-f-]{36})\] \([a-z_]+\) (.*)$")
+
+
+def _users(lines: Sequence[str]) -> list[str]:
+    return [m.group(2) for line in lines if (m := _LINE.match(line)) and m.group(1) == "user"]
+
+
+def _model_summary(
+    previous: str | None, said: Sequence[str], outdated: Sequence[tuple[str, str]], counter: BpeTokenCounter
+) -> str:
+    """A well-behaved model's summary: the old one kept, replaced facts marked `outdated:`, decisions added."""
+    messages = [Message(role="user", content=t) for t in said if t.strip()]
+    text = extractive_summary(previous, messages, counter, max_tokens=600, outdated=outdated)
+    return "\n".join(text.splitlines()[1:]) or "Sin novedades."  # a model's summary has no extractive header
+
+
+def extraction_model(calls: list[int], counter: BpeTokenCounter) -> FunctionModel:
+    """The extraction model behind `LLMExtractor`: the scripted facts of the messages it is shown and, when
+    the prompt asks for it, the rewritten rolling summary, in one structured answer."""
+
+    def extract(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(1)
+        prompt = str(messages[-1].parts[-1].content)  # type: ignore[union-attr]
+        body, _, summary_part = prompt.partition("[ROLLING SUMMARY]")
+        known = {m.group(2): m.group(1) for line in body.splitlines() if (m := _KNOWN.match(line))}
+        conversation = _users(body.partition("Conversation:")[2].splitlines())
+        facts = scripted_facts(conversation, known)
+        args: dict[str, object] = {"facts": facts}
+        if summary_part:
+            old, _, earlier = summary_part.partition("Old summary:")[2].partition("Earlier messages:")
+            previous = old.strip()
+            replaced = [(CONTENT[f.replaces], f.content) for t in conversation for f in SCRIPT.get(t, []) if f.replaces]
+            said = _users(earlier.splitlines()) + conversation
+            args["summary"] = _model_summary(None if previous == "(none)" else previous, said, replaced, counter)
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)])
+
+    return FunctionModel(extract)
+
+
+@dataclass
+class ScriptedExtractor:
+    """The offline variant's extractor (no model, like the rules extractor): the scripted facts."""
+
+    name: str = "scripted"
+
+    async def extract(
+        self, messages: Sequence[Message], *, known_facts: Sequence[MemorizedFact] = ()
+    ) -> ExtractionOutcome:
+        known = {f.content: str(f.id) for f in known_facts}
+        found = scripted_facts([m.content for m in messages if m.role == "user"], known)
+        facts = [
+            MemorizedFact.model_validate({**f, "source": "explicit", "source_message_ids": [messages[-1].id]})
+            for f in found
+        ]
+        return ExtractionOutcome(facts=facts)
+
+
 def summary_model(calls: list[int], counter: BpeTokenCounter) -> FunctionModel:
-    """A well-behaved summarizer: keeps the old summary, marks replaced facts `outdated:`, adds decisions."""
+    """A well-behaved summarizer (the separate call): as `extraction_model`'s summary part."""
 
     def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         calls.append(1)
@@ -185,21 +266,10 @@ def summary_model(calls: list[int], counter: BpeTokenCounter) -> FunctionModel:
         old, _, rest = prompt.partition("[NEW MESSAGES]")
         new, _, replaced = rest.partition("[REPLACED FACTS]")
         previous = old.replace("[OLD SUMMARY]", "").strip()
-        said = [
-            Message(role="user", content=line[len("user: ") :])
-            for line in new.splitlines()
-            if line.startswith("user: ") and line[len("user: ") :].strip()
-        ]
+        said = [line[len("user: ") :] for line in new.splitlines() if line.startswith("user: ")]
         outdated = [tuple(line.split(" → ", 1)) for line in replaced.splitlines() if " → " in line]
-        text = extractive_summary(
-            None if previous == "(none)" else previous,
-            said,
-            counter,
-            max_tokens=600,
-            outdated=[(a, b) for a, b in outdated],
-        )
-        # A model's summary, not an extractive one: drop the header line.
-        return ModelResponse(parts=[TextPart("\n".join(text.splitlines()[1:]) or "Sin novedades.")])
+        text = _model_summary(None if previous == "(none)" else previous, said, [(a, b) for a, b in outdated], counter)
+        return ModelResponse(parts=[TextPart(text)])
 
     return FunctionModel(summarize)
 
@@ -219,7 +289,9 @@ class Run:
     memory_max: int = 0
     extraction_calls: int = 0
     summary_calls: int = 0
-    combined_calls: int = 0
+    extraction_turns: int = 0
+    combined_turns: int = 0
+    summary_lag_max: int = 0
     user_turns: int = 0
     present: dict[str, bool] = field(default_factory=dict)
     superseded_shown: dict[str, bool] = field(default_factory=dict)
@@ -233,32 +305,47 @@ def _shown(instructions: str, marks: Sequence[str]) -> bool:
     return any(all(m.casefold() in ln for m in marks) for ln in lines)
 
 
-async def run(turns: int, *, with_model: bool, with_extraction: bool = False, seed: int = 7) -> Run:
+Variant = Literal["separate", "combined", "with_extraction", "offline"]
+VARIANTS: dict[Variant, str] = {
+    "separate": "LLM extractor and summarizer, separate calls",
+    "combined": "LLM extractor writes the summary when it is due on an extraction turn",
+    "with_extraction": "summary_with_extraction: the summary only on extraction turns, in that call",
+    "offline": "offline (no model: extractive summary)",
+}
+
+
+async def run(turns: int, variant: Variant, *, seed: int = 7) -> Run:
     rng = random.Random(seed)
-    settings = MemorySettings(embedding_model="none", agent_model="openai:gpt-4o")
+    settings = MemorySettings(embedding_model="none", agent_model="openai:gpt-4o", background_extraction=False)
     counter = token_counter("openai:gpt-4o")
     result = Run()
+    extraction_calls: list[int] = []
     summary_calls: list[int] = []
-    async with MemoryManager.open(settings, store=InMemoryStore()) as memory:
+    offline = variant == "offline"
+    extractor: FactExtractor = (
+        ScriptedExtractor() if offline else LLMExtractor(extraction_model(extraction_calls, counter))
+    )
+    async with MemoryManager.open(settings, store=InMemoryStore(), extractor=extractor) as memory:
         store = InMemoryContextStore()
         summarizer = RollingSummarizer(
             store,
             counter,
-            summary_model(summary_calls, counter) if with_model else None,
-            SummaryPolicy(with_extraction=with_extraction),
+            None if offline else summary_model(summary_calls, counter),
+            SummaryPolicy(with_extraction=variant == "with_extraction"),
         )
         builder = ContextBuilder(memory, store, counter, BudgetSettings(), summarizer)
-        policy = ExtractionPolicy.from_settings(settings)
+        if variant in ("combined", "with_extraction"):
+            memory.extraction.host_summaries(builder)  # what MemoryCapability(context=builder) does
         user: UUID = uuid4()
         session = "bench-context"
+        scope = session_scope(session)
         history: list[ModelMessage] = []
-        said: list[Message] = []
-        pending: list[Message] = []
-        stored_ids: dict[str, MemorizedFact] = {}
         superseded: set[str] = set()
+        last_written, version = 0, None
         started = time.perf_counter()
         for turn in range(1, turns + 1):
             text, facts, prefs = user_turn(turn, rng)
+            superseded.update(f.replaces for f in facts if f.replaces)
             result.user_turns += 1
             built = await builder.build(session, user, query=text, history=history)
             report = built.report
@@ -283,49 +370,32 @@ async def run(turns: int, *, with_model: bool, with_extraction: bool = False, se
                     )
                 )
             history.append(ModelResponse(parts=[TextPart(answer)]))
-            exchange = [Message(role="user", content=text), Message(role="assistant", content=answer)]
-            said += exchange
-            pending += exchange
-            extraction_due = policy.decide(pending) is not None
-            if extraction_due:
-                result.extraction_calls += 1
-                pending = []
-            # What the extractor would store this turn (scripted), with the fact it replaces.
-            new_facts = []
-            for f in facts:
-                replaced = stored_ids.get(f.replaces) if f.replaces else None
-                new_facts.append(
-                    MemorizedFact(
-                        content=f.content,
-                        category=f.category,  # type: ignore[arg-type]
-                        confidence=0.95,
-                        source="explicit",
-                        importance=4,
-                        replaces=replaced.id if replaced else None,
-                    )
-                )
-                if f.replaces:
-                    superseded.add(f.replaces)
-            outcome = None
-            if new_facts or prefs:
-                outcome = await memory.update_memory_detailed(
-                    MemoryUpdate(user_id=user, session_id=session, new_facts=new_facts, preferences=prefs)
-                )
-                for f, fact in zip(facts, outcome.stored, strict=False):
-                    stored_ids[f.key] = fact
-            before = len(summary_calls)
+            # What MemoryCapability does after a run with extract_inline=True: record, extract if due (the real
+            # policy and runner; with the host, the summary in the same call when due), then slots and summary.
+            await memory.record_exchange(session, user, text, answer)
+            extraction = await memory.extract_if_due(session, user)
+            if prefs is not None:
+                await memory.update_memory(MemoryUpdate(user_id=user, session_id=session, preferences=prefs))
+            short = await memory.get_short_term(session, user_id=user)
             await builder.after_turn(
                 session,
                 user,
-                said[-40:],
-                message_count=len(said),
-                stored=outcome.stored if outcome else (),
-                superseded=outcome.superseded if outcome else (),
+                short.messages,
+                stored=extraction.stored,
+                superseded=None,
                 preferences=prefs,
-                extraction_ran=extraction_due,
+                extraction_ran=extraction.trigger is not None,
+                summary_done=extraction.summary_asked,
             )
-            summary_due = len(summary_calls) > before
-            result.combined_calls += int(extraction_due or summary_due)
+            result.extraction_turns += extraction.trigger is not None
+            result.combined_turns += extraction.summary_asked
+            if offline:  # no model: count the calls an LLM extractor would make
+                extraction_calls += [1] if extraction.trigger is not None else []
+            current = await summarizer.current(user, scope)
+            if current is not None and current != version:
+                version, last_written = current, turn
+            result.summary_lag_max = max(result.summary_lag_max, turn - last_written)
+        result.extraction_calls = len(extraction_calls)
         result.summary_calls = len(summary_calls)
         result.seconds = time.perf_counter() - started
         final = await builder.build(session, user, query="¿Qué plazo tendríais para 10 piezas?", history=history)
@@ -363,13 +433,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=300)
     args = parser.parse_args(argv)
     console = Console()
-    variants = (
-        (True, False, "summarizer model (FunctionModel), own triggers"),
-        (True, True, "summarizer model, rewritten on extraction turns only"),
-        (False, False, "offline (extractive summary)"),
-    )
-    for with_model, with_extraction, label in variants:
-        result = asyncio.run(run(args.turns, with_model=with_model, with_extraction=with_extraction))
+    for variant, label in VARIANTS.items():
+        result = asyncio.run(run(args.turns, variant))
         table = Table(title=f"Context budget, {args.turns} user turns, {label}: {result.seconds:.1f} s")
         for col in ("turn", "full history", "sent with memory", "ratio", "memory block", "messages kept"):
             table.add_column(col, justify="right")
@@ -378,11 +443,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             table.add_row(str(c.turn), str(c.full), str(c.sent), ratio, str(c.memory), str(c.messages_kept))
         console.print(table)
         turns = result.user_turns
+        model = "no model calls (an LLM extractor would make" if variant == "offline" else "model calls"
         console.print(
-            f"memory block max {result.memory_max} tokens; model calls per user turn: extraction"
+            f"memory block max {result.memory_max} tokens; {model} per user turn: extraction"
             f" {result.extraction_calls / turns:.3f}, summary {result.summary_calls / turns:.3f},"
-            f" separately {(result.extraction_calls + result.summary_calls) / turns:.3f},"
-            f" one combined call when both are due {result.combined_calls / turns:.3f}"
+            f" together {(result.extraction_calls + result.summary_calls) / turns:.3f}"
+            f"{')' if variant == 'offline' else ''}; extraction turns {result.extraction_turns}, of which the"
+            f" summary rode along {result.combined_turns}; summary at most {result.summary_lag_max} turns old"
         )
         missing = sorted(k for k, ok in result.present.items() if not ok)
         stale = sorted(k for k, shown in result.superseded_shown.items() if shown)

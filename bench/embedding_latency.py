@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_plugin.embeddings import MemoryEmbedder, factory, local_available, local_embedder
+from memory_plugin.embeddings import MemoryEmbedder, local_available, local_embedder, minilm
 from memory_plugin.embeddings.onnx_query import OnnxQueryEncoder, load_query_encoder
 
 __all__ = ["main"]
@@ -72,17 +72,17 @@ async def _timed(embedder: MemoryEmbedder, texts: Sequence[str]) -> tuple[list[f
 
 async def _run(questions: list[str], source: str, round_size: int, cache_dir: Path) -> None:
     started = time.perf_counter()
-    model = factory._load_local()
+    model = minilm._load_local()
     load_seconds = time.perf_counter() - started
 
     def reference(text: str) -> list[float]:
-        return factory._encode_one(model, text, True)
+        return minilm._encode_one(model, text, True)
 
     def load() -> tuple[OnnxQueryEncoder, float]:
         started = time.perf_counter()
         encoder = load_query_encoder(
-            model, model_dir=factory._model_dir(), cache_dir=cache_dir, reference=reference,
-            threads=factory.LOCAL_TORCH_THREADS,
+            model, model_dir=minilm._model_dir(), cache_dir=cache_dir, reference=reference,
+            threads=minilm.LOCAL_TORCH_THREADS,
         )  # fmt: skip
         return encoder, time.perf_counter() - started
 
@@ -108,7 +108,7 @@ async def _run(questions: list[str], source: str, round_size: int, cache_dir: Pa
     as_facts = await runtimes["torch"].embed_documents(questions)
 
     print(f"## Query embedding: torch vs onnxruntime ({len(questions)} questions, {source})\n")
-    print(f"one thread each (`MEMORY_LOCAL_EMBEDDING_THREADS`={factory.LOCAL_TORCH_THREADS}); rounds of {round_size},")
+    print(f"one thread each (`MEMORY_LOCAL_EMBEDDING_THREADS`={minilm.LOCAL_TORCH_THREADS}); rounds of {round_size},")
     print("order swapped each round; `MemoryEmbedder.embed_query` as `search` calls it.\n")
     print("| runtime | p50 ms | p95 ms | mean ms | max ms |\n|---|---:|---:|---:|---:|")
     for name, label in (("torch", "torch eager"), ("onnx", "onnxruntime (`ORT_ENABLE_ALL`)")):

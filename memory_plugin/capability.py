@@ -21,7 +21,7 @@ from .context.builder import ContextBuilder
 from .context.history import messages_for_request
 from .errors import InvalidMemoryInputError, MemoryPluginError
 from .extraction.policy import ExtractionRun
-from .extraction.runner import FactsWritten
+from .extraction.runner import FactsWritten, ScheduledExtraction
 from .logs import LOG_PREFIX, logger
 from .manager import MemoryManager
 from .quality.outcome import WriteOutcome
@@ -65,10 +65,17 @@ def _prompt_text(prompt: str | Sequence[Any] | None) -> str:
 
 
 async def _update_context(
-    context: ContextBuilder, memory: MemoryManager, session_id: str, user_id: str | UUID, run: ExtractionRun | None
+    context: ContextBuilder,
+    memory: MemoryManager,
+    session_id: str,
+    user_id: str | UUID,
+    run: ExtractionRun | None,
+    scheduled: ScheduledExtraction | None,
 ) -> None:
     """After a run: the slots from the facts an inline extraction stored (what they superseded is read back), and
-    the rolling summary if due. Never raises: the answer is already produced."""
+    the rolling summary if due (unless the extraction's own call writes it). Never raises: the answer is
+    already produced."""
+    queued = scheduled is not None and scheduled.job_id is not None
     try:
         short = await memory.get_short_term(session_id, user_id=user_id)
         await context.after_turn(
@@ -77,10 +84,17 @@ async def _update_context(
             short.messages,
             stored=run.stored if run else (),
             superseded=None,
-            extraction_ran=run is not None and run.trigger is not None,
+            extraction_ran=(run is not None and run.trigger is not None) or queued,
+            summary_done=(run is not None and run.summary_asked) or (queued and _job_writes_summary(memory)),
         )
     except MemoryPluginError as exc:
         logger.warning("%s could not update the slots or the summary after the run: %s", LOG_PREFIX, exc)
+
+
+def _job_writes_summary(memory: MemoryManager) -> bool:
+    """Whether a queued extraction job asks for a due summary in its own call: this process runs the jobs and
+    its runner has a summary host and an extractor that writes summaries."""
+    return memory.settings.background_worker and memory.extraction.writes_summaries
 
 
 def _slots_updater(context: ContextBuilder) -> FactsWritten:
@@ -152,6 +166,8 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         if self.context is not None:
             # Facts a background job writes later patch the slots too (one listener per builder).
             self.memory.extraction.listen(id(self.context), _slots_updater(self.context))
+            # A summary due on an extraction turn is written in the extraction's own model call.
+            self.memory.extraction.host_summaries(self.context)
             # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
             built = await self.context.build(
                 identity.session_id, identity.user_id, query=prompt or None, history=list(ctx.messages) or None
@@ -209,7 +225,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         answer = result.output if isinstance(result.output, str) else ""
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
         await self.memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
-        extraction = None
+        extraction = scheduled = None
         inline_context = self.extract_inline
         if inline_context is None:
             inline_context = not self.memory.settings.background_extraction
@@ -221,12 +237,14 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
                 if inline:
                     extraction = await self.memory.extract_if_due(identity.session_id, identity.user_id)
                 else:
-                    await self.memory.schedule_extraction(identity.session_id, identity.user_id)
+                    scheduled = await self.memory.schedule_extraction(identity.session_id, identity.user_id)
             except MemoryPluginError as exc:
                 # The answer is already produced; failing the run now would lose it. Report instead.
                 logger.warning("%s could not store facts after the run: %s", LOG_PREFIX, exc)
         if self.context is not None and identity.user_id is not None:
-            update = _update_context(self.context, self.memory, identity.session_id, identity.user_id, extraction)
+            update = _update_context(
+                self.context, self.memory, identity.session_id, identity.user_id, extraction, scheduled
+            )
             if inline_context:
                 await update
             else:

@@ -29,13 +29,12 @@ import threading
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from uuid import UUID, uuid4
 
 import psycopg
 import typer
 from pydantic import ValidationError
-from pydantic_ai.exceptions import AgentRunError, UserError
 from rich import box
 from rich.console import Console
 from rich.logging import RichHandler
@@ -43,13 +42,9 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from agents.fact_extractor import build_fact_extractor
-from agents.models import resolve_agent_model
 from agents.vocabulary import with_shop_vocabulary
-from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
 
 from .background import QueueStatus
-from .context.builder import ContextBuilder
 from .database import EmbeddedPostgres
 from .database.admin import ArchiveReport, MemoryAdmin
 from .database.connector import DatabaseConnector
@@ -57,12 +52,19 @@ from .database.embedded import stop_embedded
 from .database.migrations import migrate
 from .database.urls import masked_url
 from .errors import InvalidMemoryInputError, MemoryPluginError
+from .extraction.rules import RuleBasedExtractor
 from .manager import MemoryManager
 from .outage.journal import WriteJournal
 from .quality.decay import DecayPolicy
 from .rows import MemoryRecord
 from .settings import MemorySettings
 from .store.status import BackendStatus
+
+if TYPE_CHECKING:
+    from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
+
+# pydantic-ai, the agents and the workflow are imported by the commands that talk to a model (demo, chat):
+# importing them costs ~1.1 s, which `status`, `inspect`, `db-url` and `stop` never need.
 
 __all__ = ["DEMO_USER_ID", "app"]
 
@@ -150,12 +152,27 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise _fail(str(exc)) from None
     except (psycopg.Error, OSError, subprocess.SubprocessError) as exc:
         raise _fail(f"the database could not be started or reached: {exc}") from None
-    except AgentRunError as exc:
-        raise _fail(f"the model failed: {exc}") from None
-    except UserError as exc:  # pydantic-ai refusing a configuration, e.g. a model without its API key
-        raise _fail(f"the model cannot be used: {exc}") from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except Exception as exc:
+        reason = _model_failure(exc)
+        if reason is None:
+            raise
+        raise _fail(reason) from None
+
+
+def _model_failure(exc: Exception) -> str | None:
+    """The one-line message for pydantic-ai's failures (None for any other exception). pydantic-ai is only
+    looked at if it was imported: it raised nothing otherwise, and importing it would cost ~1.1 s."""
+    if "pydantic_ai.exceptions" not in sys.modules:
+        return None
+    from pydantic_ai.exceptions import AgentRunError, UserError
+
+    if isinstance(exc, AgentRunError):
+        return f"the model failed: {exc}"
+    if isinstance(exc, UserError):  # pydantic-ai refusing a configuration, e.g. a model without its API key
+        return f"the model cannot be used: {exc}"
+    return None
 
 
 @app.callback()
@@ -224,6 +241,9 @@ def _records_table(records: list[MemoryRecord], title: str, *, demo: bool = Fals
 
 
 async def _demo(settings: MemorySettings, console: Console) -> None:
+    from agents.fact_extractor import build_fact_extractor
+    from workflows.budget_request import BudgetRequestWorkflow
+
     user = DEMO_USER_ID
     # The demo is offline by design (rule-based extraction, deterministic models), whatever is configured.
     async with MemoryManager.open(settings, extractor=build_fact_extractor(None)) as memory:
@@ -289,6 +309,7 @@ def _check_model(model: str | None) -> None:
     provider, missing API key), instead of a traceback at the first message."""
     if model is None:
         return
+    from pydantic_ai.exceptions import UserError
     from pydantic_ai.models import infer_model
 
     try:
@@ -301,6 +322,10 @@ def _check_model(model: str | None) -> None:
 
 
 async def _chat(settings: MemorySettings, user: UUID, session: str, console: Console) -> None:
+    from agents.fact_extractor import build_fact_extractor
+    from agents.models import resolve_agent_model
+    from workflows.budget_request import BudgetRequestWorkflow
+
     model = resolve_agent_model(settings)
     async with MemoryManager.open(settings, extractor=build_fact_extractor(settings.extraction_model)) as memory:
         workflow = BudgetRequestWorkflow.build(memory, settings)
@@ -344,6 +369,8 @@ def _read_message(console: Console) -> str | None:
 
 
 async def _chat_loop(workflow: BudgetRequestWorkflow, user: UUID, session: str, console: Console) -> None:
+    from pydantic_ai.exceptions import AgentRunError
+
     while True:
         message = _read_message(console)
         if message is None or message.strip().lower() in _EXIT_WORDS:
@@ -375,6 +402,8 @@ def chat(
     data_dir: DataDirOption = None,
 ) -> None:
     """Talk to the budget agent with memory (a real model when MEMORY_AGENT_MODEL or OPENAI_API_KEY is set)."""
+    from agents.models import resolve_agent_model
+
     uid = _user(user)
     settings = _settings(data_dir)
     _check_model(resolve_agent_model(settings))
@@ -388,10 +417,12 @@ async def _inspect(
     settings: MemorySettings, user: UUID, limit: int, session: str | None
 ) -> tuple[list[MemoryRecord], str | None]:
     settings = settings.model_copy(update={"background_worker": False})  # looks only: runs no queued job
-    async with MemoryManager.open(settings, extractor=build_fact_extractor(None)) as memory:
+    async with MemoryManager.open(settings, extractor=RuleBasedExtractor()) as memory:
         records = await memory.list_memory(user, limit=limit)
         if session is None:
             return records, None
+        from .context.builder import ContextBuilder  # imports pydantic-ai: only for the budget report
+
         # How the token budget would be spent on this user's next turn in that session.
         builder = await ContextBuilder.open(memory, settings, database_url=memory.database_url)
         try:
@@ -428,7 +459,7 @@ def inspect_memory(
 async def _status(settings: MemorySettings) -> BackendStatus:
     # Only looks: no worker here, or the queued jobs would be run with this command's offline extractor.
     settings = settings.model_copy(update={"background_worker": False})
-    async with MemoryManager.open(settings, extractor=build_fact_extractor(None)) as memory:
+    async with MemoryManager.open(settings, extractor=RuleBasedExtractor()) as memory:
         return await memory.backend_status()
 
 
@@ -592,6 +623,44 @@ def erase(
     journal = WriteJournal.for_database(settings.data_dir, DatabaseConnector(settings).identity)
     pending = journal.drop_user(uid).items
     _out().print(f"erased {deleted} row(s) and {pending} pending write(s) of user {uid}")
+
+
+@app.command("journal")
+def journal_command(
+    readmit: Annotated[
+        bool, typer.Option("--readmit", help="Move the set-aside writes back into the journal (all, or --write-id).")
+    ] = False,
+    write_ids: Annotated[
+        list[str] | None, typer.Option("--write-id", help="Only this set-aside write (repeatable).")
+    ] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Show the outage journal (writes waiting for the database, and writes set aside for review: refused by
+    the database, or unsigned lines of an older journal); with --readmit, move reviewed writes back so they
+    are replayed when a manager next reaches the database."""
+    settings = _settings(data_dir)
+    journal = WriteJournal.for_database(settings.data_dir, DatabaseConnector(settings).identity)
+    wanted: set[UUID] | None = None
+    if write_ids:
+        try:
+            wanted = {UUID(value) for value in write_ids}
+        except ValueError:
+            raise _fail("--write-id takes the write id (a UUID) printed by `memory-plugin journal`") from None
+    console = _out()
+    if readmit:
+        back = journal.readmit(wanted)
+        console.print(f"readmitted {len(back)} write(s); they are replayed when a manager next reaches the database")
+        return
+    console.print(f"journal {journal.path}: {len(journal.entries())} write(s) waiting for the database")
+    rejected = journal.rejected()
+    table = Table(title=f"set aside for review ({len(rejected)})", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("write id", "user", "items", "reason"):
+        table.add_column(column)
+    for entry, reason in rejected:
+        shown = reason or "not signed with this installation's key"
+        table.add_row(str(entry.write_id), str(entry.user_id), str(len(entry.items)), shown)
+    if rejected:
+        console.print(table)
 
 
 async def _maintain(url: str, settings: MemorySettings) -> ArchiveReport:

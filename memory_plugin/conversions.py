@@ -10,7 +10,13 @@ from .models import FactCategory, LongTermMemory, MemorizedFact, ProjectRecord, 
 from .quality.decay import DecayPolicy, decayed_confidence
 from .rows import LIST_PREFERENCE_SLOTS, MemoryRecord
 
-__all__ = ["fact_from_record", "long_term_from_records", "pattern_from_record", "project_from_record"]
+__all__ = [
+    "fact_from_record",
+    "long_term_from_records",
+    "pattern_from_record",
+    "preferences_from_records",
+    "project_from_record",
+]
 
 
 def fact_from_record(record: MemoryRecord, *, confidence: float | None = None) -> MemorizedFact:
@@ -64,8 +70,6 @@ def long_term_from_records(
     facts: list[MemorizedFact] = []
     projects: list[ProjectRecord] = []
     patterns: list[RequestPattern] = []
-    materials: list[str] = []
-    singles: dict[str, str] = {}
     for record in records:
         if record.kind == "fact":
             shown = (
@@ -78,16 +82,28 @@ def long_term_from_records(
             projects.append(project_from_record(record))
         elif record.kind == "pattern":
             patterns.append(pattern_from_record(record))
-        elif record.category in LIST_PREFERENCE_SLOTS:
+    preferences = preferences_from_records(records)
+    return LongTermMemory(facts=facts, preferences=preferences, projects=projects, patterns=patterns)
+
+
+def preferences_from_records(records: Sequence[MemoryRecord]) -> UserPreferences:
+    """The user's `UserPreferences` from their stored rows (the `preference` ones; others are ignored), in the
+    rows' order (newest first): the one derivation, used for `LongTermMemory.preferences` and for the profile
+    the context's slots show, so the two cannot disagree."""
+    materials: list[str] = []
+    singles: dict[str, str] = {}
+    for record in records:
+        if record.kind != "preference":
+            continue
+        if record.category in LIST_PREFERENCE_SLOTS:
             materials.append(record.content)
         else:
             singles[record.category] = record.content
     style = singles.get("communication_style")
-    preferences = UserPreferences(
+    return UserPreferences(
         preferred_materials=materials,
         typical_quantities=singles.get("typical_quantities"),
         communication_style=style if style in ("technical", "simple") else None,  # type: ignore[arg-type]
         industry=singles.get("industry"),
         location=singles.get("location"),
     )
-    return LongTermMemory(facts=facts, preferences=preferences, projects=projects, patterns=patterns)

@@ -608,7 +608,7 @@ class MemoryManager:
         can name the one it replaces.
         """
         self._check_open()
-        return await self.extraction.extract(messages, parse_user_id(user_id), known_facts=known_facts)
+        return (await self.extraction.extract(messages, parse_user_id(user_id), known_facts=known_facts)).facts
 
     async def remember_from_session(self, session_id: str, user_id: str | UUID) -> list[MemorizedFact]:
         """Extract facts from the session's messages not extracted yet and store them, now. Failures are

@@ -456,9 +456,11 @@ class MemorySettings(BaseSettings):
     summary_on_decision: bool = True
     """Rewrite the summary when the user decides or rejects something ("vamos con…", "no me sugieras…")."""
 
-    summary_with_extraction: bool = False
-    """Rewrite the summary only on turns where a fact extraction runs, so that both can share one model call
-    (the summary's triggers then wait for the extraction's cadence or memory instructions)."""
+    summary_with_extraction: bool = True
+    """Rewrite the summary only on turns where a fact extraction runs, in the extraction's own model call with
+    an LLM extractor (the summary's triggers then wait for the extraction's cadence or memory instructions: on
+    a 300-turn conversation 0.25 model calls per user turn instead of 0.40, the summary at most 5 turns old).
+    False: the summary also has its own calls on its own triggers."""
 
     summary_resync_days: float = Field(default=7.0, gt=0)
     """Rebuild the summary from the user's current facts when its last rebuild is this old."""

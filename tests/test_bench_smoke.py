@@ -114,6 +114,32 @@ def test_main_quick_prints_every_table(capsys: pytest.CaptureFixture[str]) -> No
 
 
 @pytest.mark.slow
+def test_cli_startup_bench_times_each_quick_command_and_removes_its_server(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import cli_startup
+
+    private = Path(tempfile.mkdtemp(prefix="mpc-"))  # its own temp root: other runs share /tmp
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    assert cli_startup.main(["--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = dict(re.findall(r"^\| `([^`]+)` +\| ([^|]+?) +\|", out, re.M))
+    assert list(rows) == [
+        "import memory_plugin.cli",
+        "status (cold)",
+        "inspect --user (cold)",
+        "status (running)",
+        "inspect --user (running)",
+        "db-url (running)",
+        "stop (running)",
+    ]
+    assert all(float(wall) > 0 for wall in rows.values())
+    assert "`import memory_plugin.cli` loads: none (of" in out  # the quick commands' import pulls no heavy library
+    assert list(private.iterdir()) == []  # the data directory (and its server) are gone
+    shutil.rmtree(private)
+
+
+@pytest.mark.slow
 def test_embedding_latency_bench_compares_both_runtimes(capsys: pytest.CaptureFixture[str]) -> None:
     from bench import embedding_latency
 

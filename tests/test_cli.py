@@ -285,3 +285,47 @@ def test_inspect_shows_how_a_sessions_next_turn_spends_the_token_budget(runner: 
     slots = re.search(r"slots (\d+)", output)
     assert slots is not None
     assert int(slots.group(1)) > 0  # the preference said in the chat reaches the next turn through the slots
+
+
+def test_journal_lists_set_aside_writes_and_readmits_the_reviewed_ones(runner: CliRunner, tmp_path: Path) -> None:
+    from memory_plugin.outage import WriteJournal
+    from memory_plugin.outage.journal import database_identity
+    from memory_plugin.quality.rules import WriteRules
+    from memory_plugin.rows import MemoryItem
+
+    url = "postgresql://app@db.example:5432/shop"  # never connected to: the journal is a local file
+    env = {**WIDE, "MEMORY_DATABASE_URL": url, "MEMORY_DATA_DIR": str(tmp_path)}
+    journal = WriteJournal.for_database(tmp_path, database_identity(url))
+    user = uuid4()
+    old = [
+        journal.append(
+            user,
+            [MemoryItem(kind="fact", category="preference", content=f"Prefiere latón {i}", content_hash=f"h{i}")],
+            WriteRules(reinforcement_step=0.1),
+        )
+        for i in range(2)
+    ]
+    # A journal written before lines were signed: its entries are set aside at the first read.
+    journal.path.write_text("".join(e.to_json() + "\n" for e in old), encoding="utf-8")
+    assert journal.entries() == []
+
+    listed = runner.invoke(app, ["journal"], env=env)
+    assert listed.exit_code == 0, listed.output
+    assert "0 write(s) waiting" in flat(listed.output)
+    assert "set aside for review (2)" in listed.output
+    assert all(str(e.write_id) in listed.output for e in old)
+
+    bad = runner.invoke(app, ["journal", "--readmit", "--write-id", "nope"], env=env)
+    assert bad.exit_code != 0
+    assert "UUID" in bad.output
+
+    one = ["journal", "--readmit", "--write-id", str(old[1].write_id)]
+    readmitted = runner.invoke(app, one, env=env)
+    assert readmitted.exit_code == 0
+    assert "readmitted 1 write(s)" in readmitted.output
+    assert [e.write_id for e in WriteJournal.for_database(tmp_path, database_identity(url)).entries()] == [
+        old[1].write_id
+    ]
+    after = runner.invoke(app, ["journal"], env=env)
+    assert "1 write(s) waiting" in flat(after.output)
+    assert "set aside for review (1)" in after.output

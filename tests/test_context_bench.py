@@ -6,10 +6,19 @@ from bench.context_budget import run
 
 
 async def test_short_run_keeps_facts_within_the_budget() -> None:
-    result = await run(12, with_model=True)
+    result = await run(12, "separate")
     assert result.present  # the first eight turns state facts
     assert all(result.present.values())
     assert result.memory_max <= 1000
     assert all(c.sent <= 1000 for c in result.checkpoints)
     assert result.extraction_calls > 0
     assert result.summary_calls > 0
+
+
+async def test_with_extraction_the_summary_costs_no_call_of_its_own() -> None:
+    result = await run(12, "with_extraction")
+    assert all(result.present.values())
+    assert result.summary_calls == 0
+    assert result.extraction_turns > 0
+    assert result.combined_turns == result.extraction_turns  # every extraction call also wrote the summary
+    assert result.extraction_calls == result.extraction_turns

@@ -26,8 +26,8 @@ from memory_plugin.embeddings import (
     OPENAI_MODEL_NAME,
     MemoryEmbedder,
     default_embedder,
-    factory,
     local_embedder,
+    minilm,
 )
 from memory_plugin.embeddings.reembed import reembed_user
 from memory_plugin.errors import EmbeddingError
@@ -232,7 +232,7 @@ def test_commands_that_need_no_vector_never_import_the_offline_model(tmp_path: P
 async def test_loading_the_offline_model_draws_no_progress_bar(
     monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(factory, "_local_model", None)  # load it again, as a new process would
+    monkeypatch.setattr(minilm, "_local_model", None)  # load it again, as a new process would
     local = local_embedder(runtime="torch")
 
     vector = await local.embed_query("Ships to Bilbao on Fridays")

@@ -180,7 +180,7 @@ def test_unsigned_entries_an_operator_reviewed_are_readmitted_signed(
     journal.path.write_text("".join(e.to_json() + "\n" for e in old) + "not an entry\n", encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="memory_plugin"):
         assert journal.entries() == []
-    assert sum("WriteJournal.readmit" in r.getMessage() for r in caplog.records) == 3
+    assert sum("memory-plugin journal --readmit" in r.getMessage() for r in caplog.records) == 3
 
     assert [e.write_id for e in journal.readmit([old[1].write_id])] == [old[1].write_id]
     assert [e.write_id for e in journal.readmit()] == [old[0].write_id, old[2].write_id]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from memory_plugin import MemorySettings
-from memory_plugin.embeddings import MemoryEmbedder, default_embedder, factory, local_embedder
+from memory_plugin.embeddings import MemoryEmbedder, default_embedder, factory, local_embedder, minilm
 from memory_plugin.embeddings.onnx_query import OnnxQueryEncoder, load_query_encoder, query_encoder_or_none
 
 TEXTS = [
@@ -32,12 +32,12 @@ def cosine(a: Any, b: Any) -> float:
 
 
 def torch_vector(model: Any, text: str) -> list[float]:
-    return factory._encode_one(model, text, True)
+    return minilm._encode_one(model, text, True)
 
 
 def load(model: Any, cache_dir: Path) -> OnnxQueryEncoder:
     return load_query_encoder(
-        model, model_dir=factory._model_dir(), cache_dir=cache_dir, reference=lambda t: torch_vector(model, t)
+        model, model_dir=minilm._model_dir(), cache_dir=cache_dir, reference=lambda t: torch_vector(model, t)
     )
 
 
@@ -52,7 +52,7 @@ def runtime_of(embedder: MemoryEmbedder) -> str | None:
 
 @pytest.fixture(scope="module")
 def model() -> Any:
-    return factory._load_local()
+    return minilm._load_local()
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +63,9 @@ def exported(model: Any, tmp_path_factory: pytest.TempPathFactory) -> OnnxQueryE
 
 @pytest.fixture(autouse=True)
 def own_encoders(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The factory keeps one encoder per cache directory for the process; each test starts without any, so
+    # The offline model keeps one encoder per cache directory for the process; each test starts without any, so
     # that what it observes (an export, a warning) is its own and the sessions are freed after it.
-    monkeypatch.setattr(factory, "_query_encoders", {})
+    monkeypatch.setattr(minilm, "_query_encoders", {})
 
 
 def test_onnx_question_vectors_equal_torch(model: Any, exported: OnnxQueryEncoder) -> None:
@@ -135,7 +135,7 @@ def test_a_graph_that_disagrees_with_torch_is_not_used(
 
     with caplog.at_level(logging.WARNING, logger="memory_plugin"):
         encoder = query_encoder_or_none(
-            model, model_dir=factory._model_dir(), cache_dir=exported.path.parent, reference=other
+            model, model_dir=minilm._model_dir(), cache_dir=exported.path.parent, reference=other
         )
 
     assert encoder is None
@@ -157,7 +157,7 @@ async def test_runtime_torch_never_touches_onnxruntime(
     assert vector == pytest.approx(torch_vector(model, TEXTS[1]), abs=1e-6)
     assert runtime_of(local) == "torch"
     assert warnings_of(caplog) == []
-    assert factory._query_encoders == {}
+    assert minilm._query_encoders == {}
     assert not (tmp_path / "onnx").exists()
 
 
@@ -196,7 +196,7 @@ async def test_the_setting_reaches_the_embedder(
     await torch_only.embed_query(TEXTS[0])
 
     assert (runtime_of(default), runtime_of(torch_only)) == ("onnx", "torch")
-    encoder = factory._query_encoders[tmp_path / "onnx"]
+    encoder = minilm._query_encoders[tmp_path / "onnx"]
     assert encoder is not None
     assert not encoder.exported
 

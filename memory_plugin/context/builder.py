@@ -22,15 +22,16 @@ from opentelemetry import trace
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from ..conversions import fact_from_record
+from ..conversions import fact_from_record, preferences_from_records
 from ..errors import StoreError
+from ..extraction.base import SummaryAnswer, SummaryRequest
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, MemoryContext, Message, UserPreferences
 from ..rows import MemoryRecord
 from ..settings import MemorySettings
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
 from .history import message_time, messages_from_session
-from .slots import SlotPatch, Slots, preferences_from_slots, slots_from_facts
+from .slots import SlotPatch, Slots, slots_from_facts, with_profile
 from .store import (
     USER_SCOPE,
     ContextStore,
@@ -40,7 +41,7 @@ from .store import (
     apply_facts_to_slots,
     session_scope,
 )
-from .summary import RollingSummarizer, SummaryPolicy, SummaryUpdate
+from .summary import RollingSummarizer, SummaryPlan, SummaryPolicy, SummaryUpdate
 from .tokens import TokenCounter, token_counter
 
 __all__ = ["ContextBuilder", "MemorySource", "budget_settings", "summary_policy"]
@@ -176,10 +177,9 @@ class ContextBuilder:
             self.memory.get_memory_context(session_id, user_id, query=query), self._summary(user_id, session_id)
         )
         uid = context.user_id
-        slots = await self._slots(uid, context) if uid is not None else Slots()
-        profile: UserPreferences = preferences_from_slots(slots)
-        if profile.is_empty():
-            profile = context.long_term.preferences
+        # The profile is the stored preferences (`LongTermMemory.preferences`), shown as the profile slot.
+        profile: UserPreferences = context.long_term.preferences
+        slots = with_profile(await self._slots(uid, context) if uid is not None else Slots(), profile)
         notice = None
         if not context.long_term_available:
             notice = "Long-term memory is temporarily unavailable; do not assume the user is new."
@@ -211,7 +211,7 @@ class ContextBuilder:
             slots = await self.store.read_slots(uid)
             if slots.is_empty() and not context.long_term.is_empty() and uid not in self._filled:
                 # A user known before the slots existed: fill them once from every current fact.
-                slots = await self.resync_slots(uid, preferences=context.long_term.preferences)
+                slots = await self.resync_slots(uid)
                 self._filled[uid] = None
                 if len(self._filled) > _FILLED_USERS:
                     self._filled.popitem(last=False)
@@ -237,11 +237,13 @@ class ContextBuilder:
             return None
 
     async def resync_slots(self, user_id: UUID, *, preferences: UserPreferences | None = None) -> Slots:
-        """Rebuild the slots from the user's current facts (fields no fact fills are kept; `preferences`, the
-        stored ones, are merged into the profile)."""
+        """Rebuild the stored slots from the user's current facts (fields no fact fills are kept). The profile
+        is not stored: it is the view of the stored preferences (`slots`); a profile an earlier version stored
+        is dropped. `preferences` is accepted for compatibility and not stored."""
         facts = _current_facts(await self.memory.list_memory(user_id))
         current = await self.store.read_slots(user_id)
-        target = slots_from_facts(facts, preferences=preferences, keep=current)
+        kept = Slots(fields={n: e for n, e in current.fields.items() if n != "profile"})
+        target = slots_from_facts(facts, keep=kept)
         # One patch per changed field, compared against what was read.
         names = {*current.fields, *target.fields}
         changed = {n: target.get(n) for n in names if target.get(n) != current.get(n)}
@@ -250,6 +252,12 @@ class ContextBuilder:
             if not await self.store.patch_slots(user_id, patch):
                 return await self.store.read_slots(user_id)
         return target
+
+    async def slots(self, user_id: UUID) -> Slots:
+        """The user's slots as a turn sees them: the stored fields, and the profile from the stored preference
+        rows (`conversions.preferences_from_records`, as `LongTermMemory.preferences`)."""
+        records = await self.memory.list_memory(user_id)
+        return with_profile(await self.store.read_slots(user_id), preferences_from_records(records))
 
     async def after_turn(
         self,
@@ -262,6 +270,7 @@ class ContextBuilder:
         superseded: Sequence[MemorizedFact] | None = (),
         preferences: UserPreferences | None = None,
         extraction_ran: bool | None = None,
+        summary_done: bool = False,
     ) -> SummaryUpdate:
         """After an exchange: patch the slots with the facts just stored and those they superseded
         (`WriteOutcome.stored` and `.superseded`; `superseded=None` when unknown, as after `extract_if_due`:
@@ -269,7 +278,11 @@ class ContextBuilder:
         the user's (what the next session starts from). `messages`: the session's messages, oldest first
         (its recent window is enough: new ones are told by timestamp, or by `message_count`, how many the
         session has had in all); `extraction_ran`:
-        whether a fact extraction ran on this turn (`summary_with_extraction` waits for one)."""
+        whether a fact extraction ran on this turn (`summary_with_extraction` waits for one); `summary_done`:
+        the extraction's own call was asked for the summary (`ExtractionRun.summary_asked`), so it is not
+        rewritten again here (a failed answer keeps the previous version until the next extraction).
+        `preferences` is accepted for compatibility: the profile is read from the stored preference rows."""
+        del preferences  # a view of the stored rows (`slots`), never patched from a second copy
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
         if superseded is None:
             # The caller does not know what the write superseded (`ExtractionRun` lists only what it stored):
@@ -278,8 +291,9 @@ class ContextBuilder:
             records = await self.memory.list_memory(uid) if ids else []
             superseded = [fact_from_record(r) for r in records if r.kind == "fact" and r.superseded_by in ids]
         gone = [f.id for f in superseded] + [f.replaces for f in stored if f.replaces]
-        if stored or gone or preferences is not None:
-            await apply_facts_to_slots(self.store, uid, stored, superseded=gone, preferences=preferences)
+        if stored or gone:
+            # Facts only: the profile is a view of the stored preferences, not patched here.
+            await apply_facts_to_slots(self.store, uid, stored, superseded=gone)
         by_id = {f.id: f.content for f in stored}
         replaced = {f.replaces: f.content for f in stored if f.replaces}
         outdated = [
@@ -287,21 +301,46 @@ class ContextBuilder:
             for old in superseded
         ]
         outdated = [(old, new) for old, new in outdated if new]
-        scope = session_scope(session_id)
-        # A session's first summary builds on the user's: what earlier sessions handed over is kept.
-        handed_over = None
-        if await self._summarizer.current(uid, scope) is None:
-            user_summary = await self._summarizer.current(uid, USER_SCOPE)
-            handed_over = user_summary.content if user_summary else None
-        update = await self._summarizer.update(
-            uid,
-            scope,
-            messages,
-            message_count=message_count,
-            outdated=outdated,
-            extraction_ran=extraction_ran,
-            start_from=handed_over,
+        if summary_done:
+            update = SummaryUpdate(await self._summarizer.current(uid, session_scope(session_id)), False, None)
+        else:
+            update = await self._summarizer.update(
+                uid,
+                session_scope(session_id),
+                messages,
+                message_count=message_count,
+                outdated=outdated,
+                extraction_ran=extraction_ran,
+                start_from=await self._handed_over(uid, session_id),
+            )
+            await self._hand_over(uid, update)
+        if self._summarizer.resync_due(await self._summarizer.current(uid, USER_SCOPE)):
+            # The weekly rebuild from the facts: the summary, and the slots (a fact deleted or expired since
+            # leaves them here).
+            facts = _current_facts(await self.memory.list_memory(uid))
+            await self._summarizer.resync(uid, USER_SCOPE, facts)
+            await self.resync_slots(uid)
+        return update
+
+    async def _handed_over(self, uid: UUID, session_id: str) -> str | None:
+        """What a session's first summary builds on: the user's summary (what earlier sessions handed over);
+        None once the session has its own."""
+        if await self._summarizer.current(uid, session_scope(session_id)) is not None:
+            return None
+        user_summary = await self._summarizer.current(uid, USER_SCOPE)
+        return user_summary.content if user_summary else None
+
+    async def _session_plan(
+        self, uid: UUID, session_id: str, messages: Sequence[Message], *, force: bool = False
+    ) -> SummaryPlan:
+        """The session summary's plan on an extraction turn."""
+        start_from = await self._handed_over(uid, session_id)
+        return await self._summarizer.plan(
+            uid, session_scope(session_id), messages, extraction_ran=True, force=force, start_from=start_from
         )
+
+    async def _hand_over(self, uid: UUID, update: SummaryUpdate) -> None:
+        """A new session summary is also the user's: what the next session starts from."""
         if update.written and update.current is not None:
             version = update.current
             await self.store.add_summary(
@@ -314,13 +353,34 @@ class ContextBuilder:
                 covered_until=version.covered_until,
                 resynced_at=version.resynced_at,
             )
-        if self._summarizer.resync_due(await self._summarizer.current(uid, USER_SCOPE)):
-            # The weekly rebuild from the facts: the summary, and the slots (a fact deleted or expired since
-            # leaves them here).
-            facts = _current_facts(await self.memory.list_memory(uid))
-            await self._summarizer.resync(uid, USER_SCOPE, facts)
-            await self.resync_slots(uid)
-        return update
+
+    async def summary_request(
+        self, session_id: str, user_id: UUID, messages: Sequence[Message]
+    ) -> SummaryRequest | None:
+        """The session summary to rewrite in an extraction's model call, when it is due (its own triggers, on
+        the messages it does not cover yet); None otherwise (`SummaryHost`)."""
+        plan = await self._session_plan(user_id, session_id, messages)
+        if plan.reason is None:
+            return None
+        return SummaryRequest(plan.old_text, plan.fresh, plan.language, self._summarizer.policy.max_tokens)
+
+    async def summary_answered(
+        self, session_id: str, user_id: UUID, request: SummaryRequest, answer: SummaryAnswer
+    ) -> None:
+        """Store the summary an extraction's call wrote for `request` (`SummaryHost`): cut to the budget, a
+        new version of the session's summary and the user's; a failed or empty one keeps the previous
+        version (logged)."""
+        if answer.text is None or not answer.text.strip():
+            logger.warning(
+                "%s the extraction returned no rolling summary (%s); previous version kept", LOG_PREFIX, answer.error
+            )
+            return
+        plan = await self._session_plan(user_id, session_id, request.messages, force=True)
+        if plan.reason is None:
+            return  # another writer covered these messages meanwhile
+        await self._hand_over(
+            user_id, await self._summarizer.accept(user_id, session_scope(session_id), plan, answer.text)
+        )
 
     async def forget(self, user_id: UUID, fact_ids: Sequence[UUID]) -> Slots:
         """Remove deleted facts from the slots (call it with the ids `MemoryManager.forget` deleted)."""

@@ -4,6 +4,10 @@ The slots hold what must reach every turn whatever the user asks now: goal, cons
 schedule, rejections, targets, progress markers, the reminder preference and the profile
 (`UserPreferences`). Each entry keeps its provenance (the fact and the messages it came from).
 
+The profile is a view: `ContextBuilder` fills it at read time from the stored preference rows with the same
+function that gives `LongTermMemory.preferences` (`with_profile`), so the two cannot disagree; the other
+fields are stored and patched from facts.
+
 Only confirmed facts patch the slots (`source == "explicit"`: the user said it), and a patch names the
 fields it changes with the value it expects them to hold now: the store applies it only if those fields
 are unchanged (compare-and-set per field), so two writers patching different fields both land, and a
@@ -35,6 +39,7 @@ __all__ = [
     "preferences_from_slots",
     "render_slots",
     "slots_from_facts",
+    "with_profile",
 ]
 
 SlotField = Literal[
@@ -241,6 +246,16 @@ def _profile_entries(prefs: UserPreferences) -> list[SlotEntry]:
         ("location", prefs.location),
     ]
     return [SlotEntry(text=f"{key}: {value}") for key, value in values if value]
+
+
+def with_profile(slots: Slots, preferences: UserPreferences) -> Slots:
+    """`slots` with the profile field showing `preferences` (the stored preference rows, through
+    `conversions.preferences_from_records`): the profile is a view of the one stored copy, never a second
+    one, so `preferences_from_slots(with_profile(s, p)) == p`."""
+    entries = _profile_entries(preferences)
+    fields: dict[SlotField, list[SlotEntry]] = {"profile": entries} if entries else {}
+    fields.update((name, list(values)) for name, values in slots.fields.items() if name != "profile")
+    return Slots(fields=fields)
 
 
 def merge_preferences(current: UserPreferences, new: UserPreferences) -> UserPreferences:

@@ -35,6 +35,7 @@ from .tokens import TokenCounter
 __all__ = [
     "EXTRACTIVE_HEADER",
     "RollingSummarizer",
+    "SummaryPlan",
     "SummaryPolicy",
     "SummaryReason",
     "SummaryUpdate",
@@ -280,6 +281,26 @@ def _prompt(previous: str | None, messages: Sequence[Message], outdated: Sequenc
 
 
 @dataclass(frozen=True)
+class SummaryPlan:
+    """What a rewrite of the summary would cover now (`RollingSummarizer.plan`)."""
+
+    previous: SummaryVersion | None
+    """The current version."""
+    old_text: str | None
+    """What the rewrite builds on: the current version, else the hand-over."""
+    fresh: tuple[Message, ...]
+    """The messages the current version does not cover."""
+    reason: SummaryReason | None
+    """Why it is due; None: not due."""
+    language: Literal["es", "en"]
+    """The conversation's language."""
+    message_count: int
+    covered_until: datetime | None
+    covered_from: datetime | None
+    resynced_at: datetime
+
+
+@dataclass(frozen=True)
 class SummaryUpdate:
     """What `RollingSummarizer.update` did."""
 
@@ -313,7 +334,7 @@ class RollingSummarizer:
         versions = await self.store.summary_versions(user_id, scope)
         return versions[0] if versions else None
 
-    async def update(
+    async def plan(
         self,
         user_id: UUID,
         scope: str,
@@ -324,16 +345,8 @@ class RollingSummarizer:
         force: bool = False,
         extraction_ran: bool | None = None,
         start_from: str | None = None,
-    ) -> SummaryUpdate:
-        """Rewrite the summary if due, from the messages it does not cover yet.
-
-        `messages`: the conversation's messages in order (a session's recent window is enough). The new ones
-        are those after the newest message the current version covers (by timestamp); or, with
-        `message_count` (how many messages there have been in all, `messages` being the last of them), those
-        beyond the version's count. `outdated`: (old, new) contents of facts replaced since, for `outdated:`
-        lines. A failed or empty model answer keeps the previous version. `extraction_ran`: whether a fact
-        extraction runs on this turn (with `policy.with_extraction`, the summary waits for one). `start_from`:
-        the text a first version builds on (a new session starts from the user's summary)."""
+    ) -> SummaryPlan:
+        """What a rewrite now would cover and why (`reason` None: not due); the arguments as for `update`."""
         previous = await self.current(user_id, scope)
         covered = previous.message_count if previous else 0
         if message_count is not None:
@@ -357,46 +370,93 @@ class RollingSummarizer:
             reason = "decision"
         if self.policy.with_extraction and extraction_ran is False and not force:
             reason = None
-        if reason is None:
-            return SummaryUpdate(previous, False, None)
-        language = detect_language([m.content for m in messages if m.role == "user"])
-        old_text = previous.content if previous else start_from
-        if self.model is None:
-            text = extractive_summary(
-                old_text, fresh, self.counter, max_tokens=self.policy.max_tokens, outdated=outdated, language=language
-            )
-            written = await self.store.add_summary(
-                user_id,
-                scope,
-                text,
-                kind="extractive",
-                language=language,
-                message_count=total,
-                covered_until=covered_until,
-                resynced_at=resynced_at,
-                covered_from=covered_from,
-            )
-            return SummaryUpdate(written, True, reason)
-        try:
-            text = await self._ask(old_text, fresh, outdated, language)
-        except (AgentRunError, UserError, OSError, ValueError) as exc:
-            logger.warning("%s rolling summary not updated, previous version kept: %s", LOG_PREFIX, exc)
-            return SummaryUpdate(previous, False, reason, 1, str(exc))
-        if not text:
-            logger.warning("%s the summarizer answered nothing; previous version kept", LOG_PREFIX)
-            return SummaryUpdate(previous, False, reason, 1, "empty summary")
-        written = await self.store.add_summary(
+        return SummaryPlan(
+            previous=previous,
+            old_text=previous.content if previous else start_from,
+            fresh=tuple(fresh),
+            reason=reason,
+            language=detect_language([m.content for m in messages if m.role == "user"]),
+            message_count=total,
+            covered_until=covered_until,
+            covered_from=covered_from,
+            resynced_at=resynced_at,
+        )
+
+    async def write(self, user_id: UUID, scope: str, plan: SummaryPlan, text: str, kind: SummaryKind) -> SummaryVersion:
+        """Store `text` as the new version `plan` describes."""
+        return await self.store.add_summary(
             user_id,
             scope,
             text,
-            kind="model",
-            language=language,
-            message_count=total,
-            covered_until=covered_until,
-            resynced_at=resynced_at,
-            covered_from=covered_from,
+            kind=kind,
+            language=plan.language,
+            message_count=plan.message_count,
+            covered_until=plan.covered_until,
+            resynced_at=plan.resynced_at,
+            covered_from=plan.covered_from,
         )
-        return SummaryUpdate(written, True, reason, 1)
+
+    async def update(
+        self,
+        user_id: UUID,
+        scope: str,
+        messages: Sequence[Message],
+        *,
+        message_count: int | None = None,
+        outdated: Sequence[tuple[str, str]] = (),
+        force: bool = False,
+        extraction_ran: bool | None = None,
+        start_from: str | None = None,
+    ) -> SummaryUpdate:
+        """Rewrite the summary if due, from the messages it does not cover yet.
+
+        `messages`: the conversation's messages in order (a session's recent window is enough). The new ones
+        are those after the newest message the current version covers (by timestamp); or, with
+        `message_count` (how many messages there have been in all, `messages` being the last of them), those
+        beyond the version's count. `outdated`: (old, new) contents of facts replaced since, for `outdated:`
+        lines. A failed or empty model answer keeps the previous version. `extraction_ran`: whether a fact
+        extraction runs on this turn (with `policy.with_extraction`, the summary waits for one). `start_from`:
+        the text a first version builds on (a new session starts from the user's summary)."""
+        plan = await self.plan(
+            user_id,
+            scope,
+            messages,
+            message_count=message_count,
+            outdated=outdated,
+            force=force,
+            extraction_ran=extraction_ran,
+            start_from=start_from,
+        )
+        previous, reason = plan.previous, plan.reason
+        if reason is None:
+            return SummaryUpdate(previous, False, None)
+        if self.model is None:
+            text = extractive_summary(
+                plan.old_text,
+                plan.fresh,
+                self.counter,
+                max_tokens=self.policy.max_tokens,
+                outdated=outdated,
+                language=plan.language,
+            )
+            return SummaryUpdate(await self.write(user_id, scope, plan, text, "extractive"), True, reason)
+        try:
+            text = await self._ask(plan.old_text, plan.fresh, outdated, plan.language)
+        except (AgentRunError, UserError, OSError, ValueError) as exc:
+            logger.warning("%s rolling summary not updated, previous version kept: %s", LOG_PREFIX, exc)
+            return SummaryUpdate(previous, False, reason, 1, str(exc))
+        return await self.accept(user_id, scope, plan, text, model_calls=1)
+
+    async def accept(
+        self, user_id: UUID, scope: str, plan: SummaryPlan, text: str | None, *, model_calls: int = 0
+    ) -> SummaryUpdate:
+        """Store a model's summary for `plan`, cut to the budget; an empty one keeps the previous version."""
+        text = clip_to_tokens((text or "").strip(), self.counter, self.policy.max_tokens).strip()
+        if not text:
+            logger.warning("%s the summarizer answered nothing; previous version kept", LOG_PREFIX)
+            return SummaryUpdate(plan.previous, False, plan.reason, model_calls, "empty summary")
+        written = await self.write(user_id, scope, plan, text, "model")
+        return SummaryUpdate(written, True, plan.reason, model_calls)
 
     async def _ask(
         self,
@@ -415,7 +475,7 @@ class RollingSummarizer:
             name="memory_summarizer",
         )
         result = await agent.run(_prompt(old, fresh, outdated))
-        return clip_to_tokens(result.output.strip(), self.counter, self.policy.max_tokens).strip()
+        return result.output
 
     async def rollback(self, user_id: UUID, scope: str) -> SummaryVersion | None:
         """Drop the current version; the previous one (returned) is current again."""

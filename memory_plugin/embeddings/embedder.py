@@ -10,17 +10,26 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Sequence
-
-from pydantic_ai import Embedder
-from pydantic_ai.embeddings import EmbeddingModel, EmbeddingSettings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import EmbeddingError
 
-__all__ = ["EMBEDDING_DIMENSIONS", "MemoryEmbedder"]
+if TYPE_CHECKING:
+    # Types only: importing pydantic-ai costs ~1.1 s, which a process that never embeds (the CLI's `status`)
+    # should not pay. The embedder is built on first use (`MemoryEmbedder.embedder`).
+    from pydantic_ai import Embedder
+    from pydantic_ai.embeddings import EmbeddingModel, EmbeddingSettings
+
+__all__ = ["EMBEDDING_DIMENSIONS", "LOCAL_MODEL_NAME", "OPENAI_MODEL_NAME", "MemoryEmbedder"]
 
 EMBEDDING_DIMENSIONS = 384
 """The dimension of `memory_search_docs.embedding` (pgvector's HNSW index needs a fixed one)."""
+
+LOCAL_MODEL_NAME = "sentence-transformers:all-MiniLM-L6-v2"
+"""The offline model's name, as stored beside its vectors."""
+OPENAI_MODEL_NAME = "openai:text-embedding-3-small"
+"""OpenAI's model used at 384 dimensions when `OPENAI_API_KEY` is set."""
 
 
 class MemoryEmbedder:
@@ -30,24 +39,30 @@ class MemoryEmbedder:
     `default_embedder(settings)`.
 
     Args:
-        embedder: The pydantic-ai embedder to call.
+        embedder: The pydantic-ai embedder to call; None with `build`.
         name: The model's name as stored beside each vector (`memory_search_docs.embedding_model`); vectors
             of two names are never compared. Include anything that changes the vectors (model, dimensions).
         batch_size: Texts per model call when embedding facts.
         settings: Embedding settings passed on each call (e.g. `{"dimensions": 384}` for OpenAI).
         query_cache_size: Questions whose embedding is kept (LRU).
+        build: Instead of `embedder`, a function that makes it, called on first use (`from_model` passes
+            one): building it imports pydantic-ai, which a process that only opens the memory never needs.
     """
 
     def __init__(
         self,
-        embedder: Embedder,
+        embedder: Embedder | None = None,
         *,
         name: str,
         batch_size: int = 64,
         settings: EmbeddingSettings | None = None,
         query_cache_size: int = 256,
+        build: Callable[[], Embedder] | None = None,
     ) -> None:
-        self.embedder = embedder
+        if (embedder is None) == (build is None):
+            raise TypeError("MemoryEmbedder needs either an embedder or a function that builds one (build=)")
+        self._embedder = embedder
+        self._build = build
         self.name = name
         self.batch_size = max(1, batch_size)
         self._settings = settings
@@ -56,12 +71,26 @@ class MemoryEmbedder:
         self.model_calls = 0
         """Calls made to the model (each embeds one batch or one question)."""
 
+    @property
+    def embedder(self) -> Embedder:
+        """The pydantic-ai embedder, built on first use when given as `build`."""
+        if self._embedder is None:
+            assert self._build is not None  # one of the two, checked in __init__
+            self._embedder = self._build()
+        return self._embedder
+
     @classmethod
     def from_model(cls, model: EmbeddingModel | str, *, name: str | None = None, **kwargs: object) -> MemoryEmbedder:
-        """Wrap a pydantic-ai embedding model (or its name, e.g. "openai:text-embedding-3-small")."""
-        embedder = Embedder(model)
+        """Wrap a pydantic-ai embedding model (or its name, e.g. "openai:text-embedding-3-small"); pydantic-ai's
+        `Embedder` around it is built on first use."""
         label = name or (model if isinstance(model, str) else f"{model.system}:{model.model_name}")
-        return cls(embedder, name=label, **kwargs)  # type: ignore[arg-type]
+
+        def build() -> Embedder:
+            from pydantic_ai import Embedder
+
+            return Embedder(model)
+
+        return cls(name=label, build=build, **kwargs)  # type: ignore[arg-type]
 
     def _check(self, vectors: Sequence[Sequence[float]], expected: int) -> list[tuple[float, ...]]:
         if len(vectors) != expected:

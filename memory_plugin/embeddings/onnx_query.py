@@ -66,7 +66,7 @@ _FILE_PREFIX = "query-encoder-"
 class OnnxQueryEncoder:
     """Embeds one question with the ONNX graph of a loaded sentence-transformers model.
 
-    Made by `load_query_encoder`; `encode(text, normalize)` returns what `_encode_one` in `factory.py`
+    Made by `load_query_encoder`; `encode(text, normalize)` returns what `_encode_one` in `minilm.py`
     returns for the same text (checked on `PROBE_TEXTS` before the encoder is handed out).
     """
 

@@ -6,9 +6,13 @@ Spanish and English statements offline. `default_extractor` picks one from `Memo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .base import ExtractionOutcome, FactExtractor
-from .llm import LLMExtractor
 from .rules import RuleBasedExtractor
+
+if TYPE_CHECKING:
+    from .llm import LLMExtractor
 
 __all__ = ["ExtractionOutcome", "FactExtractor", "LLMExtractor", "RuleBasedExtractor", "default_extractor"]
 
@@ -18,5 +22,17 @@ def default_extractor(model: str | None) -> FactExtractor:
     `RuleBasedExtractor`. The model is only resolved on first extraction, so a missing API key surfaces as an
     `ExtractionError` then, not here."""
     if model:
+        from .llm import LLMExtractor
+
         return LLMExtractor(model)
     return RuleBasedExtractor()
+
+
+def __getattr__(name: str) -> Any:
+    # `LLMExtractor` on first access: its module imports pydantic-ai (~1.1 s), which the offline extractor
+    # and a process that only opens the memory never need.
+    if name == "LLMExtractor":
+        from .llm import LLMExtractor
+
+        return LLMExtractor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,6 +3,9 @@
 The model returns an `ExtractionReport` whose items use loose types, so one bad item (an unknown category, a
 confidence of 1.7) does not make pydantic-ai reject and retry the whole answer. Each item is then validated into
 a `MemorizedFact` on its own; invalid items are dropped and counted in `ExtractionOutcome.rejected`.
+
+`extract_with_summary` also rewrites the rolling summary in the same call (an `ExtractionWithSummary` output
+with an optional `summary`), so a summary due on an extraction turn costs no model call of its own.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import get_args
+from typing import TypeVar, get_args
 from uuid import UUID
 
 from pydantic import BaseModel, Field, ValidationError
@@ -23,9 +26,16 @@ from ..errors import ExtractionError
 from ..models import FactCategory, FactSource, MemorizedFact, Message
 from ..privacy import redact_sensitive
 from ..taxonomy import default_importance, render_taxonomy_for_prompt
-from .base import ExtractionOutcome
+from .base import ExtractionOutcome, SummaryAnswer, SummaryRequest
 
-__all__ = ["DEFAULT_EXTRACTION_INSTRUCTIONS", "CandidateFact", "ExtractionReport", "LLMExtractor"]
+__all__ = [
+    "DEFAULT_EXTRACTION_INSTRUCTIONS",
+    "SUMMARY_INSTRUCTIONS",
+    "CandidateFact",
+    "ExtractionReport",
+    "ExtractionWithSummary",
+    "LLMExtractor",
+]
 
 MAX_FACT_CHARS = 500
 """Longest fact content accepted from the model (the default `MemorySettings.max_fact_chars`)."""
@@ -66,6 +76,20 @@ If the user restates a known fact, return it again with the known fact's exact w
 duplicated). Return an empty list when there is nothing worth remembering.
 """
 
+SUMMARY_INSTRUCTIONS = """
+When the prompt has a [ROLLING SUMMARY] section, also rewrite the rolling summary of the conversation in
+`summary`, from the old summary and the messages it lists:
+- keep only what matters later: decisions, rejected options, constraints, preferences, the current focus;
+- when the user changed their mind, add one line `outdated: <old> → <new>` and do not state the old as current;
+- no quotes, recipes or details that only served one answer;
+- write it in the language and within the length the section gives.
+Without that section, leave `summary` out.
+"""
+
+_OutputT = TypeVar("_OutputT", bound="ExtractionReport")
+
+_LANGUAGE_NAME = {"es": "Spanish (español)", "en": "English"}
+
 _CATEGORIES: frozenset[str] = frozenset(get_args(FactCategory))
 _SOURCES: frozenset[str] = frozenset(get_args(FactSource))
 
@@ -99,22 +123,46 @@ class ExtractionReport(BaseModel):
     """Candidate facts; may be empty."""
 
 
+class ExtractionWithSummary(ExtractionReport):
+    """The output when the rolling summary is rewritten in the same call."""
+
+    summary: str | None = None
+    """The rewritten rolling summary; None or empty keeps the previous version."""
+
+
 def _one_line(text: str) -> str:
     # One message per line: a newline inside a message must not look like the start of another message.
     return " ".join(text.split())
 
 
-def _render_prompt(messages: Sequence[Message], known_facts: Sequence[MemorizedFact]) -> str:
+def _message_line(message: Message) -> str:
+    # Card numbers, passwords and keys never leave for the model: it cannot extract what it does not see.
+    content = _one_line(redact_sensitive(message.content).text)
+    return f"[{message.id}] {message.role} ({message.timestamp.isoformat()}): {content}"
+
+
+def _render_prompt(
+    messages: Sequence[Message], known_facts: Sequence[MemorizedFact], summary: SummaryRequest | None = None
+) -> str:
     lines: list[str] = []
     if known_facts:
         lines.append("Known facts (id in brackets; restate them in these words, or name the id in `replaces`):")
         lines.extend(f"- [{fact.id}] ({fact.category}) {_one_line(fact.content)}" for fact in known_facts)
         lines.append("")
     lines.append("Conversation:")
-    for message in messages:
-        # Card numbers, passwords and keys never leave for the model: it cannot extract what it does not see.
-        content = _one_line(redact_sensitive(message.content).text)
-        lines.append(f"[{message.id}] {message.role} ({message.timestamp.isoformat()}): {content}")
+    lines.extend(_message_line(message) for message in messages)
+    if summary is not None:
+        shown = {message.id for message in messages}
+        earlier = [m for m in summary.messages if m.id not in shown]
+        lines += ["", "[ROLLING SUMMARY]"]
+        lines.append(
+            f"Rewrite it in {_LANGUAGE_NAME[summary.language]}, at most {summary.max_tokens} tokens, from the old"
+            " summary, the earlier messages below (already extracted: for the summary only) and the conversation."
+        )
+        lines += ["Old summary:", summary.previous or "(none)"]
+        if earlier:
+            lines.append("Earlier messages:")
+            lines.extend(_message_line(message) for message in earlier)
     return "\n".join(lines)
 
 
@@ -224,6 +272,9 @@ class LLMExtractor:
     retries: int = 1
     """How many times pydantic-ai asks the model again when its output does not match `ExtractionReport`."""
     _agent: Agent[None, ExtractionReport] | None = field(default=None, init=False, repr=False, compare=False)
+    _summary_agent: Agent[None, ExtractionWithSummary] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def name(self) -> str:
@@ -236,19 +287,27 @@ class LLMExtractor:
 
     def _get_agent(self) -> Agent[None, ExtractionReport]:
         if self._agent is None:
-            try:
-                self._agent = Agent(
-                    self.model,
-                    output_type=ExtractionReport,
-                    instructions=self.instructions,
-                    retries=self.retries,
-                    name="memory-fact-extractor",
-                )
-            # Resolving a model name can fail in many ways (unknown provider, missing API key, provider package
-            # not installed); all of them mean extraction cannot run, which callers handle as ExtractionError.
-            except Exception as exc:
-                raise ExtractionError(f"cannot set up extraction model {self._model_label!r}: {exc}") from exc
+            self._agent = self._new_agent(ExtractionReport, self.instructions)
         return self._agent
+
+    def _get_summary_agent(self) -> Agent[None, ExtractionWithSummary]:
+        if self._summary_agent is None:
+            self._summary_agent = self._new_agent(ExtractionWithSummary, self.instructions + SUMMARY_INSTRUCTIONS)
+        return self._summary_agent
+
+    def _new_agent(self, output_type: type[_OutputT], instructions: str) -> Agent[None, _OutputT]:
+        try:
+            return Agent(
+                self.model,
+                output_type=output_type,
+                instructions=instructions,
+                retries=self.retries,
+                name="memory-fact-extractor",
+            )
+        # Resolving a model name can fail in many ways (unknown provider, missing API key, provider package
+        # not installed); all of them mean extraction cannot run, which callers handle as ExtractionError.
+        except Exception as exc:
+            raise ExtractionError(f"cannot set up extraction model {self._model_label!r}: {exc}") from exc
 
     async def extract(
         self, messages: Sequence[Message], *, known_facts: Sequence[MemorizedFact] = ()
@@ -260,8 +319,26 @@ class LLMExtractor:
         """
         if not messages:
             return ExtractionOutcome()
-        agent = self._get_agent()
-        prompt = _render_prompt(messages, known_facts)
+        return await self._extract(self._get_agent(), messages, known_facts, None)
+
+    async def extract_with_summary(
+        self, messages: Sequence[Message], *, known_facts: Sequence[MemorizedFact] = (), summary: SummaryRequest
+    ) -> ExtractionOutcome:
+        """As `extract`, and in the same model call the rolling summary rewritten from `summary.previous` and
+        `summary.messages` (`ExtractionOutcome.summary`; an empty one has no text and an error, the facts are
+        kept). One call serves both, so a summary due on an extraction turn costs no call of its own."""
+        if not messages and not summary.messages:
+            return ExtractionOutcome(summary=SummaryAnswer(error="no messages"))
+        return await self._extract(self._get_summary_agent(), messages, known_facts, summary)
+
+    async def _extract(
+        self,
+        agent: Agent[None, ExtractionReport] | Agent[None, ExtractionWithSummary],
+        messages: Sequence[Message],
+        known_facts: Sequence[MemorizedFact],
+        summary: SummaryRequest | None,
+    ) -> ExtractionOutcome:
+        prompt = _render_prompt(messages, known_facts, summary)
         try:
             result = await agent.run(prompt)
         except AgentRunError as exc:
@@ -278,15 +355,21 @@ class LLMExtractor:
         fallback_ids = user_ids or tuple(by_id)
         known_ids = {str(fact.id).lower(): fact.id for fact in known_facts}
         tally = _Tally()
+        output = result.output
         facts = [
             fact
-            for candidate in result.output.facts
+            for candidate in output.facts
             if (fact := _to_fact(candidate, by_id, fallback_ids, known_ids, tally)) is not None
         ]
+        answer: SummaryAnswer | None = None
+        if summary is not None:
+            text = (output.summary or "").strip() if isinstance(output, ExtractionWithSummary) else ""
+            answer = SummaryAnswer(text) if text else SummaryAnswer(error="the model returned no summary")
         return ExtractionOutcome(
             facts=facts,
             rejected=sum(tally.rejections.values()),
             model_calls=result.usage.requests,
             rejections=tally.rejections,
             dropped_fields=tally.dropped_fields,
+            summary=answer,
         )

@@ -140,6 +140,9 @@ class ExtractionRun:
     """True when the pending messages were only small talk: the cursor moved on, no call was made."""
     error: str | None = None
     """The failure (extraction or storage), if any; the pending messages stay pending for the next trigger."""
+    summary_asked: bool = False
+    """True when the extraction's model call was also asked for the rolling summary (it was due): the
+    summary needs no call of its own this turn, whether or not that part succeeded."""
 
 
 @dataclass(slots=True)

@@ -20,13 +20,23 @@ from ..session import SessionBackend
 from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
 from ..write.pipeline import WritePipeline
-from .base import FactExtractor
+from .base import FactExtractor, SummarizingExtractor, SummaryAnswer, SummaryHost, SummaryRequest
 from .policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
 
 FactsWritten = Callable[[str, UUID, WriteOutcome], Awaitable[None]]
 """Told what a background job wrote: the session, the user, the write's outcome."""
 
-__all__ = ["ExtractionRunner", "ExtractionStats", "FactsWritten", "ScheduledExtraction"]
+__all__ = ["Extracted", "ExtractionRunner", "ExtractionStats", "FactsWritten", "ScheduledExtraction"]
+
+
+@dataclass(slots=True)
+class Extracted:
+    """What `ExtractionRunner.extract` returns."""
+
+    facts: list[MemorizedFact] = field(default_factory=list)
+    """The accepted candidate facts (not stored)."""
+    summary: SummaryAnswer | None = None
+    """The rolling summary the same call wrote, when one was asked of a `SummarizingExtractor`."""
 
 
 @dataclass(slots=True)
@@ -95,6 +105,7 @@ class ExtractionRunner:
         self.facts_dropped_forgotten = 0
         """Extracted facts not written because the user forgot a matching memory after the job was queued."""
         self._listeners: dict[object, FactsWritten] = {}
+        self._summaries: SummaryHost | None = None
 
     async def run(
         self, session_id: str, user_id: UUID, *, end_of_request: bool = False, force: bool = False
@@ -114,12 +125,15 @@ class ExtractionRunner:
             self._count_trigger(trigger)
             try:
                 known = await self._candidate_facts(user_id)
-                facts = await self.extract(pending, user_id, known_facts=known)
-                if facts:
+                summary = await self._summary_request(session_id, user_id, short.messages)
+                run.summary_asked = summary is not None
+                extracted = await self.extract(pending, user_id, known_facts=known, summary=summary)
+                if extracted.facts:
                     outcome = await self.writer.update(
-                        MemoryUpdate(user_id=user_id, session_id=session_id, new_facts=facts)
+                        MemoryUpdate(user_id=user_id, session_id=session_id, new_facts=extracted.facts)
                     )
                     run.stored = outcome.stored
+                await self._store_summary(session_id, user_id, summary, extracted.summary)
             except MemoryPluginError as exc:
                 run.error = str(exc)
                 logger.warning("%s extraction (%s) failed for session %s: %s", LOG_PREFIX, trigger, session_id, exc)
@@ -162,12 +176,15 @@ class ExtractionRunner:
         once (the job's `write_id`) unless the user was erased since, leaving out facts matching a memory the
         user forgot since. Raises on failure (the worker retries the job)."""
         known = await self._candidate_facts(job.user_id)
-        facts = await self.extract(job.messages, job.user_id, known_facts=known)
+        summary = await self._summary_request(job.session_id, job.user_id, job.messages)
+        extracted = await self.extract(job.messages, job.user_id, known_facts=known, summary=summary)
+        facts = extracted.facts
         async with queue.hold(job, worker) as hold:
             if hold.forgotten is None:
                 self.jobs_dropped += 1
                 logger.info("%s memory job %d dropped: its user was erased or the job cancelled", LOG_PREFIX, job.id)
                 return
+            await self._store_summary(job.session_id, job.user_id, summary, extracted.summary)
             kept = [f for f in facts if not self._forgotten(f, hold.forgotten)]
             self.facts_dropped_forgotten += len(facts) - len(kept)
             if not kept:
@@ -186,6 +203,41 @@ class ExtractionRunner:
         its caller instead."""
         self._listeners[key] = listener
 
+    def host_summaries(self, host: SummaryHost | None) -> None:
+        """Let `host` (a `ContextBuilder`) have the rolling summary rewritten in the extraction's own model call
+        when it is due on an extraction (with a `SummarizingExtractor`: one call instead of two). None
+        detaches it."""
+        self._summaries = host
+
+    @property
+    def writes_summaries(self) -> bool:
+        """True when a due rolling summary is written in the extraction's own call (a summary host and a
+        `SummarizingExtractor`)."""
+        return self._summaries is not None and isinstance(self.extractor, SummarizingExtractor)
+
+    async def _summary_request(
+        self, session_id: str, user_id: UUID, messages: Sequence[Message]
+    ) -> SummaryRequest | None:
+        """The summary to ask for in this extraction's call; None without a host, with an extractor that
+        cannot write one, when not due, or when the summary cannot be read now (it waits for its next turn)."""
+        if self._summaries is None or not self.writes_summaries:
+            return None
+        try:
+            return await self._summaries.summary_request(session_id, user_id, messages)
+        except StoreError as exc:
+            logger.warning("%s rolling summary not asked with this extraction: %s", LOG_PREFIX, exc)
+            return None
+
+    async def _store_summary(
+        self, session_id: str, user_id: UUID, request: SummaryRequest | None, answer: SummaryAnswer | None
+    ) -> None:
+        if request is None or answer is None or self._summaries is None:
+            return
+        try:
+            await self._summaries.summary_answered(session_id, user_id, request, answer)
+        except StoreError as exc:  # derived data: the facts matter, the summary is rewritten on a later turn
+            logger.warning("%s rolling summary from the extraction not stored: %s", LOG_PREFIX, exc)
+
     def _forgotten(self, fact: MemorizedFact, forgotten: Sequence[str]) -> bool:
         """Whether `fact` restates a memory the user forgot: the same text, or a near-duplicate of it."""
         keys = keys_of(fact.content)
@@ -193,14 +245,26 @@ class ExtractionRunner:
         return any(is_near_duplicate(keys, keys_of(content), threshold) for content in forgotten)
 
     async def extract(
-        self, messages: Sequence[Message], user_id: UUID, *, known_facts: Sequence[MemorizedFact] = ()
-    ) -> list[MemorizedFact]:
-        """Candidate facts from `messages`, not stored; see `MemoryManager.extract_facts_from_conversation`."""
+        self,
+        messages: Sequence[Message],
+        user_id: UUID,
+        *,
+        known_facts: Sequence[MemorizedFact] = (),
+        summary: SummaryRequest | None = None,
+    ) -> Extracted:
+        """Candidate facts from `messages`, not stored (see `MemoryManager.extract_facts_from_conversation`);
+        with `summary` and a `SummarizingExtractor`, the same model call also rewrites the rolling summary.
+        Every extraction path goes through here."""
         if not messages:
-            return []
+            return Extracted()
         self.stats.extraction_calls += 1
         try:
-            outcome = await self.extractor.extract(list(messages), known_facts=list(known_facts))
+            if summary is not None and isinstance(self.extractor, SummarizingExtractor):
+                outcome = await self.extractor.extract_with_summary(
+                    list(messages), known_facts=list(known_facts), summary=summary
+                )
+            else:
+                outcome = await self.extractor.extract(list(messages), known_facts=list(known_facts))
         except ExtractionError:
             self.stats.extraction_failures += 1
             raise
@@ -230,7 +294,7 @@ class ExtractionRunner:
             outcome.rejected + len(outcome.facts) - len(accepted),
             self.extractor.name,
         )
-        return accepted
+        return Extracted(accepted, outcome.summary if summary is not None else None)
 
     def _maybe_skip(self, session_id: str, pending: Sequence[Message], end_of_request: bool) -> ExtractionRun:
         """Nothing due. If a trigger would have fired but the pending user messages are only small talk,

@@ -286,6 +286,20 @@ class WriteJournal:
             self._rewrite(keep)
         return CancelledWrites(removed, tuple(dropped))
 
+    def rejected(self) -> list[tuple[JournalEntry, str]]:
+        """The readable entries in `rejected_path` with the reason each was set aside (what an operator
+        reviews before `readmit`); lines that are not entries are left out."""
+        if not self.rejected_path.exists():
+            return []
+        with self._locked():
+            complete, _torn = _split_lines(self.rejected_path.read_bytes())
+        out: list[tuple[JournalEntry, str]] = []
+        for raw in complete:
+            entry = _parse(raw) if raw.strip() else None
+            if entry is not None:
+                out.append((entry, _reason(raw)))
+        return out
+
     def readmit(self, write_ids: Collection[UUID] | None = None) -> list[JournalEntry]:
         """Move entries an operator reviewed from `rejected_path` back into the journal, signed with this
         installation's key, so they are replayed: those with the given write ids, or every readable entry
@@ -369,7 +383,7 @@ class WriteJournal:
         elif _parse(raw) is not None:
             why = (
                 "is an entry not signed with this installation's journal key (if it is genuine, e.g. written"
-                " before lines were signed, review it and call WriteJournal.readmit)"
+                " before lines were signed, review it and run `memory-plugin journal --readmit`)"
             )
         else:
             why = "is neither a journal entry nor signed"
@@ -436,6 +450,15 @@ def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
     """Complete lines, and what follows the last newline (a torn line, or b"")."""
     *complete, torn = data.split(b"\n")
     return complete, torn
+
+
+def _reason(payload: bytes) -> str:
+    """The `error` a rejected line was set aside with ("" when it has none, e.g. an unsigned old line)."""
+    try:
+        error = json.loads(payload.decode("utf-8")).get("error", "")
+    except (ValueError, AttributeError, RecursionError):
+        return ""
+    return error if isinstance(error, str) else ""
 
 
 def _parse(payload: bytes) -> JournalEntry | None:
