@@ -88,15 +88,12 @@ _HYPOTHETICAL_WINDOW = 100
 
 # First-person words, matched on the folded text. Spanish "he" only as an auxiliary ("he tenido", "he dado"),
 # so English "he" (third person) never counts.
-_FIRST_PERSON = re.compile(
-    r"(?<!\w)"
-    + _words(
-        r"i|i'm|im|i've|ive|i'd|i'll|me|my|myself|mine"
-        r"|yo|mi|mis|tengo|tuve|tomo|tome|padezco|padeci|sufro|sufri|estoy|estuve|llevo|sigo|soy|fui|di|mio|mia"
-        r"|conmigo|pille|cogi|contagie|enferme|necesito|uso|use|empece|he\s+(?:sido|tenido|estado|dado|empezado|vuelto)|hice|empece|acabo"
-    )
-    + r"\b"
+_FIRST_PERSON_WORDS = (
+    r"i|i'm|im|i've|ive|i'd|i'll|me|my|myself|mine"
+    r"|yo|mi|mis|tengo|tuve|tomo|tome|padezco|padeci|sufro|sufri|estoy|estuve|llevo|sigo|soy|fui|di|mio|mia"
+    r"|conmigo|pille|cogi|contagie|enferme|necesito|uso|use|empece|he\s+(?:sido|tenido|estado|dado|empezado|vuelto)|hice|empece|acabo"
 )
+_FIRST_PERSON = re.compile(r"(?<!\w)" + _words(_FIRST_PERSON_WORDS) + r"\b")
 # Chat drops the subject: "Been battling depression since college", "Got diagnosed in May", "Had covid last
 # week". A sentence starting with one of these verbs is the speaker's own statement.
 _SUBJECTLESS_VERB = (
@@ -115,34 +112,28 @@ _VERB_BETWEEN = re.compile(r"\b(?:is|was|are|were|has|had|have|got|gets|es|era|e
 
 # Someone or something else between the owner and the term: the detail is theirs ("my partner is pregnant",
 # "I read about a writer who had liver cancer", "I saw a pill that cures cancer").
-_OTHER_OWNER = re.compile(
-    r"(?<!\w)"
-    + _words(
-        r"he|she|they|his|her|hers|their|him|them|you|your|we|our|us|it|its|who|whose|whom|which|that|someone"
-        r"|somebody|everyone|everybody|people|person|friends?|mom|mum|mother|dad|father|parents?|sister|brother"
-        r"|siblings?|wife|husband|partner|boyfriend|girlfriend|fiance|fiancee|sons?|daughters?|kids?|child|children"
-        r"|baby|grandma|grandpa|grand(?:mother|father|parents?)|aunt|uncle|cousin|niece|nephew|dogs?|cats?|pets?"
-        r"|neighbou?rs?|boss|colleagues?|coworkers?|writer|author|actor|actress|singer|celebrity|patients?|family"
-        r"|relatives?|teacher|students?|guy|girl|man|woman|lady|cure[sd]?|curing|research|awareness|charity"
-        r"|fundraiser|foundation|documentary|article|news|campaign|study|book|movie|film|show|podcast|about"
-        r"|ella|ellos|ellas|su|sus|le|les|tu|tus|usted|ustedes|nosotros|nosotras|nuestr[oa]s?|quien|alguien|amig[oa]s?"
-        r"|madre|mama|padre|papa|padres|herman[oa]s?|mujer|marido|espos[oa]|pareja|novi[oa]|hij[oa]s?|abuel[oa]s?"
-        r"|ti[oa]s?|prim[oa]s?|sobrin[oa]s?|perr[oa]s?|gat[oa]s?|vecin[oa]s?|jef[ea]|compañer[oa]s?|companer[oa]s?"
-        r"|escritor[a]?|paciente?s?|familia|bebe|cura|investigacion|sobre|que|cual|contra|against|benefica|charity"
-    )
-    + r"\b"
+_OTHER_OWNER_WORDS = (
+    r"he|she|they|his|her|hers|their|him|them|you|your|we|our|us|it|its|who|whose|whom|which|that|someone"
+    r"|somebody|everyone|everybody|people|person|friends?|mom|mum|mother|dad|father|parents?|sister|brother"
+    r"|siblings?|wife|husband|partner|boyfriend|girlfriend|fiance|fiancee|sons?|daughters?|kids?|child|children"
+    r"|baby|grandma|grandpa|grand(?:mother|father|parents?)|aunt|uncle|cousin|niece|nephew|dogs?|cats?|pets?"
+    r"|neighbou?rs?|boss|colleagues?|coworkers?|writer|author|actor|actress|singer|celebrity|patients?|family"
+    r"|relatives?|teacher|students?|guy|girl|man|woman|lady|cure[sd]?|curing|research|awareness|charity"
+    r"|fundraiser|foundation|documentary|article|news|campaign|study|book|movie|film|show|podcast|about"
+    r"|ella|ellos|ellas|su|sus|le|les|tu|tus|usted|ustedes|nosotros|nosotras|nuestr[oa]s?|quien|alguien|amig[oa]s?"
+    r"|madre|mama|padre|papa|padres|herman[oa]s?|mujer|marido|espos[oa]|pareja|novi[oa]|hij[oa]s?|abuel[oa]s?"
+    r"|ti[oa]s?|prim[oa]s?|sobrin[oa]s?|perr[oa]s?|gat[oa]s?|vecin[oa]s?|jef[ea]|compañer[oa]s?|companer[oa]s?"
+    r"|escritor[a]?|paciente?s?|familia|bebe|cura|investigacion|sobre|que|cual|contra|against|benefica|charity"
 )
+_OTHER_OWNER = re.compile(r"(?<!\w)" + _words(_OTHER_OWNER_WORDS) + r"\b")
 # Hypotheticals and speculation anywhere earlier in the sentence. Spanish "si" is matched unaccented on the
 # original text ("sí" is "yes").
-_HYPOTHETICAL = re.compile(
-    r"(?<!\w)"
-    + _words(
-        r"if|what\s+if|in\s+case|maybe|perhaps|might|may\s+have|could\s+have|hope|hopefully|afraid|worried"
-        r"|scared|fear|imagine|suppose|wonder|whether|unless|quiza|quizas|tal\s+vez|a\s+lo\s+mejor|puede\s+que"
-        r"|ojala|por\s+si|imagina|supongamos|miedo|temo|preocupa|igual\s+tengo|no\s+se\s+si"
-    )
-    + r"\b"
+_HYPOTHETICAL_WORDS = (
+    r"if|what\s+if|in\s+case|maybe|perhaps|might|may\s+have|could\s+have|hope|hopefully|afraid|worried"
+    r"|scared|fear|imagine|suppose|wonder|whether|unless|quiza|quizas|tal\s+vez|a\s+lo\s+mejor|puede\s+que"
+    r"|ojala|por\s+si|imagina|supongamos|miedo|temo|preocupa|igual\s+tengo|no\s+se\s+si"
 )
+_HYPOTHETICAL = re.compile(r"(?<!\w)" + _words(_HYPOTHETICAL_WORDS) + r"\b")
 # Written literal first, so the engine jumps between occurrences of "si" instead of trying every position.
 _SPANISH_IF = re.compile(r"si\b(?<!\wsi)")
 # Spanish "él" (he) is told from the article "el" only by its accent, so it is matched on the unfolded text.

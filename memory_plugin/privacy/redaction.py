@@ -585,23 +585,29 @@ def _redact_cards(text: str) -> tuple[str, bool]:
     return "".join(out), True
 
 
-def _cards_in_run(run: str) -> str | None:
-    """`run` (digit groups and separators) with each card number in it replaced, or None when it holds none."""
-    uniform = "  " not in run and run.replace(" ", "").isdigit()
-    if uniform:
+def _split_run(run: str) -> tuple[list[str], list[str], bool] | None:
+    """A run's digit groups, the separators between them and whether those are all one single space; None when
+    it has more groups than a card run may hold (`_MAX_CARD_RUN_GROUPS`)."""
+    if "  " not in run and run.replace(" ", "").isdigit():
         # Groups between single spaces, the way people write cards: a plain split (~0.3 µs instead of ~0.8).
         pieces = run.split(" ", _MAX_CARD_RUN_GROUPS)
         if len(pieces) > _MAX_CARD_RUN_GROUPS:
             return None
-        separators = [" "] * (len(pieces) - 1)
-    else:
-        # A split on a capturing digit pattern gives ["", group, separator, group, …, group, ""] in one call; it
-        # stops after one group more than a card run may hold (then the last item is the rest of the run).
-        parts = _GROUP_SPLIT.split(run, _MAX_CARD_RUN_GROUPS + 1)
-        if len(parts) > 2 * _MAX_CARD_RUN_GROUPS + 1:
-            return None
-        pieces = parts[1::2]
-        separators = parts[2:-1:2]
+        return pieces, [" "] * (len(pieces) - 1), True
+    # A split on a capturing digit pattern gives ["", group, separator, group, …, group, ""] in one call; it stops
+    # after one group more than a card run may hold (then the last item is the rest of the run).
+    parts = _GROUP_SPLIT.split(run, _MAX_CARD_RUN_GROUPS + 1)
+    if len(parts) > 2 * _MAX_CARD_RUN_GROUPS + 1:
+        return None
+    return parts[1::2], parts[2:-1:2], False
+
+
+def _cards_in_run(run: str) -> str | None:
+    """`run` (digit groups and separators) with each card number in it replaced, or None when it holds none."""
+    split = _split_run(run)
+    if split is None:
+        return None
+    pieces, separators, uniform = split
     lengths = tuple(map(len, pieces))
     plan = _PLANS.get(lengths) or _run_plan(lengths)
     out: list[str] | None = None
