@@ -246,7 +246,12 @@ def _iban_valid(candidate: str) -> bool:
             return False
     elif len(compact) != expected:
         return False
-    if not compact[2:4].isdigit() or not 2 <= int(compact[2:4]) <= 98:
+    check = compact[2:4]
+    if check.isascii():
+        # Two ASCII characters compare as the number they spell when both are digits.
+        if not (check.isdigit() and "02" <= check <= "98"):
+            return False
+    elif not check.isdigit() or not 2 <= int(check) <= 98:
         return False
     rotated = (compact[4:] + compact[:4]).upper()
     if not (rotated.isascii() and rotated.isalnum()):
@@ -440,15 +445,16 @@ def _redact_ibans(text: str) -> tuple[str, bool]:
         expected = _IBAN_LENGTHS.get(candidate[:2].upper())
         if expected is not None:
             end = _end_of_compact(candidate, expected)
-            ends = [] if end is None else [end]
+            if end is None or not _iban_valid(candidate[:end]):
+                continue
         else:
             ends = sorted([i for i, c in enumerate(candidate) if c in " -"] + [len(candidate)], reverse=True)
-        for end in ends:
-            if _iban_valid(candidate[:end]):
-                pieces.append(text[cursor : match.start()])
-                pieces.append(_placeholder("iban") + candidate[end:])
-                cursor = match.end()
-                break
+            end = next((end for end in ends if _iban_valid(candidate[:end])), -1)
+            if end < 0:
+                continue
+        pieces.append(text[cursor : match.start()])
+        pieces.append(_placeholder("iban") + candidate[end:])
+        cursor = match.end()
     if not pieces:
         return text, False
     pieces.append(text[cursor:])
@@ -618,7 +624,8 @@ def _cards_in_run(run: str) -> str | None:
         ends = plan[i]
         if ends is None:
             break  # fewer than 13 digits left
-        last = _card_at(pieces, separators, i, ends, uniform)
+        # The cheap part of `_card_at` first: most groups cannot start a card.
+        last = _card_at(pieces, separators, i, ends, uniform) if ends and pieces[i][0] in _CARD_FIRST_DIGITS else None
         if last is None:
             if out is not None:
                 out.append(pieces[i])
