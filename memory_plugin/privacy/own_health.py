@@ -19,7 +19,9 @@ states their own diagnosis, medication or dose, or test result, in Spanish or En
 The span runs from the first-person word to the end of the clinical detail (with its type, dose or value), so
 "turns out I'm covid positive so I cancelled the trip" keeps "turns out … so I cancelled the trip".
 Matching runs on a length-preserving fold of the text (lower case, accents removed) so spans map back 1:1;
-every pattern is a single linear scan or a bounded look-behind window (`_WINDOW` characters).
+every pattern is a single linear scan or a bounded look-behind window (`_WINDOW` characters). The word lists
+are laid out by first character (`patterns.by_first_char`) and the cues are scanned only for text that holds a
+clinical term; each term then costs a few binary searches.
 """
 
 from __future__ import annotations

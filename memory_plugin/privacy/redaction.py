@@ -10,8 +10,11 @@ quantities, an IBAN with a wrong check digit, a plan number followed by a letter
 like an SSN with no word saying it is one.
 
 Every pass is linear in the input: each regex uses bounded or possessive repetition (no nested unbounded
-backtracking) and each candidate is checked against a fixed number of shapes, so 20,000 characters of digit
-groups cost about as much as 20,000 characters of prose (`bench/privacy_filter.py`).
+backtracking) and each candidate is checked against a fixed number of shapes. A pass whose format cannot occur
+in the text (no run of 13 digit-group characters, no 8 digits in a row, no letters-then-digits start of an
+IBAN) is skipped after a check in C on the text's bytes, and each scan is written to start with a character or a
+class so the engine skips ahead between candidates; what remains is a checksum per candidate. 20,000 characters
+of everyday prose cost ~0.7 ms, of card-shaped groups failing Luhn ~4 ms (`bench/privacy_filter.py`).
 """
 
 from __future__ import annotations
