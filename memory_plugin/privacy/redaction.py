@@ -517,7 +517,8 @@ def _separator_class(separator: str) -> str:
     return separator if len(separator) == 1 and separator in "-./" else " "
 
 
-_Plan = tuple[tuple[int, ...] | None, ...]
+# Per group, the shape ends that may start there (None: too few digits left); and the groups where some may.
+_Plan = tuple[tuple[tuple[int, ...] | None, ...], tuple[int, ...]]
 # The plans of the run shapes seen so far (a dict lookup costs less than a cached call); at most `_MAX_PLANS`.
 _PLANS: dict[tuple[int, ...], _Plan] = {}
 _MAX_PLANS = 4_096
@@ -526,7 +527,8 @@ _MAX_PLANS = 4_096
 def _run_plan(lengths: tuple[int, ...]) -> _Plan:
     """What may start at each group of a run whose groups have these lengths: None when fewer than 13 digits
     remain from it (no card starts there or later), else the index of the last group of each card shape that
-    fits there, longest first: `(i,)` for a single 13–19 digit block, `()` for none.
+    fits there, longest first: `(i,)` for a single 13–19 digit block, `()` for none. Then the groups where
+    something may start.
 
     Tries the fixed `_CARD_SHAPES` (longest first), then a single 13–19 digit block: a constant number of checks
     per group, so a run of n groups costs O(n), where trying every span of groups cost O(n²) Luhn checks. The
@@ -541,9 +543,10 @@ def _run_plan(lengths: tuple[int, ...]) -> _Plan:
             plan.append(())  # every grouped shape starts with 4 then 4 or 6 digits, and has at least 3 groups
         else:
             plan.append(tuple(i + len(shape) - 1 for shape in _shapes_starting(lengths[i : i + 5])))
+    result = (tuple(plan), tuple(i for i, ends in enumerate(plan) if ends))
     if len(_PLANS) < _MAX_PLANS:
-        _PLANS[lengths] = tuple(plan)
-    return tuple(plan)
+        _PLANS[lengths] = result
+    return result
 
 
 def _card_at(pieces: list[str], separators: list[str], i: int, ends: tuple[int, ...], uniform: bool) -> int | None:
@@ -618,31 +621,47 @@ def _cards_in_run(run: str) -> str | None:
         return None
     pieces, separators, uniform = split
     lengths = tuple(map(len, pieces))
-    plan = _PLANS.get(lengths) or _run_plan(lengths)
-    out: list[str] | None = None
-    i = 0
+    ends_at, starts = _PLANS.get(lengths) or _run_plan(lengths)
+    # Most runs hold no card: only the groups where a card may start are tried, and the first card found starts
+    # the left-to-right walk (every group before it stays as written).
+    for i in starts:
+        if pieces[i][0] in _CARD_FIRST_DIGITS:
+            last = _card_at(pieces, separators, i, ends_at[i] or (), uniform)
+            if last is not None:
+                return _with_cards(pieces, separators, uniform, ends_at, i, last)
+    return None
+
+
+def _with_cards(
+    pieces: list[str],
+    separators: list[str],
+    uniform: bool,
+    ends_at: tuple[tuple[int, ...] | None, ...],
+    first: int,
+    first_last: int,
+) -> str:
+    """The run with its cards replaced, the first being groups `first`..`first_last`."""
+    out = [piece for k in range(first) for piece in (pieces[k], separators[k])]
+    out.append(_placeholder("payment_card"))
+    if first_last < len(separators):
+        out.append(separators[first_last])
+    i = first_last + 1
     # Left to right: a reference number or a year next to the card ("ref 12 4111 1111 1111 1111") does not
     # hide it.
     while i < len(pieces):
-        ends = plan[i]
+        ends = ends_at[i]
         if ends is None:
             break  # fewer than 13 digits left
         # The cheap part of `_card_at` first: most groups cannot start a card.
         last = _card_at(pieces, separators, i, ends, uniform) if ends and pieces[i][0] in _CARD_FIRST_DIGITS else None
         if last is None:
-            if out is not None:
-                out.append(pieces[i])
+            out.append(pieces[i])
             last = i
         else:
-            if out is None:
-                # The groups and separators before the first card, as written.
-                out = [piece for k in range(i) for piece in (pieces[k], separators[k])]
             out.append(_placeholder("payment_card"))
-        if out is not None and last < len(separators):
+        if last < len(separators):
             out.append(separators[last])
         i = last + 1
-    if out is None:
-        return None
     return "".join(out) + _rest(pieces, separators, i)
 
 
