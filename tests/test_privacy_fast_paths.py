@@ -243,3 +243,57 @@ def test_by_first_char_keeps_each_branch_and_names_it() -> None:
         assert branches[order[(match.lastindex or 0) - 1]] == branch
     with pytest.raises(ValueError, match="single literal"):
         by_first_char(["a?b"])
+
+
+def _luhn_complete(body: str) -> str:
+    """`body` with the check digit that makes it Luhn-valid."""
+    return next(body + digit for digit in "0123456789" if _luhn_by_digit(body + digit))
+
+
+def _random_run(rng: random.Random) -> str:
+    separator = rng.choice([" ", " ", "  ", "-", ".", "/", "\t", " \t"])
+    kind = rng.random()
+    if kind < 0.4:  # a card number (valid or one digit off) in a card shape, maybe with a reference around it
+        shape = rng.choice(redaction._CARD_SHAPES)
+        number = _luhn_complete(
+            rng.choice("23456789") + "".join(rng.choice("0123456789") for _ in range(sum(shape) - 2))
+        )
+        if rng.random() < 0.5:
+            number = number[:-1] + str((int(number[-1]) + 1) % 10)
+        groups, at = [], 0
+        for length in shape:
+            groups.append(number[at : at + length])
+            at += length
+        groups = [str(rng.randrange(100))] * rng.randint(0, 1) + groups + [str(rng.randrange(1000))] * rng.randint(0, 2)
+    elif kind < 0.5:  # round quantities
+        groups = [f"{rng.randint(2, 9)}{rng.choice(['000', '100', '500'])}" for _ in range(rng.randint(4, 5))]
+    elif kind < 0.6:  # one block
+        groups = [_luhn_complete("".join(rng.choice("0123456789") for _ in range(rng.randint(12, 18))))]
+    else:
+        groups = [
+            "".join(rng.choice("0123456789") for _ in range(rng.choice([1, 2, 3, 4, 4, 4, 6, 5])))
+            for _ in range(rng.randint(1, 14))
+        ]
+    if rng.random() < 0.1:  # mixed separators
+        return "".join(group + rng.choice([" ", "-", "."]) for group in groups)[:-1]
+    return separator.join(groups)
+
+
+def test_card_runs_judged_by_shape_agree_with_the_group_walk() -> None:
+    """`_may_hold_card` (checks worked out once per run shape) is False exactly when the group walk of
+    `_cards_in_run` finds no card."""
+    rng = random.Random(5)
+    judged = found = 0
+    for _ in range(6_000):
+        run = _random_run(rng)
+        if not redaction._DIGIT_RUN.fullmatch(run):
+            continue
+        walk = redaction._cards_in_run(run)
+        if len(run) <= redaction._MAX_SHAPE_CHARS:
+            judged += 1
+            found += walk is not None
+            assert redaction._may_hold_card(run) == (walk is not None), run
+        elif not redaction._may_hold_card(run):
+            assert walk is None
+    assert judged > 4_000
+    assert found > 500

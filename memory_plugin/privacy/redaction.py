@@ -586,7 +586,10 @@ def _redact_cards(text: str) -> tuple[str, bool]:
     # `finditer` rather than `sub` with a callback: most runs are not cards (a table of figures, part numbers),
     # and those then cost no string building at all.
     for match in _DIGIT_RUN.finditer(text):
-        replaced = _cards_in_run(match.group())
+        run = match.group()
+        if not _may_hold_card(run):
+            continue
+        replaced = _cards_in_run(run)
         if replaced is not None:
             out.append(text[cursor : match.start()])
             out.append(replaced)
@@ -595,6 +598,71 @@ def _redact_cards(text: str) -> tuple[str, bool]:
         return text, False
     out.append(text[cursor:])
     return "".join(out), True
+
+
+# A run's shape: each ASCII digit as "d", the separators as written ("dddd dddd-dd"). Runs of one shape have
+# the same groups, the same card candidates and the same separator checks, so those are worked out once per
+# shape (`_shape_checks`) and a run costs a dict lookup and its checksums.
+_SHAPE_DIGITS = bytes.maketrans(b"0123456789", b"dddddddddd")
+# Longer runs (rare: tables of figures) take the general path, so the cached shapes stay small.
+_MAX_SHAPE_CHARS = 64
+# Per group where a card may start: the offset of its first digit, and each candidate card as the offsets of its
+# digits, the separator characters to delete between them, and the offsets where its groups end (None for a
+# single 13-19 digit block, which is never taken for round quantities).
+_Candidate = tuple[int, int, str, tuple[int, ...] | None]
+_ShapeChecks = tuple[tuple[int, tuple[_Candidate, ...]], ...]
+_SHAPES: dict[bytes, _ShapeChecks] = {}
+
+
+def _may_hold_card(run: str) -> bool:
+    """False when no card number can be in `run`: each candidate of its shape fails Luhn or is a list of round
+    quantities. True when one passes (`_cards_in_run` then rewrites the run) or the run is not plain ASCII or
+    too long to look up by shape. The same checks as `_card_at`, without splitting the run."""
+    if len(run) > _MAX_SHAPE_CHARS or not run.isascii():
+        return True
+    shape = run.encode().translate(_SHAPE_DIGITS)
+    checks = _SHAPES.get(shape)
+    if checks is None:
+        checks = _shape_checks(shape.decode())
+        if len(_SHAPES) < _MAX_PLANS:
+            _SHAPES[shape] = checks
+    for first, candidates in checks:
+        if run[first] not in _CARD_FIRST_DIGITS:
+            continue
+        for start, end, delete, group_ends in candidates:
+            digits = run[start:end]
+            for char in delete:
+                digits = digits.replace(char, "")
+            if _luhn_valid(digits) and (group_ends is None or not all(run[e - 2 : e] == "00" for e in group_ends)):
+                return True
+    return False
+
+
+def _shape_checks(shape: str) -> _ShapeChecks:
+    """The card candidates of every run of this shape (see `_SHAPES`), in the order `_cards_in_run` tries them."""
+    split = _split_run(shape.replace("d", "0"))
+    if split is None:
+        return ()  # more groups than a card run holds: no card
+    pieces, separators, uniform = split
+    lengths = tuple(map(len, pieces))
+    ends_at, starts = _PLANS.get(lengths) or _run_plan(lengths)
+    offsets = [0]
+    for length, separator in zip(lengths, separators, strict=False):
+        offsets.append(offsets[-1] + length + len(separator))
+    checks: list[tuple[int, tuple[_Candidate, ...]]] = []
+    for i in starts:
+        candidates: list[_Candidate] = []
+        for j in ends_at[i] or ():
+            if j == i:  # one 13-19 digit block
+                candidates.append((offsets[i], offsets[i] + lengths[i], "", None))
+                continue
+            between = separators[i:j]
+            if not uniform and len(set(between)) > 1 and len({_separator_class(sep) for sep in between}) != 1:
+                continue  # mixed separators: never a card
+            ends = tuple(offsets[k] + lengths[k] for k in range(i, j + 1))
+            candidates.append((offsets[i], ends[-1], "".join(sorted(set("".join(between)))), ends))
+        checks.append((offsets[i], tuple(candidates)))
+    return tuple(checks)
 
 
 def _split_run(run: str) -> tuple[list[str], list[str], bool] | None:
