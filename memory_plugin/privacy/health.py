@@ -101,8 +101,8 @@ _MEDICATION_BRANCHES = [branch + r"\b" for branch in split_alternatives(_MEDICAT
 DIAGNOSIS = re.compile(r"(?<!\w)" + by_first_char(_DIAGNOSIS_BRANCHES)[0])
 MEDICATION = re.compile(r"(?<!\w)" + by_first_char(_MEDICATION_BRANCHES)[0])
 TEST_RESULT = re.compile(r"(?<!\w)" + by_first_char(_TEST_RESULT_BRANCHES)[0])
-# All three in one scan, for text that is searched for every clinical term: each branch is a group, and
-# `CLINICAL_TERM_KINDS[match.lastindex - 1]` names the kind of the branch that matched.
+# All three in one scan, for text that is searched for every clinical term: each branch ends with an empty
+# group, and `CLINICAL_TERM_KINDS[match.lastindex - 1]` names the kind of the branch that matched.
 _CLINICAL_BRANCHES = [
     *[(branch, "test_result") for branch in _TEST_RESULT_BRANCHES],
     *[(branch, "diagnosis") for branch in _DIAGNOSIS_BRANCHES],

@@ -141,7 +141,6 @@ _SPANISH_IF = re.compile(r"si\b(?<!\wsi)")
 # Spanish "él" (he) is told from the article "el" only by its accent, so it is matched on the unfolded text.
 _HE = re.compile(r"él\b(?<!\wél)")
 # Covid is clinical only when caught or tested: "had/got/caught covid", "tengo/tuve covid", "covid positive".
-_COVID = re.compile(r"\bcovid(?:-?19)?\b")
 _COVID_CAUGHT = re.compile(
     r"(?:\b(?:have|has|had|got|get|getting|caught|catch|contracted|tengo|tuve|tenido|pille|pillado"
     r"|(?:contagie|contagiado|contagiada|enferme|enfermo|enferma)\s+de)\s+(?:the\s+|el\s+|la\s+)?"
@@ -238,8 +237,8 @@ def _used_clinically(folded: str, start: int, end: int) -> bool:
     return not (word == "cancer" and _ZODIAC.search(before) and not after.lstrip().startswith(("surviv", "patient")))
 
 
-# The words `_used_clinically` looks at more closely ("covid" as `_COVID` matches a whole term, "covid-19"
-# being the term "covid"; "depres…" by prefix).
+# The words `_used_clinically` looks at more closely, besides "depres…": a term is "covid" or "covid19" (the
+# term pattern's `covid\w*` stops before the dash of "covid-19"), never "covid-19" itself.
 _CHECKED_WORDS = frozenset({"covid", "covid19", "heart attack", "infarto", "ictus", "cancer"})
 
 
