@@ -1,5 +1,7 @@
 """Chats over the REST API: PATCH latency while a chat grows to 1,000 turns (compaction included), the
-model-visible history against the full one, and `GET /api/chats?search=` throughput with 32 concurrent clients.
+model-visible history against the full one, `GET /api/chats?search=` throughput with 32 concurrent clients,
+pydantic-ai's `ConversationStore` on Postgres (save/load while a conversation grows), and the short-term session
+backends (RAM, Postgres, and Redis with `--redis-url`).
 
     .venv/bin/python -m bench.chats            # 1,000 turns, 200 chats to search, 10 s of searching
     .venv/bin/python -m bench.chats --quick    # 200 turns, 50 chats, 3 s
@@ -27,13 +29,17 @@ import psycopg
 import uvicorn
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic_ai import Embedder
+from pydantic_ai import Agent, Embedder
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.embeddings import TestEmbeddingModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import UsageLimits
 
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.chats.compaction import turn_text
+from memory_plugin.chats.conversations import PostgresConversationStore
 from memory_plugin.chats.service import from_json
 from memory_plugin.chats.sessions import PostgresSessionStore
 from memory_plugin.database import EmbeddedPostgres
@@ -41,6 +47,7 @@ from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder
 from memory_plugin.models import Message
 from memory_plugin.session import SessionBackend, SessionStore
+from memory_plugin.session.redis_store import RedisSessionStore
 
 SECRET = "bench-secret-with-at-least-32-bytes-of-entropy"
 TOPICS = ["soportes anodizados", "bridas de acero", "facturas pendientes", "tornillería M8", "plazos de entrega"]
@@ -52,7 +59,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _headers(user: uuid.UUID) -> dict[str, str]:
-    claims = {"sub": str(user), "role": "authenticated", "exp": int(time.time()) + 3600}
+    claims = {"sub": str(user), "role": "authenticated", "aud": "authenticated", "exp": int(time.time()) + 3600}
     return {"Authorization": f"Bearer {jwt.encode(claims, SECRET, 'HS256')}"}
 
 
@@ -124,12 +131,14 @@ async def _search_throughput(client: httpx.AsyncClient, chats: int, seconds: flo
     print()
 
 
-def _session_latency(url: str, calls: int) -> None:
-    """`add_message` and `snapshot` on one session, RAM vs Postgres (same process, same host)."""
+def _session_latency(url: str, calls: int, redis_url: str | None = None) -> None:
+    """`add_message` and `snapshot` on one session, RAM vs Postgres (vs Redis, given its URL; same host)."""
     print(f"## Short-term sessions: {calls} `add_message` then {calls} `snapshot` calls, window of 20\n")
     print("| backend | add_message p50 / p95 | snapshot p50 / p95 |\n|---|---:|---:|")
     postgres = PostgresSessionStore.connect(url, max_messages=20)
     backends: dict[str, SessionBackend] = {"memory (RAM)": SessionStore(max_messages=20), "postgres": postgres}
+    if redis_url is not None:
+        backends["redis"] = RedisSessionStore.connect(redis_url, prefix=f"bench-{uuid.uuid4().hex}", max_messages=20)
     for name, backend in backends.items():
         user, session = uuid.uuid4(), f"bench-{uuid.uuid4().hex}"
         writes, reads = [], []
@@ -144,7 +153,46 @@ def _session_latency(url: str, calls: int) -> None:
         w = f"{_pct(writes, 0.5):.3f} / {_pct(writes, 0.95):.3f} ms"
         r = f"{_pct(reads, 0.5):.3f} / {_pct(reads, 0.95):.3f} ms"
         print(f"| {name} | {w} | {r} |")
-    postgres.close()
+    for backend in backends.values():
+        close = getattr(backend, "close", None)  # the networked backends' connections
+        if callable(close):
+            close()
+    print()
+
+
+async def _conversation_latency(url: str, turns: int) -> None:
+    """pydantic-ai's `ConversationStore` on Postgres: `load` + agent run + `save` per turn as the conversation
+    grows, then loading the whole history and a window of it."""
+    print(f"## ConversationStore on Postgres: a conversation growing to {2 * turns:,} messages\n")
+    async with AsyncConnectionPool(url, min_size=2, kwargs={"autocommit": True, "row_factory": dict_row}) as pool:
+        store = PostgresConversationStore(pool, uuid.uuid4())
+        agent = Agent(TestModel(custom_output_text="Anodizado tipo II, 20 micras, entrega en 3 semanas."))
+        loads, saves = [], []
+        for i in range(turns):
+            began = time.perf_counter()
+            conversation = await store.load("bench") or Conversation(conversation_id="bench")
+            loads.append((time.perf_counter() - began) * 1000)
+            result = await agent.run(
+                f"pregunta {i} sobre los soportes",
+                conversation=conversation,
+                usage_limits=UsageLimits(request_limit=None),
+            )
+            began = time.perf_counter()
+            await store.save(result)
+            saves.append((time.perf_counter() - began) * 1000)
+        began = time.perf_counter()
+        whole = await store.load("bench")
+        load_all = (time.perf_counter() - began) * 1000
+        began = time.perf_counter()
+        await store.load("bench", limit=20)
+        load_window = (time.perf_counter() - began) * 1000
+    messages = len(whole.messages) if whole is not None else 0
+    print("| measure | result |\n|---|---:|")
+    print(f"| `save` (the turn's 2 new messages) p50 / p95 | {_pct(saves, 0.5):.1f} / {_pct(saves, 0.95):.1f} ms |")
+    print(f"| `load` while growing p50 / p95 | {_pct(loads, 0.5):.1f} / {_pct(loads, 0.95):.1f} ms |")
+    print(
+        f"| `load` of all {messages:,} messages / of the last 20 (`limit=20`) | {load_all:.1f} / {load_window:.1f} ms |"
+    )
     print()
 
 
@@ -168,6 +216,7 @@ async def _bench(url: str, turns: int, chats: int, seconds: float) -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60, limits=limits) as client:
         await _patch_latency(client, turns)
         await _search_throughput(client, chats, seconds, clients=32)
+    await _conversation_latency(url, turns // 2)
     server.should_exit = True
     await task
     await pool.close()
@@ -177,6 +226,7 @@ def main() -> None:
     """Run the chat benchmark and print markdown tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--redis-url", help="also measure the Redis session backend on this server")
     args = parser.parse_args()
     turns, chats, seconds = (200, 50, 3.0) if args.quick else (1000, 200, 10.0)
     with tempfile.TemporaryDirectory(prefix="memory-plugin-bench-") as tmp:
@@ -188,7 +238,7 @@ def main() -> None:
                 async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
                     await migrate(conn)
                 await _bench(url, turns, chats, seconds)
-                await asyncio.to_thread(_session_latency, url, 200 if args.quick else 2000)
+                await asyncio.to_thread(_session_latency, url, 200 if args.quick else 2000, args.redis_url)
 
             asyncio.run(run())
         finally:

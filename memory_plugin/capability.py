@@ -21,10 +21,9 @@ from .context.builder import ContextBuilder
 from .context.history import messages_for_request
 from .errors import InvalidMemoryInputError, MemoryPluginError
 from .extraction.policy import ExtractionRun
-from .extraction.runner import FactsWritten, ScheduledExtraction
+from .extraction.runner import ScheduledExtraction
 from .logs import LOG_PREFIX, logger
 from .manager import MemoryManager
-from .quality.outcome import WriteOutcome
 
 __all__ = ["MemoryCapability", "MemoryDeps", "MemoryIdentity"]
 
@@ -92,20 +91,10 @@ async def _update_context(
 
 
 def _job_writes_summary(memory: MemoryManager) -> bool:
-    """Whether a queued extraction job asks for a due summary in its own call: this process runs the jobs and
-    its runner has a summary host and an extractor that writes summaries."""
-    return memory.settings.background_worker and memory.extraction.writes_summaries
-
-
-def _slots_updater(context: ContextBuilder) -> FactsWritten:
-    """Patches the slots with what a background extraction wrote (and what it superseded)."""
-
-    async def update(session_id: str, user_id: UUID, outcome: WriteOutcome) -> None:
-        await context.after_turn(
-            session_id, user_id, [], stored=outcome.stored, superseded=outcome.superseded, extraction_ran=True
-        )
-
-    return update
+    """Whether a queued extraction job asks for a due summary in its own call: the runner has a summary host
+    and an extractor that writes summaries. The job runs here (`background_worker`) or in `memory-plugin
+    worker`, which follows a context builder of its own (`ContextBuilder.follow`)."""
+    return memory.extraction.writes_summaries
 
 
 @dataclass
@@ -164,10 +153,9 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             self.memory.check_message(identity.session_id, identity.user_id, prompt)
         run = replace(self)
         if self.context is not None:
-            # Facts a background job writes later patch the slots too (one listener per builder).
-            self.memory.extraction.listen(id(self.context), _slots_updater(self.context))
-            # A summary due on an extraction turn is written in the extraction's own model call.
-            self.memory.extraction.host_summaries(self.context)
+            # Facts a background job writes later patch the slots too, and a summary due on an extraction
+            # turn is written in the extraction's own model call.
+            self.context.follow(self.memory.extraction)
             # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
             built = await self.context.build(
                 identity.session_id, identity.user_id, query=prompt or None, history=list(ctx.messages) or None

@@ -500,6 +500,8 @@ def _queue_rows(table: Table, queue: QueueStatus | None) -> None:
 
 
 async def _worker(settings: MemorySettings, *, retry_dead: bool, drain: bool) -> None:
+    from .context.builder import ContextBuilder
+
     settings = settings.model_copy(update={"background_worker": True})
     async with MemoryManager.open(settings) as memory:
         queue = await memory.queue_status()
@@ -509,11 +511,19 @@ async def _worker(settings: MemorySettings, *, retry_dead: bool, drain: bool) ->
             revived = await memory.retry_dead_jobs()
             _out().print(f"{revived} dead jobs queued again")
             return
-        _out().print(f"worker running ({settings.background_concurrency} jobs at a time); Ctrl-C stops it")
-        while True:
-            await asyncio.sleep(settings.background_poll_seconds)
-            if drain and not (await memory.queue_status()).depth:
-                break
+        # The facts its jobs write patch the users' slots, and a due rolling summary is written in the job's
+        # own call, as in the application's process.
+        context = await ContextBuilder.open(memory, settings, database_url=memory.database_url)
+        try:
+            context.follow(memory.extraction)
+            _out().print(f"worker running ({settings.background_concurrency} jobs at a time); Ctrl-C stops it")
+            while True:
+                await asyncio.sleep(settings.background_poll_seconds)
+                if drain and not (await memory.queue_status()).depth:
+                    break
+            await memory.flush()  # the slot patches after the last job
+        finally:
+            await context.close()
 
 
 @app.command("worker")
@@ -622,7 +632,27 @@ def erase(
     # Writes journaled during an outage must not bring the user back at the next replay.
     journal = WriteJournal.for_database(settings.data_dir, DatabaseConnector(settings).identity)
     pending = journal.drop_user(uid).items
-    _out().print(f"erased {deleted} row(s) and {pending} pending write(s) of user {uid}")
+    sessions = _erase_redis_sessions(settings, uid)
+    extra = f" and {sessions} Redis session(s)" if sessions is not None else ""
+    _out().print(f"erased {deleted} row(s), {pending} pending write(s){extra} of user {uid}")
+
+
+def _erase_redis_sessions(settings: MemorySettings, user: UUID) -> int | None:
+    """Short-term sessions kept in Redis are outside the database: erase them too (None: not on Redis)."""
+    if settings.session_backend != "redis":
+        return None
+    from .session.redis_store import redis_sessions_from_settings  # the `redis` extra
+
+    try:
+        sessions = redis_sessions_from_settings(settings)
+    except MemoryPluginError as exc:
+        raise _fail(f"the database rows are erased, but not the Redis sessions: {exc}") from None
+    try:
+        return sessions.drop_user(user)
+    except MemoryPluginError as exc:
+        raise _fail(f"the database rows are erased, but not the Redis sessions: {exc}") from None
+    finally:
+        sessions.close()
 
 
 @app.command("journal")

@@ -49,7 +49,7 @@ from .quality.outcome import NoteBatchOutcome
 from .retrieval import ScoredMemory
 from .retrieval.searcher import Searcher
 from .rows import CONTENT_MAX_CHARS, MemoryRecord
-from .session import Clock, SessionBackend, SessionStore
+from .session import Clock, SessionBackend, SessionStore, off_the_loop
 from .settings import MemorySettings
 from .stats import MemoryStats
 from .store import ContextQuery, LongTermStore
@@ -208,7 +208,7 @@ class MemoryManager:
         except BaseException:
             await store.close()
             raise
-        sessions = None
+        sessions: SessionBackend | None = None
         if settings.session_backend == "postgres":  # shared by every worker: on the database in use
             from .chats.sessions import postgres_sessions_from_settings
 
@@ -220,6 +220,14 @@ class MemoryManager:
                     " MEMORY_DATABASE_URL or let the manager start the embedded one (do not pass store=)"
                 )
             sessions = await asyncio.to_thread(postgres_sessions_from_settings, settings, url)
+        elif settings.session_backend == "redis":  # shared by every worker: on the deployment's Redis
+            from .session.redis_store import redis_sessions_from_settings
+
+            try:
+                sessions = await asyncio.to_thread(redis_sessions_from_settings, settings)
+            except BaseException:
+                await store.close()
+                raise
         manager = cls(settings, store, extractor=extractor, clock=clock, embedder=embedder, sessions=sessions)
         manager._connector = connector
         manager._start_sweeper()
@@ -417,7 +425,7 @@ class MemoryManager:
         async def sweep() -> None:
             while True:
                 await asyncio.sleep(self.settings.session_sweep_interval_seconds)
-                expired = self.sessions.expire()
+                expired = await off_the_loop(self.sessions, self.sessions.expire)
                 if expired:
                     logger.debug("%s released %d expired sessions", LOG_PREFIX, expired)
 
@@ -446,7 +454,7 @@ class MemoryManager:
             raise InvalidMemoryInputError(f"message must be a Message, got {type(message).__name__}")
         check_text(message.content, "message content", self.settings.max_message_chars)
         self._messages_added += 1
-        return self.sessions.add_message(session_id, message, user_id=uid)
+        return await off_the_loop(self.sessions, lambda: self.sessions.add_message(session_id, message, user_id=uid))
 
     async def update_session_entities(
         self, session_id: str, entities: Mapping[str, str | Iterable[str]], *, user_id: str | UUID | None = None
@@ -466,7 +474,7 @@ class MemoryManager:
                     raise InvalidMemoryInputError(f"entity values must be strings, got {value!r} for {kind!r}")
                 check_text(value, f"entity {kind!r}", MAX_ENTITY_CHARS)
             clean[check_text(kind, "entity kind", MAX_ENTITY_CHARS)] = items
-        self.sessions.update_entities(session_id, clean, user_id=uid)
+        await off_the_loop(self.sessions, lambda: self.sessions.update_entities(session_id, clean, user_id=uid))
 
     async def update_session_intents(self, session_id: str, intent: str, *, user_id: str | UUID | None = None) -> None:
         """Record an intent detected in the session (the owner rule is `add_message`'s)."""
@@ -475,14 +483,16 @@ class MemoryManager:
         uid = parse_user_id(user_id) if user_id is not None else None
         if not isinstance(intent, str) or not intent.strip():
             raise InvalidMemoryInputError("intent must be a non-empty string")
-        self.sessions.add_intent(session_id, check_text(intent, "intent", MAX_ENTITY_CHARS), user_id=uid)
+        intent = check_text(intent, "intent", MAX_ENTITY_CHARS)
+        await off_the_loop(self.sessions, lambda: self.sessions.add_intent(session_id, intent, user_id=uid))
 
     async def get_short_term(self, session_id: str, *, user_id: str | UUID | None = None) -> ShortTermMemory:
         """The session's messages, entities and intents (empty when unknown or expired; the owner rule is
         `add_message`'s)."""
         self._check_open()
         uid = parse_user_id(user_id) if user_id is not None else None
-        return self.sessions.snapshot(check_session_id(session_id), user_id=uid)
+        sid = check_session_id(session_id)
+        return await off_the_loop(self.sessions, lambda: self.sessions.snapshot(sid, user_id=uid))
 
     def check_message(self, session_id: str, user_id: str | UUID | None, text: str) -> None:
         """Raise `InvalidMemoryInputError` now if a turn with `text` could not be recorded for this session and
@@ -534,7 +544,7 @@ class MemoryManager:
         self._check_open()
         check_session_id(session_id)
         uid = parse_user_id(user_id) if user_id is not None else None
-        short = self.sessions.snapshot(session_id, user_id=uid)
+        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid))
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
         return await self.context_reader.read(session_id, uid, short, query=query)

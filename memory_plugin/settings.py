@@ -506,6 +506,10 @@ class MemorySettings(BaseSettings):
     """The project's JWKS endpoint (`https://<ref>.supabase.co/auth/v1/.well-known/jwks.json`), for user tokens
     signed with asymmetric keys."""
 
+    jwt_audience: str = Field(default="authenticated", min_length=1)
+    """The `aud` the API requires in user tokens: "authenticated" is what Supabase Auth issues; a token without
+    it or for another audience is refused (401)."""
+
     api_max_body_bytes: int = Field(default=1_000_000, ge=1024)
     """Largest request body the API accepts (413 beyond)."""
 
@@ -516,6 +520,10 @@ class MemorySettings(BaseSettings):
     max_checkpoints: int = Field(default=20, ge=1, le=10_000)
     """Workflow checkpoints kept per session; each save deletes the older ones beyond it."""
 
-    session_backend: Literal["memory", "postgres"] = "memory"
-    """Where short-term sessions live: "memory" (this process's RAM) or "postgres" (the database in use, shared
-    by every worker; `memory_private.memory_sessions`)."""
+    session_backend: Literal["memory", "postgres", "redis"] = "memory"
+    """Where short-term sessions live: "memory" (this process's RAM), "postgres" (the database in use, shared
+    by every worker; `memory_private.memory_sessions`) or "redis" (`redis_url`, shared by every worker; the
+    `redis` extra)."""
+
+    redis_url: SecretStr | None = None
+    """The Redis server of `session_backend="redis"` (`redis://host:6379/0`; may carry a password)."""

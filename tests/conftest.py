@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
+import subprocess
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -183,3 +186,39 @@ def admin_conn(database_url: str) -> Iterator[psycopg.Connection[tuple[object, .
     """A superuser connection (bypasses RLS) to check what is really in the table."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         yield conn
+
+
+@pytest.fixture(scope="session")
+def redis_url(run_directory: Path) -> Iterator[str]:
+    """URL of a real redis-server of this run (free port, data directory under the run's own, nothing saved
+    to disk), for the Redis session backend. A missing redis-server is an
+    error, not a skip: `bash scripts/bootstrap --tests` (the README's test command) installs it."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail(
+            "redis-server is not installed: run `bash scripts/bootstrap --tests` (apt-get install redis-server)"
+        )
+    directory = Path(tempfile.mkdtemp(prefix="redis-", dir=run_directory))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    process = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--save", "",
+         "--appendonly", "no", "--protected-mode", "yes", "--logfile", str(directory / "redis.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        for _ in range(200):  # up to 10 s on a loaded machine
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if process.poll() is not None:
+                pytest.fail(f"redis-server exited with {process.returncode}: see {directory / 'redis.log'}")
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"redis-server did not start listening on port {port}")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

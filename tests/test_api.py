@@ -24,9 +24,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from memory_plugin.api.app import ApiServices, create_app
-from memory_plugin.api.auth import TokenVerifier
+from memory_plugin.api.auth import AuthenticationError, TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.models import MemorizedFact
+from memory_plugin.settings import MemorySettings
 from memory_plugin.store.postgres import PostgresStore
 from memory_plugin.write.items import items_from_update
 from tests.chat_helpers import word_embedder
@@ -35,8 +36,17 @@ SECRET = "test-secret-with-at-least-32-bytes-of-entropy!"
 MAX_BODY = 200_000
 
 
-def token(user: UUID | str, *, secret: str = SECRET, role: str = "authenticated", expires_in: float = 600) -> str:
-    claims = {"sub": str(user), "role": role, "exp": int(time.time() + expires_in), "aud": "authenticated"}
+def token(
+    user: UUID | str,
+    *,
+    secret: str = SECRET,
+    role: str = "authenticated",
+    expires_in: float = 600,
+    audience: str | None = "authenticated",
+) -> str:
+    claims: dict[str, Any] = {"sub": str(user), "role": role, "exp": int(time.time() + expires_in)}
+    if audience is not None:
+        claims["aud"] = audience
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
@@ -165,6 +175,9 @@ async def test_search_finds_the_chat_by_topic(client: httpx.AsyncClient) -> None
         f"Bearer {token(uuid4(), expires_in=-3600)}",
         f"Bearer {token(uuid4(), role='anon')}",
         f"Bearer {token('not-a-uuid')}",
+        # Signed with the right secret but for another service, or for no audience at all.
+        f"Bearer {token(uuid4(), audience='another-service')}",
+        f"Bearer {token(uuid4(), audience=None)}",
         "Bearer "
         + jwt.encode(
             {"sub": str(uuid4()), "role": "authenticated", "exp": int(time.time()) + 60}, "", algorithm="none"
@@ -191,6 +204,18 @@ async def test_requests_without_a_valid_user_token_get_401_and_no_data(
         assert "secreto" not in response.text
     kept = await client.get(f"/api/chats/{chat_id}", headers=auth(owner))
     assert kept.json()["turn_count"] == 2
+
+
+async def test_the_audience_is_configurable_and_always_checked() -> None:
+    user = uuid4()
+    own_api = TokenVerifier(secret=SECRET, audience="shop-api")
+    assert await own_api.user_of(f"Bearer {token(user, audience='shop-api')}") == user
+    for refused in ("authenticated", None):  # Supabase's default audience is not this API's, nor is none
+        with pytest.raises(AuthenticationError, match=r"(?i)aud"):
+            await own_api.user_of(f"Bearer {token(user, audience=refused)}")
+    with pytest.raises(AuthenticationError, match="MEMORY_JWT_AUDIENCE"):
+        TokenVerifier(secret=SECRET, audience="")
+    assert MemorySettings().jwt_audience == "authenticated"
 
 
 async def test_someone_elses_chat_is_404_and_unchanged(client: httpx.AsyncClient) -> None:

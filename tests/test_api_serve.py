@@ -40,7 +40,11 @@ async def test_serve_command_answers_over_http(database_url: str, tmp_path: Path
     user = uuid4()
     headers = {
         "Authorization": "Bearer "
-        + jwt.encode({"sub": str(user), "role": "authenticated", "exp": int(time.time()) + 600}, SECRET, "HS256")
+        + jwt.encode(
+            {"sub": str(user), "role": "authenticated", "aud": "authenticated", "exp": int(time.time()) + 600},
+            SECRET,
+            "HS256",
+        )
     }
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:

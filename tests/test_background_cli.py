@@ -24,6 +24,18 @@ async def _queue_rejection(database_url: str, data_dir: Path, user_id: UUID) -> 
         assert (await memory.schedule_extraction(session, user_id)).outcome == "queued"
 
 
+async def _rejections_in_slots(database_url: str, data_dir: Path, user_id: UUID) -> list[str]:
+    from memory_plugin.context.builder import ContextBuilder
+
+    settings = settings_for(database_url, str(data_dir), background_worker=False)
+    async with MemoryManager.open(settings) as memory:
+        context = await ContextBuilder.open(memory, settings, database_url=memory.database_url)
+        try:
+            return [entry.text for entry in (await context.slots(user_id)).get("rejections")]
+        finally:
+            await context.close()
+
+
 async def _stored(database_url: str, data_dir: Path, user_id: UUID) -> set[str]:
     async with MemoryManager.open(settings_for(database_url, str(data_dir), background_worker=False)) as memory:
         return {r.content for r in await memory.list_memory(user_id)}
@@ -51,6 +63,10 @@ def test_worker_command_runs_the_queued_jobs_and_status_shows_the_queue(
     worker = runner.invoke(app, ["worker", "--drain"], env=env)
     assert worker.exit_code == 0, worker.output
     assert "No quiere que le sugieran acero 1045" in asyncio.run(_stored(database_url, data_dir, user_id))
+    # The worker, another process than the application's, patched the user's slots with the job's fact.
+    assert asyncio.run(_rejections_in_slots(database_url, data_dir, user_id)) == [
+        "No quiere que le sugieran acero 1045"
+    ]
 
     retried = runner.invoke(app, ["worker", "--retry-dead"], env=env)
     assert retried.exit_code == 0, retried.output

@@ -18,9 +18,12 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -163,6 +166,22 @@ def test_a_long_tool_exchange_keeps_more_turns_rather_than_splitting() -> None:
     cut = choose_cut(history, CompactionPolicy())
     assert cut == 18  # just before the call: 16 turns kept
     assert choose_cut(history[:30], CompactionPolicy()) is None
+
+
+def test_a_native_tool_call_answered_in_its_own_response_does_not_block_compaction() -> None:
+    # A server-side (native) tool's call and return sit in one response: nothing is left open after it.
+    search = ModelResponse(
+        parts=[
+            NativeToolCallPart("web_search", {"query": "aluminio 7075"}, tool_call_id="b1"),
+            NativeToolReturnPart("web_search", "resultados", tool_call_id="b1"),
+            TextPart("El 7075 es aluminio aeronáutico."),
+        ]
+    )
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("¿Qué es el 7075?")]), search]
+    history += conversation(15)  # 32 turns in all
+    cut = choose_cut(history, CompactionPolicy())
+    assert cut is not None
+    assert 10 <= len(history) - cut <= 15
 
 
 async def test_racing_appends_lose_and_duplicate_no_turn(service: ChatService, user_id: UUID) -> None:

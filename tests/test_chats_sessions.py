@@ -1,5 +1,6 @@
-"""Short-term sessions in Postgres (`PostgresSessionStore`): the `SessionBackend` contract (window, entities,
-intents, TTL, per-user cap, owner rule) and one session shared by two OS processes with no message lost."""
+"""Short-term sessions shared by workers, in Postgres (`PostgresSessionStore`) and Redis (`RedisSessionStore`):
+the `SessionBackend` contract (window, entities, intents, TTL, per-user cap, owner rule) on each, and one session
+shared by two OS processes with no message lost."""
 
 from __future__ import annotations
 
@@ -15,18 +16,29 @@ import pytest
 from memory_plugin.chats.sessions import PostgresSessionStore
 from memory_plugin.errors import InvalidMemoryInputError, SessionLimitError, SessionOwnershipError
 from memory_plugin.models import Message
+from memory_plugin.session import SessionBackend
+from memory_plugin.session.redis_store import RedisSessionStore
 
 ROOT = Path(__file__).resolve().parents[1]
 TTL = 600.0
 A, B = uuid4(), uuid4()
 
 
-@pytest.fixture
-def store(database_url: str, clock: Any) -> Iterator[PostgresSessionStore]:
-    s = PostgresSessionStore.connect(
-        database_url, max_messages=5, ttl_seconds=TTL, max_sessions_per_user=3, max_entity_values_per_kind=3,
-        max_entity_values=4, max_intents=2, clock=clock,
-    )  # fmt: skip
+LIMITS: dict[str, Any] = {
+    "max_messages": 5, "ttl_seconds": TTL, "max_sessions_per_user": 3, "max_entity_values_per_kind": 3,
+    "max_entity_values": 4, "max_intents": 2,
+}  # fmt: skip
+
+
+@pytest.fixture(params=["postgres", "redis"])
+def store(request: pytest.FixtureRequest, clock: Any) -> Iterator[PostgresSessionStore | RedisSessionStore]:
+    """Each networked backend with the same limits (Redis: under a key prefix of its own)."""
+    s: PostgresSessionStore | RedisSessionStore
+    if request.param == "postgres":
+        s = PostgresSessionStore.connect(request.getfixturevalue("database_url"), **LIMITS, clock=clock)
+    else:
+        url = request.getfixturevalue("redis_url")
+        s = RedisSessionStore.connect(url, prefix=f"test-{uuid4().hex}", **LIMITS, clock=clock)
     yield s
     s.close()
 
@@ -41,7 +53,7 @@ def msg(text: str) -> Message:
     return Message(role="user", content=text)
 
 
-def test_window_entities_and_intents(store: PostgresSessionStore, sid: str) -> None:
+def test_window_entities_and_intents(store: SessionBackend, sid: str) -> None:
     for i in range(7):
         store.add_message(sid, msg(f"m{i}"), user_id=A)
     store.update_entities(sid, {"materials": ["Aluminio 7075", "aluminio 7075", "latón"]}, user_id=A)
@@ -54,7 +66,7 @@ def test_window_entities_and_intents(store: PostgresSessionStore, sid: str) -> N
     assert snap.intents == ["budget_request"]
 
 
-def test_limits_refuse_the_whole_update_and_keep_what_is_stored(store: PostgresSessionStore, sid: str) -> None:
+def test_limits_refuse_the_whole_update_and_keep_what_is_stored(store: SessionBackend, sid: str) -> None:
     store.update_entities(sid, {"materials": ["a1", "a2"]}, user_id=A)
     with pytest.raises(SessionLimitError, match="per_kind"):
         store.update_entities(sid, {"materials": ["a3", "a4"], "services": ["x"]}, user_id=A)
@@ -69,7 +81,7 @@ def test_limits_refuse_the_whole_update_and_keep_what_is_stored(store: PostgresS
     assert snap.intents == ["one", "two"]
 
 
-def test_a_session_is_refused_to_another_user_and_to_anonymous_calls(store: PostgresSessionStore, sid: str) -> None:
+def test_a_session_is_refused_to_another_user_and_to_anonymous_calls(store: SessionBackend, sid: str) -> None:
     store.add_message(sid, msg("presupuesto de B"), user_id=B)
     for call in (
         lambda: store.snapshot(sid, user_id=A),
@@ -94,7 +106,7 @@ def test_a_session_is_refused_to_another_user_and_to_anonymous_calls(store: Post
     assert [m.content for m in store.snapshot(anon).messages] == ["hola"]
 
 
-def test_expiry_needs_no_cron_and_frees_the_id(store: PostgresSessionStore, sid: str, clock: Any) -> None:
+def test_expiry_needs_no_cron_and_frees_the_id(store: SessionBackend, sid: str, clock: Any) -> None:
     assert store.snapshot(sid, user_id=A).messages == []  # reading binds nothing
     store.add_message(sid, msg("de B"), user_id=B)
     clock.advance(TTL - 1)
@@ -110,7 +122,7 @@ def test_expiry_needs_no_cron_and_frees_the_id(store: PostgresSessionStore, sid:
     assert store.drop(other, user_id=A) is False
 
 
-def test_a_user_opening_sessions_evicts_their_own_oldest(store: PostgresSessionStore, clock: Any) -> None:
+def test_a_user_opening_sessions_evicts_their_own_oldest(store: SessionBackend, clock: Any) -> None:
     user = uuid4()
     victim = f"victim-{uuid4().hex}"
     store.add_message(victim, msg("pedido de 50 piezas"), user_id=B)
@@ -124,10 +136,13 @@ def test_a_user_opening_sessions_evicts_their_own_oldest(store: PostgresSessionS
 WORKER = """
 import sys
 from uuid import UUID
-from memory_plugin.chats.sessions import PostgresSessionStore
 from memory_plugin.models import Message
-url, session, user, worker = sys.argv[1], sys.argv[2], UUID(sys.argv[3]), sys.argv[4]
-store = PostgresSessionStore.connect(url, max_messages=500)
+backend, url, session, user, worker = sys.argv[1], sys.argv[2], sys.argv[3], UUID(sys.argv[4]), sys.argv[5]
+if backend == "postgres":
+    from memory_plugin.chats.sessions import PostgresSessionStore as Store
+else:
+    from memory_plugin.session.redis_store import RedisSessionStore as Store
+store = Store.connect(url, max_messages=500)
 for i in range(60):
     store.add_message(session, Message(role="user", content=f"{worker}-{i}"), user_id=user)
 store.close()
@@ -135,15 +150,23 @@ store.close()
 
 
 @pytest.mark.slow
-def test_two_processes_share_one_session_and_lose_no_message(database_url: str, sid: str) -> None:
+@pytest.mark.parametrize("backend", ["postgres", "redis"])
+def test_two_processes_share_one_session_and_lose_no_message(
+    request: pytest.FixtureRequest, backend: str, sid: str
+) -> None:
+    url = request.getfixturevalue("database_url" if backend == "postgres" else "redis_url")
     user: UUID = uuid4()
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     workers = [
-        subprocess.Popen([sys.executable, "-c", WORKER, database_url, sid, str(user), name], env=env)
+        subprocess.Popen([sys.executable, "-c", WORKER, backend, url, sid, str(user), name], env=env)
         for name in ("w1", "w2")
     ]
     assert [w.wait(timeout=120) for w in workers] == [0, 0]
-    reader = PostgresSessionStore.connect(database_url, max_messages=500)
+    reader: PostgresSessionStore | RedisSessionStore = (
+        PostgresSessionStore.connect(url, max_messages=500)
+        if backend == "postgres"
+        else RedisSessionStore.connect(url, max_messages=500)
+    )
     try:
         snap = reader.snapshot(sid, user_id=user)
         assert reader.messages_seen(sid, user_id=user) == 120

@@ -262,3 +262,41 @@ async def test_offline_summary_drops_a_replaced_statement_said_in_another_langua
         "- From now on the budget cap is 8000 € per order",
         "- A partir de ahora entregamos los miércoles",
     ]
+
+
+async def test_a_summary_is_stored_through_the_privacy_filter_for_notes() -> None:
+    """The summary quotes the user and is kept for weeks: secrets and the user's own clinical detail never
+    reach it, offline or from a model, and the model never sees a card number."""
+    card = "4111 1111 1111 1111"
+    said = [user(f"Recuerda que pago con la tarjeta {card}"), user("Vamos con aluminio, tengo diabetes tipo 2")]
+    offline = await RollingSummarizer(InMemoryContextStore(), COUNTER).update(uuid4(), SCOPE, said)
+    assert offline.current is not None
+    assert card not in offline.current.content
+    assert "[redacted payment_card]" in offline.current.content
+    assert "diabetes" not in offline.current.content
+    assert "aluminio" in offline.current.content
+
+    seen: list[str] = []
+    answer = f"Paga con la tarjeta {card}\nTiene diabetes tipo 2 y no puede hacer turnos de noche\nVa con aluminio"
+    echo = RollingSummarizer(InMemoryContextStore(), COUNTER, summarizer_model([answer], seen))
+    written = await echo.update(uuid4(), SCOPE, said)
+    assert card not in seen[-1]
+    assert written.current is not None
+    # Said about the user (third person): the line becomes the fact rule's non-clinical health note.
+    assert written.current.content.splitlines() == [
+        "Paga con la tarjeta [redacted payment_card]",
+        "Tiene una condición médica que afecta a los turnos",
+        "Va con aluminio",
+    ]
+
+
+async def test_a_summary_with_nothing_left_after_the_filter_keeps_the_previous_version() -> None:
+    answers = ["Prefiere aluminio 7075", "4111 1111 1111 1111"]
+    summarizer = RollingSummarizer(InMemoryContextStore(), COUNTER, summarizer_model(answers, []))
+    uid, msgs = uuid4(), [user("Recuerda que prefiero aluminio 7075")]
+    assert (await summarizer.update(uid, SCOPE, msgs)).written
+    msgs.append(user("Vamos con 50 piezas"))
+    refused = await summarizer.update(uid, SCOPE, msgs)
+    assert not refused.written
+    assert refused.error == "nothing left after the filter"
+    assert (await summarizer.current(uid, SCOPE)).content == "Prefiere aluminio 7075"  # type: ignore[union-attr]

@@ -40,6 +40,8 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "memory_private.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
     "memory_private.memory_sessions": {"session_id": "injected-session", "last_active": 1.0},
     "public.memory_jobs": {"session_id": "s", "payload": "{}"},
+    "public.conversations": {"conversation_id": "injected", "revision": "r1"},
+    "public.conversation_entries": {"id": "injected", "message": '{"kind": "request", "parts": []}'},
 }
 
 
@@ -203,6 +205,20 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
             "insert into memory_private.memory_sessions (session_id, user_id, messages, last_active)"
             " values (%s, %s, %s, 1)",
             (f"session-of-{name}-{user}", user, '[{"role": "user", "content": "secreto"}]'),
+        )
+        # A pydantic-ai conversation (record + one entry), as PostgresConversationStore writes it.
+        admin_conn.execute(
+            "insert into public.conversation_entries (user_id, id, message) values (%s, %s, %s)",
+            (
+                user,
+                f"entry-of-{name}",
+                json.dumps({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "secreto"}]}),
+            ),
+        )
+        admin_conn.execute(
+            "insert into public.conversations (user_id, conversation_id, head_id, revision)"
+            " values (%s, 'c1', %s, 'r1')",
+            (user, f"entry-of-{name}"),
         )
         # Every fact has a vector, so the search attack has something to find.
         admin_conn.execute(
@@ -391,6 +407,18 @@ def test_foreign_keys_do_not_tell_whether_another_users_id_exists(conn: Conn, ad
             existing = _outcome(conn, statement, (b_fact[0], second))
             missing = _outcome(conn, statement, (uuid4(), second))
         assert existing == missing == "ForeignKeyViolation", name
+
+
+def test_a_conversation_entry_cannot_tell_whether_another_users_entry_exists(conn: Conn, victims: Any) -> None:
+    """An entry naming B's entry as its parent is refused exactly as one naming an entry nobody has."""
+    a, _ = victims
+    statement = "insert into public.conversation_entries (user_id, id, parent_id, message) values (%s, %s, %s, '{}')"
+    with acting_as(conn, "authenticated", a):
+        existing = _outcome(conn, statement, (a, "probe-1", "entry-of-Bob"))
+        missing = _outcome(conn, statement, (a, "probe-2", f"entry-{uuid4()}"))
+        own = _outcome(conn, statement, (a, "probe-3", "entry-of-Alice"))
+    assert existing == missing == "ForeignKeyViolation"
+    assert own == "ok"
 
 
 def test_another_users_write_id_never_swallows_a_write(conn: Conn, admin_conn: Conn) -> None:

@@ -122,8 +122,9 @@ async def test_concurrent_first_migrations_apply_once(admin_conn: AdminConn, dat
 
 
 def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn) -> None:
-    """The table editor and the REST API show user_memory, the facts' search rows, and each user's structured slots
-    and rolling summaries (memory a person reads, like the facts); the machinery (postings,
+    """The table editor and the REST API show user_memory, the facts' search rows, each user's structured slots
+    and rolling summaries (memory a person reads, like the facts), and their chats and pydantic-ai conversations
+    (records and messages: what a chat UI shows); the machinery (postings,
     counts, partitions, applied writes, trigger and text helpers) is in `memory_private`, which the API does not
     expose; user_memory's internal key columns say so in their comments."""
     tables = admin_conn.execute(
@@ -132,6 +133,8 @@ def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn)
     ).fetchall()
     assert tables == [
         ("chats",),
+        ("conversation_entries",),
+        ("conversations",),
         ("memory_jobs",),
         ("memory_search_docs",),
         ("memory_slots",),
@@ -249,13 +252,15 @@ def test_row_level_security_is_on_with_policies_for_authenticated(admin_conn: Ad
 
 @pytest.fixture
 def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every statement sent through any psycopg async cursor (which `conn.execute` uses) while the test runs."""
+    """Every statement sent through any psycopg async cursor (which `conn.execute` uses) while the test runs,
+    except the background worker's polls for queued jobs (they run on their own clock, not for the write)."""
     calls: list[str] = []
     original_execute = psycopg.AsyncCursor.execute
     original_executemany = psycopg.AsyncCursor.executemany
 
     async def execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        calls.append(str(query))
+        if "memory_jobs_claim" not in str(query):
+            calls.append(str(query))
         return await original_execute(self, query, params, **kw)
 
     async def executemany(self: Any, query: Any, params_seq: Any, **kw: Any) -> Any:

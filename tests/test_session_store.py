@@ -9,13 +9,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
-from memory_plugin import InvalidMemoryInputError, MemorySettings, Message, SessionStore
+from memory_plugin import InMemoryStore, InvalidMemoryInputError, MemoryManager, MemorySettings, Message, SessionStore
 from memory_plugin.errors import SessionLimitError, SessionOwnershipError
 from memory_plugin.session import SessionBackend
+from memory_plugin.session.redis_store import RedisSessionStore
 
 TTL = 3600.0
 
@@ -406,15 +407,26 @@ def test_concurrent_threads_respect_the_session_cap(clock: Any) -> None:
 A = UUID("00000000-0000-4000-8000-00000000000a")
 B = UUID("00000000-0000-4000-8000-00000000000b")
 
-SESSION_BACKENDS: dict[str, Callable[[Any], SessionBackend]] = {
-    "memory": lambda clock: SessionStore(ttl_seconds=TTL, clock=clock),
+
+def _redis_backend(request: pytest.FixtureRequest, clock: Any) -> SessionBackend:
+    """A Redis store on the run's redis-server, under a key prefix of its own (the ids below are fixed)."""
+    store = RedisSessionStore.connect(
+        request.getfixturevalue("redis_url"), prefix=f"test-{uuid4().hex}", ttl_seconds=TTL, clock=clock
+    )
+    request.addfinalizer(store.close)
+    return store
+
+
+SESSION_BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Any], SessionBackend]] = {
+    "memory": lambda _, clock: SessionStore(ttl_seconds=TTL, clock=clock),
+    "redis": _redis_backend,
 }
 """Every session backend: the ownership tests run on each (a networked backend adds itself here)."""
 
 
 @pytest.fixture(params=sorted(SESSION_BACKENDS))
 def backend(request: pytest.FixtureRequest, clock: Any) -> SessionBackend:
-    return SESSION_BACKENDS[request.param](clock)
+    return SESSION_BACKENDS[request.param](request, clock)
 
 
 def test_a_session_is_bound_to_its_first_user_and_refused_to_another(backend: SessionBackend) -> None:
@@ -614,3 +626,31 @@ def test_two_users_racing_for_the_same_session_ids_never_share_one(clock: Any) -
             except SessionOwnershipError:
                 continue
             assert [m.content for m in messages] == [f"{user} {i}"]
+
+
+class _GatedSessions(SessionStore):
+    """A session store on the network, as the manager sees it: each `add_message` waits for a gate that only
+    the event loop can open."""
+
+    blocking = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.opened_while_waiting = False
+
+    def add_message(self, session_id: str, message: Message, *, user_id: UUID | None = None) -> int:
+        self.opened_while_waiting = self.gate.wait(timeout=10)
+        return super().add_message(session_id, message, user_id=user_id)
+
+
+async def test_a_session_store_on_the_network_never_holds_the_event_loop() -> None:
+    sessions = _GatedSessions()
+    memory = MemoryManager(MemorySettings(embedding_model="none"), InMemoryStore(), sessions=sessions)
+    user = uuid4()
+    call = asyncio.ensure_future(memory.add_message("s1", Message(role="user", content="40 soportes"), user_id=user))
+    await asyncio.sleep(0)  # the call starts; if it ran on the loop, this coroutine would not run again until it ends
+    sessions.gate.set()
+    assert await call == 1
+    assert sessions.opened_while_waiting  # the loop went on (and opened the gate) while the call waited
+    assert [m.content for m in (await memory.get_short_term("s1", user_id=user)).messages] == ["40 soportes"]

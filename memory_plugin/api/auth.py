@@ -1,8 +1,9 @@
 """Who is calling: the Supabase user JWT in `Authorization: Bearer`.
 
 HS256 tokens are checked with the project's JWT secret (`MEMORY_JWT_SECRET`); asymmetric ones (RS256/ES256)
-with the keys at `MEMORY_JWT_JWKS_URL`. The token must be unexpired, carry `role = authenticated` and a `sub`
-that is a UUID: that is the user every statement of the request runs as, under RLS.
+with the keys at `MEMORY_JWT_JWKS_URL`. The token must be unexpired, be addressed to this API (`aud`, which
+Supabase sets to "authenticated"; `MEMORY_JWT_AUDIENCE`), carry `role = authenticated` and a `sub` that is a
+UUID: that is the user every statement of the request runs as, under RLS.
 """
 
 from __future__ import annotations
@@ -31,18 +32,21 @@ class TokenVerifier:
     Args:
         secret: The project's JWT secret (HS256).
         jwks_url: The project's JWKS endpoint (for asymmetric signing keys).
-        audience: The expected `aud` ("authenticated" on Supabase); None skips the check.
+        audience: The `aud` every token must carry ("authenticated", what Supabase Auth issues): a token
+            without it, or for another audience (another service's token signed with the same secret), is refused.
         leeway: Seconds of clock skew tolerated on `exp`/`iat`.
     """
 
     secret: str | None = None
     jwks_url: str | None = None
-    audience: str | None = None
+    audience: str = "authenticated"
     leeway: float = 10.0
 
     def __post_init__(self) -> None:
         if not self.secret and not self.jwks_url:
             raise AuthenticationError("no way to check tokens: set MEMORY_JWT_SECRET or MEMORY_JWT_JWKS_URL")
+        if not self.audience:
+            raise AuthenticationError("tokens need an audience to be checked against: set MEMORY_JWT_AUDIENCE")
         self._jwks = jwt.PyJWKClient(self.jwks_url, cache_keys=True) if self.jwks_url else None
 
     async def user_of(self, authorization: str | None) -> UUID:
@@ -66,7 +70,7 @@ class TokenVerifier:
                 algorithms=[algorithm],
                 audience=self.audience,
                 leeway=self.leeway,
-                options={"require": ["exp", "sub"], "verify_aud": self.audience is not None},
+                options={"require": ["exp", "sub", "aud"], "verify_aud": True},
             )
         except AuthenticationError:
             raise

@@ -47,6 +47,7 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
     verifier = TokenVerifier(
         secret=settings.jwt_secret.get_secret_value() if settings.jwt_secret else None,
         jwks_url=settings.jwt_jwks_url,
+        audience=settings.jwt_audience,
     )
     embedder = default_embedder(settings)
     if embedder is None:

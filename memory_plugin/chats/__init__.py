@@ -1,6 +1,7 @@
 """Chats that outlive the process: full and model-visible histories, compaction, summaries, titles, search."""
 
 from .compaction import CompactionPolicy
+from .conversations import PostgresConversationStore
 from .memory import InMemoryChatStore
 from .postgres import PostgresChatStore
 from .rows import ChatHit, ChatRow
@@ -11,5 +12,5 @@ from .summarizer import AgentSummarizer, ChatSummarizer, ExtractiveSummarizer
 __all__ = [
     "AgentSummarizer", "ChatHit", "ChatMatch", "ChatRow", "ChatSearch", "ChatService", "ChatStore",
     "ChatSummarizer", "CompactionPolicy", "ExtractiveSummarizer", "InMemoryChatStore", "PostgresChatStore",
-    "SummaryUpdate", "from_json", "title_needs_update", "to_json",
+    "PostgresConversationStore", "SummaryUpdate", "from_json", "title_needs_update", "to_json",
 ]  # fmt: skip

@@ -17,12 +17,13 @@ from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
     ModelRequest,
-    ModelResponse,
     SystemPromptPart,
     TextPart,
     ToolReturnPart,
     UserPromptPart,
 )
+
+from ..context.history import safe_cuts
 
 __all__ = ["CompactionPolicy", "choose_cut", "is_summary_turn", "summary_turn", "turn_text"]
 
@@ -40,30 +41,6 @@ class CompactionPolicy:
     keep: int = 12
 
 
-def _call_ids(message: ModelMessage) -> set[str]:
-    if isinstance(message, ModelResponse):
-        return {p.tool_call_id for p in message.parts if isinstance(p, BaseToolCallPart)}
-    return set()
-
-
-def _return_ids(message: ModelMessage) -> set[str]:
-    if isinstance(message, ModelRequest):
-        return {p.tool_call_id for p in message.parts if isinstance(p, ToolReturnPart)}
-    return set()
-
-
-def _safe_cuts(history: Sequence[ModelMessage]) -> list[int]:
-    """Indices `i` (0 < i < len) where cutting before `history[i]` splits no tool call from its result."""
-    safe = []
-    open_calls: set[str] = set()
-    for i, message in enumerate(history):
-        if i > 0 and not open_calls:
-            safe.append(i)
-        open_calls |= _call_ids(message)
-        open_calls -= _return_ids(message)
-    return safe
-
-
 def _starts_user_turn(message: ModelMessage) -> bool:
     return isinstance(message, ModelRequest) and any(isinstance(p, UserPromptPart) for p in message.parts)
 
@@ -73,7 +50,7 @@ def choose_cut(history: Sequence[ModelMessage], policy: CompactionPolicy) -> int
     size = len(history)
     if size <= policy.window:
         return None
-    safe = [i for i in _safe_cuts(history) if i >= 2]  # replacing one turn by one summary gains nothing
+    safe = [i for i in safe_cuts(history) if i >= 2]  # replacing one turn by one summary gains nothing
     in_range = [i for i in safe if policy.keep_min <= size - i <= policy.keep_max]
     preferred = [i for i in in_range if _starts_user_turn(history[i])] or in_range
     if preferred:

@@ -7,7 +7,8 @@ user, or anonymous, is refused to anyone else). Each operation is one transactio
 (`select … for update`), so two processes appending to one session serialise: no message is lost.
 
 Synchronous, like the `SessionBackend` protocol: each call is a few statements on a local pool (about a
-millisecond on the same host). Time is seconds of `clock` (wall time by default, shared across processes).
+millisecond on the same host); the manager runs each one in a worker thread (`blocking`, `off_the_loop`).
+Time is seconds of `clock` (wall time by default, shared across processes).
 Not implemented here: the RAM store's byte budgets (the per-user session cap bounds a user instead).
 """
 
@@ -23,9 +24,9 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import SessionLimitError, SessionOwnershipError, StoreUnavailableError
+from ..errors import SessionLimitError, StoreUnavailableError
 from ..models import Message, ShortTermMemory
-from ..session.base import new_entity_values
+from ..session.base import new_entity_values, ownership_error
 from ..settings import MemorySettings
 from ..text import normalize_key
 
@@ -53,22 +54,11 @@ CAP_SQL = (
 )
 
 
-def _ownership_error(session_id: str, owner: UUID | None, user_id: UUID | None) -> SessionOwnershipError:
-    # Same words as the RAM store: never whose it is, only that this caller may not use it.
-    if owner is None:
-        return SessionOwnershipError(
-            f"session {session_id!r} was started without a user and stays anonymous: use it without"
-            " user_id, or start a new session id for this user"
-        )
-    return SessionOwnershipError(
-        f"session {session_id!r} belongs to another user"
-        + (" (or to a user: pass its user_id)" if user_id is None else "")
-        + ": use a session id of this user's own, e.g. one made of the user id and the conversation id"
-    )
-
-
 class PostgresSessionStore:
     """A `SessionBackend` on PostgreSQL. Create with `PostgresSessionStore.connect(url, ...)`; `close()` at the end."""
+
+    blocking: bool = True
+    """Always: every call is a transaction on Postgres (`off_the_loop` runs it in a worker thread)."""
 
     def __init__(
         self,
@@ -120,7 +110,7 @@ class PostgresSessionStore:
             conn.execute(DELETE_SQL, (session_id,))
             row = None
         if row is not None and row["user_id"] != user_id:
-            raise _ownership_error(session_id, row["user_id"], user_id)
+            raise ownership_error(session_id, anonymous=row["user_id"] is None, user_id=user_id)
         return row
 
     def _create(self, conn: Conn, session_id: str, user_id: UUID | None, now: float) -> dict[str, Any]:

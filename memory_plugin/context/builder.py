@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from opentelemetry import trace
@@ -43,6 +43,10 @@ from .store import (
 )
 from .summary import RollingSummarizer, SummaryPlan, SummaryPolicy, SummaryUpdate
 from .tokens import TokenCounter, token_counter
+
+if TYPE_CHECKING:
+    from ..extraction.runner import ExtractionRunner
+    from ..quality.outcome import WriteOutcome
 
 __all__ = ["ContextBuilder", "MemorySource", "budget_settings", "summary_policy"]
 
@@ -82,6 +86,7 @@ def summary_policy(settings: MemorySettings) -> SummaryPolicy:
         with_extraction=settings.summary_with_extraction,
         max_tokens=settings.context_summary_tokens,
         resync_after=timedelta(days=settings.summary_resync_days),
+        health_notes=settings.health_notes,
     )
 
 
@@ -258,6 +263,19 @@ class ContextBuilder:
         rows (`conversions.preferences_from_records`, as `LongTermMemory.preferences`)."""
         records = await self.memory.list_memory(user_id)
         return with_profile(await self.store.read_slots(user_id), preferences_from_records(records))
+
+    def follow(self, extraction: ExtractionRunner) -> None:
+        """Keep the slots and the rolling summary current with what `extraction`'s background jobs write in
+        this process: each job's facts (and what they superseded) patch the slots, and a summary due on a job
+        is written in the job's own model call. The capability does this for its runs, and `memory-plugin
+        worker` for the jobs it runs, so a worker in another process keeps the slots current too."""
+        extraction.listen(id(self), self._background_facts)
+        extraction.host_summaries(self)
+
+    async def _background_facts(self, session_id: str, user_id: UUID, outcome: WriteOutcome) -> None:
+        await self.after_turn(
+            session_id, user_id, [], stored=outcome.stored, superseded=outcome.superseded, extraction_ran=True
+        )
 
     async def after_turn(
         self,

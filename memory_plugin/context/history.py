@@ -51,6 +51,7 @@ __all__ = [
     "messages_for_request",
     "messages_from_session",
     "rehydrated_history",
+    "safe_cuts",
 ]
 
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -115,20 +116,27 @@ def _starts_user_turn(message: ModelMessage) -> bool:
     )
 
 
-def cut_points(messages: Sequence[ModelMessage]) -> list[int]:
-    """Indexes where the history may start: a `ModelRequest` with no tool result in it, every tool call
-    before it answered. Index 0 is always one; `len(messages)` (nothing kept) is not listed."""
-    points = [0]
+def safe_cuts(messages: Sequence[ModelMessage]) -> list[int]:
+    """Indexes `i` (0 < i < len) where cutting before `messages[i]` separates no tool call from its result
+    (a tool return or a retry prompt). A native (server-side) tool's call and return sit in one response,
+    never split."""
+    cuts: list[int] = []
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
-        if index and not open_calls and _starts_user_turn(message):
-            points.append(index)
+        if index and not open_calls:
+            cuts.append(index)
         for part in message.parts:
             if isinstance(part, ToolCallPart):
                 open_calls.add(part.tool_call_id)
             elif isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id:
                 open_calls.discard(part.tool_call_id)
-    return points
+    return cuts
+
+
+def cut_points(messages: Sequence[ModelMessage]) -> list[int]:
+    """Indexes where the history may start: a `ModelRequest` with no tool result in it, every tool call
+    before it answered. Index 0 is always one; `len(messages)` (nothing kept) is not listed."""
+    return [0, *(i for i in safe_cuts(messages) if _starts_user_turn(messages[i]))]
 
 
 def clamp_history(

@@ -27,6 +27,7 @@ from pydantic_ai.models import Model
 from ..extraction.policy import is_explicit_trigger, is_small_talk
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, Message, utc_now
+from ..privacy import HealthNotesConsent, redact_note_text, redact_sensitive, sanitize_fact_text
 from ..quality.matching import match_guard
 from .lines import one_line
 from .store import ContextStore, SummaryKind, SummaryVersion
@@ -77,6 +78,9 @@ class SummaryPolicy:
     can serve both: the summary's own triggers then wait for the extraction's."""
     resync_after: timedelta = timedelta(days=7)
     """A summary older than this since its last resync is rebuilt from the facts (weekly by default)."""
+    health_notes: HealthNotesConsent = "off"
+    """The privacy filter's consent for health notes (`MemorySettings.health_notes`): a summary is stored
+    as a verbatim note is, secrets and the user's own clinical detail replaced by placeholders."""
 
 
 _TOPIC = re.compile(
@@ -272,9 +276,28 @@ Answer with the summary only."""
 _LANGUAGE_NAME = {"es": "Spanish (español)", "en": "English"}
 
 
+def private_summary(text: str, *, consent: HealthNotesConsent = "off") -> str | None:
+    """A summary as it may be stored, line by line, or None when no line with content is left. A summary both
+    quotes the user (first person: their own clinical span becomes a placeholder, as in a verbatim note) and
+    states things about them (third person, "tiene diabetes": the fact rule reduces the line to a non-clinical
+    health note or drops it); secrets become placeholders in both. At most ~600 tokens: well under 1 ms."""
+    kept: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        note = redact_note_text(line, consent=consent).text
+        fact = sanitize_fact_text(note, "fact").text if note is not None else None
+        if fact is not None:
+            bullet = "- " if line.startswith("- ") and not fact.startswith("- ") else ""
+            kept.append(fact if fact == note else bullet + fact)
+    headers = set(EXTRACTIVE_HEADER.values()) | set(RESYNC_HEADER.values())
+    return "\n".join(kept) if any(line not in headers for line in kept) else None
+
+
 def _prompt(previous: str | None, messages: Sequence[Message], outdated: Sequence[tuple[str, str]]) -> str:
     parts = ["[OLD SUMMARY]", previous or "(none)", "", "[NEW MESSAGES]"]
-    parts += [f"{m.role}: {one_line(m.content, 2000)}" for m in messages]
+    # Card numbers, passwords and keys never leave for the model, as for the extractor.
+    parts += [f"{m.role}: {one_line(redact_sensitive(m.content).text, 2000)}" for m in messages]
     if outdated:
         parts += ["", "[REPLACED FACTS]"] + [f"{old} → {new}" for old, new in outdated]
     return "\n".join(parts)
@@ -439,7 +462,7 @@ class RollingSummarizer:
                 outdated=outdated,
                 language=plan.language,
             )
-            return SummaryUpdate(await self.write(user_id, scope, plan, text, "extractive"), True, reason)
+            return await self._store(user_id, scope, plan, text, "extractive", model_calls=0)
         try:
             text = await self._ask(plan.old_text, plan.fresh, outdated, plan.language)
         except (AgentRunError, UserError, OSError, ValueError) as exc:
@@ -455,7 +478,18 @@ class RollingSummarizer:
         if not text:
             logger.warning("%s the summarizer answered nothing; previous version kept", LOG_PREFIX)
             return SummaryUpdate(plan.previous, False, plan.reason, model_calls, "empty summary")
-        written = await self.write(user_id, scope, plan, text, "model")
+        return await self._store(user_id, scope, plan, text, "model", model_calls=model_calls)
+
+    async def _store(
+        self, user_id: UUID, scope: str, plan: SummaryPlan, text: str, kind: SummaryKind, *, model_calls: int
+    ) -> SummaryUpdate:
+        """Write `text` through the privacy filter (`private_summary`). Nothing meaningful left keeps the
+        previous version."""
+        filtered = private_summary(text, consent=self.policy.health_notes)
+        if filtered is None:
+            logger.warning("%s nothing left of the rolling summary after the privacy filter; kept", LOG_PREFIX)
+            return SummaryUpdate(plan.previous, False, plan.reason, model_calls, "nothing left after the filter")
+        written = await self.write(user_id, scope, plan, filtered, kind)
         return SummaryUpdate(written, True, plan.reason, model_calls)
 
     async def _ask(

@@ -16,7 +16,7 @@ from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, MemoryUpdate, Message
 from ..quality.matching import is_near_duplicate, keys_of
 from ..quality.outcome import WriteOutcome
-from ..session import SessionBackend
+from ..session import SessionBackend, off_the_loop
 from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
 from ..write.pipeline import WritePipeline
@@ -114,7 +114,7 @@ class ExtractionRunner:
         async with self._cursors.flight(session_id):
             # Decided under the lock: a trigger that waited for the previous extraction sees the cursor it
             # moved, so messages are never extracted twice and a burst of triggers makes one call.
-            short = self.sessions.snapshot(session_id, user_id=user_id)
+            short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=user_id))
             pending = self._cursors.pending(session_id, short.messages)
             trigger: ExtractionTrigger | None = (
                 "manual" if force and pending else self.policy.decide(pending, end_of_request=end_of_request)
@@ -147,7 +147,7 @@ class ExtractionRunner:
         """Decide as `run` does, but queue the extraction instead of running it: the job carries the pending
         messages (another process may run it), and the cursor moves past them once the queue has them."""
         async with self._cursors.flight(session_id):
-            short = self.sessions.snapshot(session_id, user_id=user_id)
+            short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=user_id))
             pending = self._cursors.pending(session_id, short.messages)
             trigger = self.policy.decide(pending, end_of_request=end_of_request)
             if trigger is None:

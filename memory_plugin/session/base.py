@@ -20,19 +20,28 @@ with the same owner rule, keeping the binding next to the session's data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, TypeVar
 from uuid import UUID
 
-from ..errors import SessionLimitError
+from ..errors import SessionLimitError, SessionOwnershipError
 from ..models import Message, ShortTermMemory
 from ..text import normalize_key
 
-__all__ = ["SessionBackend", "new_entity_values"]
+__all__ = ["SessionBackend", "new_entity_values", "off_the_loop", "ownership_error"]
+
+T = TypeVar("T")
 
 
 class SessionBackend(Protocol):
     """Short-term memory of many sessions, each bound to its owner (see the module docstring)."""
+
+    @property
+    def blocking(self) -> bool:
+        """Whether a call waits on the network (Postgres, Redis): async callers run it in a worker thread
+        (`off_the_loop`) so that no other user's request waits for it. False for the RAM store."""
+        ...
 
     def add_message(self, session_id: str, message: Message, *, user_id: UUID | None = None) -> int:
         """Append `message` (creating the session, bound to `user_id`); returns the messages it has seen."""
@@ -103,3 +112,27 @@ def new_entity_values(
             f"{max_total}: send only the entities of the current request, or raise the limit"
         )
     return added
+
+
+def ownership_error(session_id: str, *, anonymous: bool, user_id: UUID | None) -> SessionOwnershipError:
+    """The refusal every backend raises when `user_id` is not the owner of `session_id` (an `anonymous` session's
+    or a user's). It never says whose the session is, only that this caller may not use it."""
+    if anonymous:
+        return SessionOwnershipError(
+            f"session {session_id!r} was started without a user and stays anonymous: use it without"
+            " user_id, or start a new session id for this user"
+        )
+    return SessionOwnershipError(
+        f"session {session_id!r} belongs to another user"
+        + (" (or to a user: pass its user_id)" if user_id is None else "")
+        + ": use a session id of this user's own, e.g. one made of the user id and the conversation id"
+    )
+
+
+async def off_the_loop(sessions: SessionBackend, call: Callable[[], T]) -> T:
+    """Run one call of `sessions` from async code: inline for the RAM store (microseconds), in a worker
+    thread for a store on the network (milliseconds, seconds when the server is slow), so the event loop
+    keeps serving other users meanwhile."""
+    if sessions.blocking:
+        return await asyncio.to_thread(call)
+    return call()

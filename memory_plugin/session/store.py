@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from ..errors import SessionLimitError, SessionOwnershipError
+from ..errors import SessionLimitError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
-from .base import new_entity_values
+from .base import new_entity_values, ownership_error
 
 __all__ = ["Clock", "SessionStore", "estimated_bytes"]
 
@@ -74,6 +74,9 @@ class SessionStore:
     (keyword, None for an anonymous session) and raises `SessionOwnershipError` when the session belongs
     to someone else (`session/base.py`).
     """
+
+    blocking: bool = False
+    """Never: every call is a short in-memory operation."""
 
     def __init__(
         self,
@@ -278,17 +281,7 @@ class SessionStore:
         """The live session (None if unknown), after checking it belongs to `user_id`."""
         session = self._sessions.get(session_id)
         if session is not None and session.owner != user_id:
-            # The message never says whose it is: only that this caller may not use it.
-            if session.owner is None:
-                raise SessionOwnershipError(
-                    f"session {session_id!r} was started without a user and stays anonymous: use it without"
-                    " user_id, or start a new session id for this user"
-                )
-            raise SessionOwnershipError(
-                f"session {session_id!r} belongs to another user"
-                + (" (or to a user: pass its user_id)" if user_id is None else "")
-                + ": use a session id of this user's own, e.g. one made of the user id and the conversation id"
-            )
+            raise ownership_error(session_id, anonymous=session.owner is None, user_id=user_id)
         return session
 
     def _touch(self, session_id: str, user_id: UUID | None) -> _Session:

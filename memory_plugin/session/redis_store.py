@@ -1,0 +1,372 @@
+"""`RedisSessionStore`: short-term sessions in Redis, shared by every worker process (`MEMORY_SESSION_BACKEND=redis`).
+
+The same contract as the RAM `SessionStore` and the Postgres store (`session/base.py`): a window of the last
+`max_messages` messages, entities merged once per kind (case- and accent-insensitively), intents once, an
+inactivity TTL, a per-user session cap (the user's least recently active sessions go first) and the owner rule.
+
+Per session, two keys: a hash (`…:meta`: owner, messages seen, last activity, entities and intents as JSON) and
+a list (`…:messages`: the window, trimmed with `LTRIM` in the same transaction as the `RPUSH`). Every access
+that counts as activity sets both keys' native TTL (`PEXPIRE`), so an idle session disappears from Redis by
+itself, with no sweep; the stored last activity (seconds of `clock`) is checked too, so an expired session is
+never served in the moment before Redis drops it. Two sorted sets index sessions by last activity: one per
+user (the per-user cap) and one for all (`len`, `expire`).
+
+Each operation is one optimistic transaction: `WATCH` the session's keys (and its user's index), read, decide
+(the owner rule, the entity limits) in Python, then `MULTI`/`EXEC` the writes; a concurrent write to a watched
+key makes `EXEC` fail and the operation re-run, so two processes appending to one session lose nothing.
+Synchronous, like the `SessionBackend` protocol. For one Redis server (or a primary); not Redis Cluster (an
+eviction touches other sessions' keys). Not implemented here: the RAM store's byte budgets (the per-user cap
+bounds a user; Redis's own `maxmemory` bounds the server).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from uuid import UUID
+
+from ..errors import MemoryPluginError, SessionLimitError, StoreUnavailableError
+from ..models import Message, ShortTermMemory
+from ..settings import MemorySettings
+from ..text import normalize_key
+from .base import new_entity_values, ownership_error
+
+try:
+    import redis
+    from redis.client import Pipeline
+except ImportError as exc:  # pragma: no cover - the `redis` extra is part of the dev install
+    raise ImportError(
+        "MEMORY_SESSION_BACKEND=redis needs the redis client: pip install 'memory-plugin[redis]'"
+    ) from exc
+
+__all__ = ["RedisSessionStore", "redis_sessions_from_settings"]
+
+_ANONYMOUS = ""
+"""The `owner` of a session started without a user."""
+
+
+def _text(value: object) -> str:
+    """A Redis reply as text (the client decodes replies; bytes only without `decode_responses`)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _owner(user_id: UUID | None) -> str:
+    return _ANONYMOUS if user_id is None else str(user_id)
+
+
+class RedisSessionStore:
+    """A `SessionBackend` on Redis. Create with `RedisSessionStore.connect(url, ...)`; `close()` at the end.
+
+    `prefix` namespaces every key (several applications, or test runs, on one server)."""
+
+    blocking: bool = True
+    """Always: every call is a transaction on Redis (`off_the_loop` runs it in a worker thread)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str = "memory_plugin",
+        max_messages: int = 20,
+        ttl_seconds: float = 3600.0,
+        max_sessions_per_user: int = 100,
+        max_entity_values_per_kind: int = 50,
+        max_entity_values: int = 200,
+        max_intents: int = 50,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if min(max_messages, max_sessions_per_user, max_entity_values_per_kind, max_entity_values, max_intents) < 1:
+            raise ValueError("max_messages and the other limits must be >= 1")
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be > 0")
+        self._redis = client
+        self.prefix = prefix
+        self.max_messages = max_messages
+        self.ttl_seconds = ttl_seconds
+        self.max_sessions_per_user = max_sessions_per_user
+        self.max_entity_values_per_kind = max_entity_values_per_kind
+        self.max_entity_values = max_entity_values
+        self.max_intents = max_intents
+        self._clock = clock
+        # Native expiry in whole milliseconds, at least one.
+        self._ttl_ms = max(1, round(ttl_seconds * 1000))
+
+    @classmethod
+    def connect(cls, url: str, **options: Any) -> RedisSessionStore:
+        """A store on a new client for `url` (`redis://host:port/db`), after checking that the server answers."""
+        client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
+        try:
+            client.ping()
+        except redis.RedisError as exc:
+            client.close()
+            raise StoreUnavailableError(f"cannot connect to Redis for sessions: {exc}") from exc
+        return cls(client, **options)
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._redis.close()
+
+    # --- keys ----------------------------------------------------------------------------------------------------
+    def _meta(self, session_id: str) -> str:
+        return f"{self.prefix}:session:{session_id}:meta"
+
+    def _messages(self, session_id: str) -> str:
+        return f"{self.prefix}:session:{session_id}:messages"
+
+    def _user_index(self, owner: str) -> str:
+        return f"{self.prefix}:user:{owner}:sessions"
+
+    @property
+    def _all_index(self) -> str:
+        return f"{self.prefix}:sessions"
+
+    # --- one optimistic transaction per operation ------------------------------------------------------------------
+    def _transaction(self, operation: Callable[[Pipeline], Any], *keys: str) -> Any:
+        """Run `operation` with `keys` watched, again after a concurrent change; Redis failures as
+        `StoreUnavailableError`."""
+        try:
+            return self._redis.transaction(operation, *keys, value_from_callable=True)
+        except redis.RedisError as exc:
+            raise StoreUnavailableError(f"Redis failed during a session operation: {exc}") from exc
+
+    def _live(self, pipe: Pipeline, session_id: str, user_id: UUID | None, now: float) -> dict[str, str] | None:
+        """The live session's meta after the owner check (watched, immediate mode); None when unknown or idle
+        past the TTL (its id is free)."""
+        meta = {_text(k): _text(v) for k, v in pipe.hgetall(self._meta(session_id)).items()}
+        if "owner" not in meta or float(meta["last_active"]) <= now - self.ttl_seconds:
+            return None
+        if meta["owner"] != _owner(user_id):
+            raise ownership_error(session_id, anonymous=meta["owner"] == _ANONYMOUS, user_id=user_id)
+        return meta
+
+    def _queue_create(self, pipe: Pipeline, session_id: str, user_id: UUID | None, now: float) -> dict[str, str]:
+        """Queue a fresh session (replacing an expired one) and, for a user at the cap, the eviction of their
+        least recently active live sessions; returns the new meta. The user's index must be watched."""
+        owner = _owner(user_id)
+        evicted: list[str] = []
+        stale = pipe.hget(self._meta(session_id), "owner")  # an expired session's, to unindex it
+        if user_id is not None:
+            index = self._user_index(owner)
+            # Live by the index's scores: entries of sessions gone idle (or dropped by Redis) do not count.
+            indexed = pipe.zrevrangebyscore(index, "+inf", f"({now - self.ttl_seconds}")
+            live = [_text(s) for s in indexed if _text(s) != session_id]
+            # Only sessions the user still owns (an id taken over after it expired is not theirs to evict).
+            evicted = [s for s in live[self.max_sessions_per_user - 1 :] if pipe.hget(self._meta(s), "owner") == owner]
+        pipe.multi()
+        if user_id is not None:
+            pipe.zremrangebyscore(self._user_index(owner), "-inf", now - self.ttl_seconds)
+        for other in evicted:
+            self._queue_forget(pipe, other, owner)
+        if stale is not None:
+            self._queue_forget(pipe, session_id, _text(stale))
+        meta = {"owner": owner, "seen": "0", "last_active": repr(now), "entities": "{}", "intents": "[]"}
+        fields: dict[Any, Any] = dict(meta)
+        pipe.hset(self._meta(session_id), mapping=fields)
+        return meta
+
+    def _queue_touch(self, pipe: Pipeline, session_id: str, owner: str, now: float) -> None:
+        """Queue the activity: last activity, native TTLs, the indexes."""
+        pipe.hset(self._meta(session_id), "last_active", repr(now))
+        pipe.pexpire(self._meta(session_id), self._ttl_ms)
+        pipe.pexpire(self._messages(session_id), self._ttl_ms)
+        pipe.zadd(self._all_index, {session_id: now})
+        if owner != _ANONYMOUS:
+            pipe.zadd(self._user_index(owner), {session_id: now})
+            pipe.pexpire(self._user_index(owner), self._ttl_ms)
+
+    def _write(
+        self,
+        session_id: str,
+        user_id: UUID | None,
+        plan: Callable[[dict[str, str] | None], Callable[[Pipeline, dict[str, str]], Any]],
+    ) -> Any:
+        """One write: `plan(live meta or None)` decides while the keys are watched (it raises to refuse) and
+        returns what to queue; the session is created if needed, the writes are queued and the activity
+        recorded, all in one `MULTI`."""
+        keys = [self._meta(session_id), self._messages(session_id)]
+        if user_id is not None:
+            keys.append(self._user_index(_owner(user_id)))
+
+        def operation(pipe: Pipeline) -> Any:
+            now = self._clock()
+            meta = self._live(pipe, session_id, user_id, now)
+            queue = plan(meta)
+            if meta is None:
+                meta = self._queue_create(pipe, session_id, user_id, now)
+            else:
+                pipe.multi()
+            result = queue(pipe, meta)
+            self._queue_touch(pipe, session_id, _owner(user_id), now)
+            return result
+
+        return self._transaction(operation, *keys)
+
+    # --- SessionBackend ------------------------------------------------------------------------------------------
+    def add_message(self, session_id: str, message: Message, *, user_id: UUID | None = None) -> int:
+        """Append `message` (creating the session, bound to `user_id`); returns the messages it has seen."""
+        payload = json.dumps(message.model_dump(mode="json"), ensure_ascii=False)
+
+        def plan(_: dict[str, str] | None) -> Callable[[Pipeline, dict[str, str]], int]:
+            def queue(pipe: Pipeline, meta: dict[str, str]) -> int:
+                pipe.rpush(self._messages(session_id), payload)
+                pipe.ltrim(self._messages(session_id), -self.max_messages, -1)  # the window, atomically
+                pipe.hincrby(self._meta(session_id), "seen", 1)
+                return int(meta["seen"]) + 1
+
+            return queue
+
+        return int(self._write(session_id, user_id, plan))
+
+    def update_entities(
+        self, session_id: str, entities: Mapping[str, str | Iterable[str]], *, user_id: UUID | None = None
+    ) -> None:
+        """Merge entity values by kind, without duplicates; all or nothing past the limits."""
+
+        def plan(meta: dict[str, str] | None) -> Callable[[Pipeline, dict[str, str]], None]:
+            # Stored as kind -> values in first-seen order.
+            stored: dict[str, list[str]] = json.loads(meta["entities"]) if meta else {}
+            known = {kind: {normalize_key(v): v for v in values} for kind, values in stored.items()}
+            added = new_entity_values(
+                session_id,
+                known,
+                entities,
+                known_total=sum(len(v) for v in known.values()),
+                max_per_kind=self.max_entity_values_per_kind,
+                max_total=self.max_entity_values,
+            )
+            merged = {kind: list(values) for kind, values in stored.items()}
+            for kind_key, new in added.items():
+                if new:
+                    merged.setdefault(kind_key, []).extend(new.values())
+
+            def queue(pipe: Pipeline, _: dict[str, str]) -> None:
+                pipe.hset(self._meta(session_id), "entities", json.dumps(merged, ensure_ascii=False))
+
+            return queue
+
+        self._write(session_id, user_id, plan)
+
+    def add_intent(self, session_id: str, intent: str, *, user_id: UUID | None = None) -> None:
+        """Record an intent (once, first-seen order); a new one past `max_intents` raises `SessionLimitError`."""
+        text = intent.strip()
+
+        def plan(meta: dict[str, str] | None) -> Callable[[Pipeline, dict[str, str]], None]:
+            intents: list[str] = json.loads(meta["intents"]) if meta else []
+            if text not in intents and len(intents) >= self.max_intents:
+                raise SessionLimitError(
+                    f"session {session_id!r} already holds {len(intents)} intents"
+                    f" (max_session_intents={self.max_intents}): record the intent of the current request only"
+                )
+            updated = intents if text in intents else [*intents, text]
+
+            def queue(pipe: Pipeline, _: dict[str, str]) -> None:
+                pipe.hset(self._meta(session_id), "intents", json.dumps(updated, ensure_ascii=False))
+
+            return queue
+
+        self._write(session_id, user_id, plan)
+
+    def snapshot(self, session_id: str, *, user_id: UUID | None = None) -> ShortTermMemory:
+        """A copy of the session's state (empty when unknown or expired); counts as activity."""
+
+        def operation(pipe: Pipeline) -> ShortTermMemory:
+            now = self._clock()
+            meta = self._live(pipe, session_id, user_id, now)
+            if meta is None:
+                return ShortTermMemory()
+            messages = [_text(m) for m in pipe.lrange(self._messages(session_id), 0, -1)]
+            pipe.multi()
+            self._queue_touch(pipe, session_id, meta["owner"], now)
+            return ShortTermMemory(
+                messages=[Message.model_validate_json(m) for m in messages],
+                entities=json.loads(meta["entities"]),
+                intents=json.loads(meta["intents"]),
+            )
+
+        result: ShortTermMemory = self._transaction(operation, self._meta(session_id), self._messages(session_id))
+        return result
+
+    def messages_seen(self, session_id: str, *, user_id: UUID | None = None) -> int:
+        """Messages the session has seen in total (0 when unknown or expired)."""
+
+        def operation(pipe: Pipeline) -> int:
+            meta = self._live(pipe, session_id, user_id, self._clock())
+            pipe.multi()
+            return int(meta["seen"]) if meta else 0
+
+        return int(self._transaction(operation, self._meta(session_id)))
+
+    def drop(self, session_id: str, *, user_id: UUID | None = None) -> bool:
+        """Forget the session now; returns whether it existed."""
+
+        def operation(pipe: Pipeline) -> bool:
+            meta = self._live(pipe, session_id, user_id, self._clock())
+            pipe.multi()
+            if meta is None:
+                return False
+            self._queue_forget(pipe, session_id, meta["owner"])
+            return True
+
+        return bool(self._transaction(operation, self._meta(session_id), self._messages(session_id)))
+
+    def drop_user(self, user_id: UUID) -> int:
+        """Forget every session of `user_id` now (an erasure: the database's rows are deleted by
+        `MemoryAdmin.erase_user`, which cannot reach Redis); returns how many there were."""
+        owner = _owner(user_id)
+        index = self._user_index(owner)
+
+        def operation(pipe: Pipeline) -> int:
+            sessions = [_text(s) for s in pipe.zrange(index, 0, -1)]
+            mine = [s for s in sessions if pipe.hget(self._meta(s), "owner") == owner]
+            pipe.multi()
+            for session_id in mine:
+                self._queue_forget(pipe, session_id, owner)
+            pipe.delete(index)
+            return len(mine)
+
+        return int(self._transaction(operation, index))
+
+    def _queue_forget(self, pipe: Pipeline, session_id: str, owner: str) -> None:
+        pipe.delete(self._meta(session_id), self._messages(session_id))
+        pipe.zrem(self._all_index, session_id)
+        if owner != _ANONYMOUS:
+            pipe.zrem(self._user_index(owner), session_id)
+
+    def __len__(self) -> int:
+        """Live sessions (all users)."""
+        try:
+            return int(self._redis.zcount(self._all_index, f"({self._clock() - self.ttl_seconds}", "+inf"))
+        except redis.RedisError as exc:
+            raise StoreUnavailableError(f"Redis failed during a session operation: {exc}") from exc
+
+    def expire(self) -> int:
+        """Delete every session idle for longer than the TTL (Redis drops idle keys by itself; this also clears
+        the indexes, and sessions idle by `clock`); returns how many."""
+        cutoff = self._clock() - self.ttl_seconds
+
+        def operation(pipe: Pipeline) -> int:
+            due = [_text(s) for s in pipe.zrangebyscore(self._all_index, "-inf", cutoff)]
+            owners = [pipe.hget(self._meta(s), "owner") for s in due]
+            pipe.multi()
+            for session_id, owner in zip(due, owners, strict=True):
+                self._queue_forget(pipe, session_id, _text(owner) if owner is not None else _ANONYMOUS)
+            return len(due)
+
+        return int(self._transaction(operation, self._all_index))
+
+
+def redis_sessions_from_settings(settings: MemorySettings) -> RedisSessionStore:
+    """The Redis session store `settings` describe (`MEMORY_REDIS_URL`; window, TTL, per-user cap, limits)."""
+    if settings.redis_url is None:
+        raise MemoryPluginError("MEMORY_SESSION_BACKEND=redis needs MEMORY_REDIS_URL (e.g. redis://localhost:6379/0)")
+    return RedisSessionStore.connect(
+        settings.redis_url.get_secret_value(),
+        max_messages=settings.max_messages_per_session,
+        ttl_seconds=settings.session_ttl_seconds,
+        max_sessions_per_user=settings.max_sessions_per_user,
+        max_entity_values_per_kind=settings.max_session_entity_values_per_kind,
+        max_entity_values=settings.max_session_entity_values,
+        max_intents=settings.max_session_intents,
+    )
