@@ -22,8 +22,12 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from .patterns import by_first_char, split_alternatives
+
 __all__ = [
     "CLINICAL_TERM",
+    "CLINICAL_TERM_FEW_LETTERS",
+    "CLINICAL_TERM_KINDS",
     "DIAGNOSIS",
     "DOSE",
     "MEDICATION",
@@ -62,7 +66,6 @@ _DIAGNOSIS_WORDS = (
     r"|hernia\w*|diagnosticad\w*|diagnosed|diagnostico\s+de|diagnosis\s+of|lupus|fibromialgia|fibromyalgia"
     r"|anemia|anaemia|psoriasis|anorexia|bulimia|tuberculosis)"
 )
-DIAGNOSIS = re.compile(r"(?<!\w)" + _DIAGNOSIS_WORDS + r"\b")
 _MEDICATION_WORDS = (
     r"(?:metformin\w*|insulin\w*|ibuprofen\w*|aspirin[as]?|amoxicilina|amoxicillin|antibiotic\w*|paracetamol"
     r"|acetaminophen|omeprazol\w*|sertralin\w*"
@@ -72,9 +75,10 @@ _MEDICATION_WORDS = (
     r"|anxiolytic\w*|morfina|morphine|tramadol|opioid\w*|opiace\w*|adderall|ritalin|metilfenidato"
     r"|methylphenidate)"
 )
-MEDICATION = re.compile(r"(?<!\w)" + _MEDICATION_WORDS + r"\b")
 # A dose: digits and a mass unit in lower case ("850 mg", "0,5 mcg"); "Mg" (magnesium in an alloy) is not one.
-DOSE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug)(?:/d[ií]a|/day|/dl)?\b")
+# Written digit first (the look-behind checks the character before it), so the engine skips to the next digit
+# instead of trying a match at every position (20,000 characters of prose: 0.01 ms instead of 0.5).
+DOSE = re.compile(r"\d(?<![\w.,]\d)\d*(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug)(?:/d[ií]a|/day|/dl)?\b")
 _LAB_TERM = (
     r"(?:glucosa|glucose|glucemia|azucar\s+en\s+sangre|blood\s+sugar|hba1c|a1c|hemoglobina\s+glicosilada|colesterol"
     r"|cholesterol|trigliceridos|triglycerides|tension\s+arterial|presion\s+arterial|blood\s+pressure|creatinina"
@@ -89,13 +93,30 @@ _TEST_RESULT_FORMS = (
     r"|(?:di|di[oó]|dado|dio|tested|came\s+back)\s+(?:positivo|negativo|positive|negative)\b"
     r"|mg/dl\b|mmol/l\b)"
 )
-TEST_RESULT = re.compile(r"(?<!\w)" + _TEST_RESULT_FORMS)
-# All three in one scan (20,000 characters: ~2.2 ms instead of ~2.8 for three), for text that is searched for
-# every clinical term; a group names each match's kind. Results first, so "covid test … positive" is a result
-# rather than the word "covid".
-CLINICAL_TERM = re.compile(
-    r"(?<!\w)(?:(?P<test_result>" + _TEST_RESULT_FORMS + r")|(?P<diagnosis>" + _DIAGNOSIS_WORDS + r")\b"
-    r"|(?P<medication>" + _MEDICATION_WORDS + r")\b)"
+# Each kind's branches, grouped by first character (`patterns.by_first_char`: ~3x faster on 20,000 characters,
+# same matches). Results first, so "covid test … positive" is a result rather than the word "covid".
+_TEST_RESULT_BRANCHES = split_alternatives(_TEST_RESULT_FORMS[3:-1])
+_DIAGNOSIS_BRANCHES = [branch + r"\b" for branch in split_alternatives(_DIAGNOSIS_WORDS[3:-1])]
+_MEDICATION_BRANCHES = [branch + r"\b" for branch in split_alternatives(_MEDICATION_WORDS[3:-1])]
+DIAGNOSIS = re.compile(r"(?<!\w)" + by_first_char(_DIAGNOSIS_BRANCHES)[0])
+MEDICATION = re.compile(r"(?<!\w)" + by_first_char(_MEDICATION_BRANCHES)[0])
+TEST_RESULT = re.compile(r"(?<!\w)" + by_first_char(_TEST_RESULT_BRANCHES)[0])
+# All three in one scan, for text that is searched for every clinical term: each branch ends with an empty
+# group, and `CLINICAL_TERM_KINDS[match.lastindex - 1]` names the kind of the branch that matched.
+_CLINICAL_BRANCHES = [
+    *[(branch, "test_result") for branch in _TEST_RESULT_BRANCHES],
+    *[(branch, "diagnosis") for branch in _DIAGNOSIS_BRANCHES],
+    *[(branch, "medication") for branch in _MEDICATION_BRANCHES],
+]
+_CLINICAL_ALTERNATION, _CLINICAL_ORDER = by_first_char([branch for branch, _ in _CLINICAL_BRANCHES], capture=True)
+CLINICAL_TERM = re.compile(r"(?<!\w)" + _CLINICAL_ALTERNATION)
+CLINICAL_TERM_KINDS: tuple[str, ...] = tuple(_CLINICAL_BRANCHES[index][1] for index in _CLINICAL_ORDER)
+# The same matches with the look-behind after each first letter: the pattern then starts with a set of letters
+# and the engine skips other characters in C. Faster on text that is mostly not letters (20,000 characters of
+# digit groups: 0.15 ms instead of 0.7), slower on prose (1.1 ms instead of 0.7), where almost every letter
+# starts some branch.
+CLINICAL_TERM_FEW_LETTERS = re.compile(
+    by_first_char([branch for branch, _ in _CLINICAL_BRANCHES], capture=True, after_first=r"(?<!\w.)")[0]
 )
 
 # What a condition changes for a machining shop's service: the only part of a clinical fact worth a note.
@@ -121,15 +142,17 @@ _CONSEQUENCES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     ),
 )
 
-_SPANISH_HINT = re.compile(
-    r"[ñáéíóú¿¡]|\b(?:el|la|los|las|de|del|que|y|en|por|para|con|tiene|tengo|es|est[aá]|una?|su|sus|mi|no"
+# Function words grouped by first character (`patterns.by_first_char`): the same counts in half the time.
+_SPANISH_WORDS = (
+    r"el|la|los|las|de|del|que|y|en|por|para|con|tiene|tengo|es|est[aá]|una?|su|sus|mi|no"
     r"|estoy|tomo|desde|cada|pero|muy|hace|ayer|hoy|han|al|como|ya|sin|porque|esto|esta|este|hay|son|fue|era"
-    r"|todo|nada|vale|gracias|hola)\b",
-    re.IGNORECASE,
+    r"|todo|nada|vale|gracias|hola"
 )
-_ENGLISH_HINT = re.compile(
-    r"\b(?:the|and|of|to|in|has|have|is|are|with|for|on|my|our|their|a|an|not|it)\b", re.IGNORECASE
+_SPANISH_HINT = re.compile(
+    r"[ñáéíóú¿¡]|\b" + by_first_char(split_alternatives(_SPANISH_WORDS))[0] + r"\b", re.IGNORECASE
 )
+_ENGLISH_WORDS = r"the|and|of|to|in|has|have|is|are|with|for|on|my|our|their|a|an|not|it"
+_ENGLISH_HINT = re.compile(r"\b" + by_first_char(split_alternatives(_ENGLISH_WORDS))[0] + r"\b", re.IGNORECASE)
 
 
 def looks_spanish(text: str) -> bool:

@@ -19,20 +19,23 @@ states their own diagnosis, medication or dose, or test result, in Spanish or En
 The span runs from the first-person word to the end of the clinical detail (with its type, dose or value), so
 "turns out I'm covid positive so I cancelled the trip" keeps "turns out … so I cancelled the trip".
 Matching runs on a length-preserving fold of the text (lower case, accents removed) so spans map back 1:1;
-every pattern is a single linear scan or a bounded look-behind window (`_WINDOW` characters).
+every pattern is a single linear scan or a bounded look-behind window (`_WINDOW` characters). The word lists
+are laid out by first character (`patterns.by_first_char`) and the cues are scanned only for text that holds a
+clinical term; each term then costs a few binary searches.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
+import string
 import unicodedata
 from dataclasses import dataclass
-from typing import NamedTuple
 
-from .health import CLINICAL_TERM, DOSE
+from .health import CLINICAL_TERM, CLINICAL_TERM_FEW_LETTERS, CLINICAL_TERM_KINDS, DOSE
+from .patterns import by_first_char, split_alternatives
 
-__all__ = ["ClinicalSpan", "find_own_clinical_spans", "fold_same_length"]
+__all__ = ["ClinicalSpan", "SpanBounds", "find_own_clinical_spans", "fold_same_length", "own_clinical_span_bounds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,11 @@ def _fold_char(char: str) -> str:
     return base if len(base) == 1 else lowered if len(lowered) == 1 else char
 
 
+def _words(alternation: str) -> str:
+    """`alternation` as a non-capturing group, laid out for a fast scan (`patterns.by_first_char`)."""
+    return by_first_char(split_alternatives(alternation))[0]
+
+
 # How far back from a clinical term its owner may be (characters): "I have been taking metformin" is 25,
 # "me diagnosticaron hace dos años una diabetes" 40.
 _WINDOW = 60
@@ -82,17 +90,22 @@ _HYPOTHETICAL_WINDOW = 100
 
 # First-person words, matched on the folded text. Spanish "he" only as an auxiliary ("he tenido", "he dado"),
 # so English "he" (third person) never counts.
-_FIRST_PERSON = re.compile(
-    r"(?<!\w)(?:i|i'm|im|i've|ive|i'd|i'll|me|my|myself|mine"
+_FIRST_PERSON_WORDS = (
+    r"i|i'm|im|i've|ive|i'd|i'll|me|my|myself|mine"
     r"|yo|mi|mis|tengo|tuve|tomo|tome|padezco|padeci|sufro|sufri|estoy|estuve|llevo|sigo|soy|fui|di|mio|mia"
-    r"|conmigo|pille|cogi|contagie|enferme|necesito|uso|use|empece|he\s+(?:sido|tenido|estado|dado|empezado|vuelto)|hice|empece|acabo)\b"
+    r"|conmigo|pille|cogi|contagie|enferme|necesito|uso|use|empece|he\s+(?:sido|tenido|estado|dado|empezado|vuelto)|hice|empece|acabo"
 )
+_FIRST_PERSON = re.compile(r"(?<!\w)" + _words(_FIRST_PERSON_WORDS) + r"\b")
 # Chat drops the subject: "Been battling depression since college", "Got diagnosed in May", "Had covid last
 # week". A sentence starting with one of these verbs is the speaker's own statement.
-_SUBJECTLESS = re.compile(
-    r"(?:^|[.!?\n]\s*+)(?:just\s+|still\s+|finally\s+)?(?P<verb>been|got|had|having|taking|took|started|tested"
+_SUBJECTLESS_VERB = (
+    r"(?:just\s+|still\s+|finally\s+)?(?P<verb>been|got|had|having|taking|took|started|tested"
     r"|caught|diagnosed|dealing|battling|fighting|living|recovering|struggling|suffering)\b"
 )
+# At the start of the text, and after a sentence mark: two patterns, so the second starts with a character class
+# and the engine skips to the next mark instead of trying every position.
+_SUBJECTLESS_AT_START = re.compile(_SUBJECTLESS_VERB)
+_SUBJECTLESS = re.compile(r"[.!?\n]\s*+" + _SUBJECTLESS_VERB)
 # "my"/"mi" own the term only when it follows within a few words with no verb between: "my type 2 diabetes",
 # "my last HbA1c"; in "my bank account is in a deep depression" the account is the subject.
 _POSSESSIVES = frozenset({"my", "mi", "mis"})
@@ -101,8 +114,8 @@ _VERB_BETWEEN = re.compile(r"\b(?:is|was|are|were|has|had|have|got|gets|es|era|e
 
 # Someone or something else between the owner and the term: the detail is theirs ("my partner is pregnant",
 # "I read about a writer who had liver cancer", "I saw a pill that cures cancer").
-_OTHER_OWNER = re.compile(
-    r"(?<!\w)(?:he|she|they|his|her|hers|their|him|them|you|your|we|our|us|it|its|who|whose|whom|which|that|someone"
+_OTHER_OWNER_WORDS = (
+    r"he|she|they|his|her|hers|their|him|them|you|your|we|our|us|it|its|who|whose|whom|which|that|someone"
     r"|somebody|everyone|everybody|people|person|friends?|mom|mum|mother|dad|father|parents?|sister|brother"
     r"|siblings?|wife|husband|partner|boyfriend|girlfriend|fiance|fiancee|sons?|daughters?|kids?|child|children"
     r"|baby|grandma|grandpa|grand(?:mother|father|parents?)|aunt|uncle|cousin|niece|nephew|dogs?|cats?|pets?"
@@ -112,20 +125,22 @@ _OTHER_OWNER = re.compile(
     r"|ella|ellos|ellas|su|sus|le|les|tu|tus|usted|ustedes|nosotros|nosotras|nuestr[oa]s?|quien|alguien|amig[oa]s?"
     r"|madre|mama|padre|papa|padres|herman[oa]s?|mujer|marido|espos[oa]|pareja|novi[oa]|hij[oa]s?|abuel[oa]s?"
     r"|ti[oa]s?|prim[oa]s?|sobrin[oa]s?|perr[oa]s?|gat[oa]s?|vecin[oa]s?|jef[ea]|compañer[oa]s?|companer[oa]s?"
-    r"|escritor[a]?|paciente?s?|familia|bebe|cura|investigacion|sobre|que|cual|contra|against|benefica|charity)\b"
+    r"|escritor[a]?|paciente?s?|familia|bebe|cura|investigacion|sobre|que|cual|contra|against|benefica|charity"
 )
+_OTHER_OWNER = re.compile(r"(?<!\w)" + _words(_OTHER_OWNER_WORDS) + r"\b")
 # Hypotheticals and speculation anywhere earlier in the sentence. Spanish "si" is matched unaccented on the
 # original text ("sí" is "yes").
-_HYPOTHETICAL = re.compile(
-    r"(?<!\w)(?:if|what\s+if|in\s+case|maybe|perhaps|might|may\s+have|could\s+have|hope|hopefully|afraid|worried"
+_HYPOTHETICAL_WORDS = (
+    r"if|what\s+if|in\s+case|maybe|perhaps|might|may\s+have|could\s+have|hope|hopefully|afraid|worried"
     r"|scared|fear|imagine|suppose|wonder|whether|unless|quiza|quizas|tal\s+vez|a\s+lo\s+mejor|puede\s+que"
-    r"|ojala|por\s+si|imagina|supongamos|miedo|temo|preocupa|igual\s+tengo|no\s+se\s+si)\b"
+    r"|ojala|por\s+si|imagina|supongamos|miedo|temo|preocupa|igual\s+tengo|no\s+se\s+si"
 )
-_SPANISH_IF = re.compile(r"\bsi\b")
+_HYPOTHETICAL = re.compile(r"(?<!\w)" + _words(_HYPOTHETICAL_WORDS) + r"\b")
+# Written literal first, so the engine jumps between occurrences of "si" instead of trying every position.
+_SPANISH_IF = re.compile(r"si\b(?<!\wsi)")
 # Spanish "él" (he) is told from the article "el" only by its accent, so it is matched on the unfolded text.
-_HE = re.compile(r"\bél\b")
+_HE = re.compile(r"él\b(?<!\wél)")
 # Covid is clinical only when caught or tested: "had/got/caught covid", "tengo/tuve covid", "covid positive".
-_COVID = re.compile(r"\bcovid(?:-?19)?\b")
 _COVID_CAUGHT = re.compile(
     r"(?:\b(?:have|has|had|got|get|getting|caught|catch|contracted|tengo|tuve|tenido|pille|pillado"
     r"|(?:contagie|contagiado|contagiada|enferme|enfermo|enferma)\s+de)\s+(?:the\s+|el\s+|la\s+)?"
@@ -151,9 +166,10 @@ _ECONOMIC_AFTER = re.compile(r"^\s*(?:economica|economic)")
 _ZODIAC = re.compile(r"(?:\bi'?m\s+a|\bi\s+am\s+a|\bsoy|\bsigno|\bsign)\s+$")
 
 # Sentence ends ("." not between digits: "7.2"), question and exclamation marks, new lines.
-_SENTENCE_END = re.compile(r"[!?;\n¿¡]|\.(?!\d)")
+# One character class first, so the engine skips other characters without trying a match at each.
+_SENTENCE_END = re.compile(r"[!?;\n¿¡.](?!(?<=\.)\d)")
 # Clause boundaries besides sentence ends: the owner must be in the same clause as the term.
-_CLAUSE_END = re.compile(r"[,:()\"]|\s(?:but|pero|although|aunque|while|mientras|whereas)\s")
+_CLAUSE_END = re.compile(r"[,:()\"\s](?:(?<=\s)(?:but|pero|although|aunque|while|mientras|whereas)\s|(?<!\s))")
 
 # What follows a term and belongs to it: "diabetes tipo 1", "metformina 850 mg/día", "HbA1c 7,2 %".
 # The first line is the rest of a value the term ends inside (a result pattern stops at "7" of "7.2 %").
@@ -175,52 +191,74 @@ _NAMED_CONDITION = re.compile(
 )
 
 
-class _Term(NamedTuple):
-    # A tuple, not a frozen dataclass: text dense with clinical words makes one per word (1,000 in 20,000
-    # characters), and a frozen dataclass costs ~1 µs more to build.
-    start: int
-    end: int
-    kind: str
+_DOSE_UNIT_ENDS = ("mg", "cg", "µg", "ug")
+_ASCII_LETTERS = string.ascii_letters.encode()
+
+
+# A term as (start, end, kind): plain tuples, because text dense with clinical words makes one per word (1,000 in
+# 20,000 characters) and a named tuple or dataclass costs ~0.5-1 µs more to build.
+_Term = tuple[int, int, str]
 
 
 def _clinical_terms(folded: str, original: str) -> list[_Term]:
-    terms = [_Term(m.start(), m.end(), m.lastgroup or "diagnosis") for m in CLINICAL_TERM.finditer(folded)]
-    terms += [_Term(m.start(), m.end(), "medication") for m in DOSE.finditer(original)]
-    terms.sort(key=lambda t: t.start)
+    kinds = CLINICAL_TERM_KINDS
+    # Both patterns find the same terms; the one starting with a letter set is faster when under half the
+    # characters are ASCII letters (counted in C by deleting them from the bytes).
+    encoded = folded.encode("utf-8", "surrogatepass")
+    few_letters = 2 * (len(encoded) - len(encoded.translate(None, _ASCII_LETTERS))) < len(encoded)
+    pattern = CLINICAL_TERM_FEW_LETTERS if few_letters else CLINICAL_TERM
+    terms = [(*m.span(), kinds[m.lastindex - 1]) for m in pattern.finditer(folded)]  # type: ignore[operator]
+    # Every dose holds one of these units' last two letters: text without them (a table of figures) skips the
+    # scan.
+    if any(unit in original for unit in _DOSE_UNIT_ENDS):
+        terms += [(*m.span(), "medication") for m in DOSE.finditer(original)]
+        # A clinical term starts with a letter and a dose with a digit, so no two terms share a start and the
+        # tuples sort by start alone.
+        terms.sort()
     return terms
 
 
-def _used_clinically(folded: str, term: _Term) -> bool:
-    """False for the figurative and topical uses of clinical words."""
-    before = folded[max(0, term.start - 30) : term.start]
-    after = folded[term.end : term.end + 20]
-    word = folded[term.start : term.end]
-    if _TOPIC_AFTER.match(after):
-        return False
-    if _COVID.fullmatch(word):
+def _used_clinically(folded: str, start: int, end: int) -> bool:
+    """False for the figurative uses of clinical words, and for covid as a period or subject (the caller has
+    ruled out a topic word right after the term, `_TOPIC_AFTER`)."""
+    word = folded[start:end]
+    if word not in _CHECKED_WORDS and not word.startswith("depres"):
+        return True
+    before = folded[max(0, start - 30) : start]
+    after = folded[end : end + 20]
+    if word in ("covid", "covid19"):
         if _COVID_NOT_ILLNESS.match(after):
             return False
         return _COVID_CAUGHT.search(before) is not None or _COVID_RESULT.match(after) is not None
     if word in ("heart attack", "infarto", "ictus") and _FIGURATIVE.search(before):
         return False
-    if word.startswith(("depres",)) and (_ECONOMIC.search(before) or _ECONOMIC_AFTER.match(after)):
+    if word.startswith("depres") and (_ECONOMIC.search(before) or _ECONOMIC_AFTER.match(after)):
         return False
     return not (word == "cancer" and _ZODIAC.search(before) and not after.lstrip().startswith(("surviv", "patient")))
+
+
+# The words `_used_clinically` looks at more closely, besides "depres…": a term is "covid" or "covid19" (the
+# term pattern's `covid\w*` stops before the dash of "covid-19"), never "covid-19" itself.
+_CHECKED_WORDS = frozenset({"covid", "covid19", "heart attack", "infarto", "ictus", "cancer"})
 
 
 def _boundaries(pattern: re.Pattern[str], folded: str) -> list[int]:
     return [m.end() for m in pattern.finditer(folded)]
 
 
-def _any_between(starts: list[int], low: int, high: int) -> bool:
-    """Whether a sorted position list holds one in [low, high)."""
-    index = bisect.bisect_left(starts, low)
-    return index < len(starts) and starts[index] < high
-
-
 def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
     """Spans of `text` where the speaker states their own diagnosis, medication/dose or test result (merged,
-    in order). Empty for other people's health, public events, figures of speech, hypotheticals, questions.
+    in order). Empty for other people's health, public events, figures of speech, hypotheticals, questions."""
+    return [ClinicalSpan(start, end, kinds) for start, end, kinds in own_clinical_span_bounds(text)]
+
+
+SpanBounds = tuple[int, int, tuple[str, ...]]
+"""A clinical span as (start, end, kinds), the fields of `ClinicalSpan`."""
+
+
+def own_clinical_span_bounds(text: str) -> list[SpanBounds]:
+    """`find_own_clinical_spans` as plain tuples: what the note filter needs, without building a dataclass per
+    span (~0.7 µs each; text dense with clinical words holds hundreds).
 
     Each cue (sentence ends, clause ends, owners, other people, hypotheticals) is found in one scan of the
     whole text; each term then costs a few binary searches, so the whole is O(n log n) however many terms."""
@@ -231,56 +269,81 @@ def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
     lowered = text.lower()
     sentence_ends = [m.start() for m in _SENTENCE_END.finditer(folded)]
     clause_ends = sorted(set(_boundaries(_CLAUSE_END, folded)) | {e + 1 for e in sentence_ends})
-    owners = sorted(
-        [m.span() for m in _FIRST_PERSON.finditer(folded)] + [m.span("verb") for m in _SUBJECTLESS.finditer(folded)]
-    )
+    owners = [m.span() for m in _FIRST_PERSON.finditer(folded)]
+    # A subjectless verb at the start never contains a sentence mark, so no match after a mark overlaps it.
+    first = _SUBJECTLESS_AT_START.match(folded)
+    if first is not None:
+        owners.append(first.span("verb"))
+    owners += [m.span("verb") for m in _SUBJECTLESS.finditer(folded)]
+    owners.sort()
     owner_starts = [start for start, _ in owners]
     owner_ends = [end for _, end in owners]
-    owner_words = [folded[start:end] for start, end in owners]
-    others = sorted([m.start() for m in _OTHER_OWNER.finditer(folded)] + [m.start() for m in _HE.finditer(lowered)])
-    hypotheticals = sorted(
-        [m.start() for m in _HYPOTHETICAL.finditer(folded)] + [m.start() for m in _SPANISH_IF.finditer(lowered)]
-    )
-    spans: list[ClinicalSpan] = []
-    for term in terms:
+    others = [m.start() for m in _OTHER_OWNER.finditer(folded)]
+    if "él" in lowered:
+        others += [m.start() for m in _HE.finditer(lowered)]
+        others.sort()
+    hypotheticals = [m.start() for m in _HYPOTHETICAL.finditer(folded)]
+    if "si" in lowered:
+        hypotheticals += [m.start() for m in _SPANISH_IF.finditer(lowered)]
+        hypotheticals.sort()
+    spans: list[tuple[int, int, str]] = []
+    bisect_left = bisect.bisect_left
+    bisect_right = bisect.bisect_right
+    sentence_count = len(sentence_ends)
+    hypothetical_count = len(hypotheticals)
+    other_count = len(others)
+    topic_after = _TOPIC_AFTER.match
+    # Cheap checks first (a few binary searches), the regex-backed ones last: every check only skips a term,
+    # so their order does not change the result.
+    for term_start, term_end, kind in terms:
         # The sentence holding the term: from the previous end mark to the next one.
-        k = bisect.bisect_left(sentence_ends, term.start)
-        sentence_start = sentence_ends[k - 1] + 1 if k > 0 else 0
-        end_mark = folded[sentence_ends[k]] if k < len(sentence_ends) else ""
-        if end_mark == "?" or (k > 0 and folded[sentence_ends[k - 1]] == "¿"):
+        k = bisect_left(sentence_ends, term_start)
+        if k < sentence_count and folded[sentence_ends[k]] == "?":
             continue
-        if not _used_clinically(folded, term):
-            continue
+        if k > 0:
+            sentence_start = sentence_ends[k - 1] + 1
+            if folded[sentence_start - 1] == "¿":
+                continue
+        else:
+            sentence_start = 0
         # A hypothetical marker further back than `_HYPOTHETICAL_WINDOW` does not govern the term.
-        if _any_between(hypotheticals, max(sentence_start, term.start - _HYPOTHETICAL_WINDOW), term.start):
+        h = bisect_left(hypotheticals, max(sentence_start, term_start - _HYPOTHETICAL_WINDOW))
+        if h < hypothetical_count and hypotheticals[h] < term_start:
             continue
-        c = bisect.bisect_right(clause_ends, term.start)
-        clause_start = max(clause_ends[c - 1] if c > 0 else 0, term.start - _WINDOW, sentence_start)
-        o = bisect.bisect_right(owner_starts, term.start) - 1
-        start: int | None = None
-        if o >= 0 and owner_starts[o] >= clause_start and not _any_between(others, owner_ends[o], term.start):
-            start = min(owner_starts[o], term.start)
-            if owner_words[o] in _POSSESSIVES:
-                between = folded[owner_ends[o] : term.start]
-                if len(between.split()) > _POSSESSIVE_REACH_WORDS or _VERB_BETWEEN.search(between):
-                    start = None
-        if start is None:
+        c = bisect_right(clause_ends, term_start)
+        clause_start = max(clause_ends[c - 1] if c > 0 else 0, term_start - _WINDOW, sentence_start)
+        o = bisect_right(owner_starts, term_start) - 1
+        start = -1
+        if o >= 0 and owner_starts[o] >= clause_start:
+            owner_end = owner_ends[o]
+            # Nobody else named between the owner and the term.
+            x = bisect_left(others, owner_end)
+            if x >= other_count or others[x] >= term_start:
+                start = min(owner_starts[o], term_start)
+                if folded[owner_starts[o] : owner_end] in _POSSESSIVES:
+                    between = folded[owner_end:term_start]
+                    if len(between.split()) > _POSSESSIVE_REACH_WORDS or _VERB_BETWEEN.search(between):
+                        start = -1
+        if start < 0:
             # A further term in a sentence whose earlier detail was the speaker's ("my A1C came back at 6.8,
             # still prediabetic") is theirs too, unless someone else is named in between.
-            last = spans[-1] if spans else None
-            if last is None or last.end < sentence_start or _any_between(others, last.end, term.start):
+            if not spans or spans[-1][1] < sentence_start:
                 continue
-            start = term.start
-        end = _detail_end(folded, term)
-        spans.append(ClinicalSpan(start, end, (term.kind,)))
+            x = bisect_left(others, spans[-1][1])
+            if x < other_count and others[x] < term_start:
+                continue
+            start = term_start
+        # `endpos` reads the 20 characters after the term as the slice `folded[end:end + 20]` would.
+        if topic_after(folded, term_end, term_end + 20) or not _used_clinically(folded, term_start, term_end):
+            continue
+        spans.append((start, _detail_end(folded, term_start, term_end), kind))
     return _merge(spans)
 
 
-def _detail_end(folded: str, term: _Term) -> int:
-    """Where the clinical detail starting with `term` ends: its type, dose, value, verdict, and the condition
+def _detail_end(folded: str, start: int, end: int) -> int:
+    """Where the clinical detail of the term at `start:end` ends: its type, dose, value, verdict, and the condition
     named after "diagnosed with" / "diagnosis of" / "diagnosticado de"."""
-    end = term.end
-    if folded[term.start : term.end].endswith(_OBJECT_INTRODUCERS):
+    if folded.endswith(_OBJECT_INTRODUCERS, start, end):
         named = _NAMED_CONDITION.match(folded, end)
         if named is not None:
             end = named.end()
@@ -288,14 +351,14 @@ def _detail_end(folded: str, term: _Term) -> int:
     return detail.end() if detail is not None else end
 
 
-def _merge(spans: list[ClinicalSpan]) -> list[ClinicalSpan]:
-    spans.sort(key=lambda s: s.start)
-    merged: list[ClinicalSpan] = []
-    for span in spans:
-        if merged and span.start <= merged[-1].end:
-            last = merged[-1]
-            kinds = last.kinds + tuple(k for k in span.kinds if k not in last.kinds)
-            merged[-1] = ClinicalSpan(last.start, max(last.end, span.end), kinds)
+def _merge(spans: list[tuple[int, int, str]]) -> list[SpanBounds]:
+    """(start, end, kind) spans, sorted and merged where they touch or overlap."""
+    spans.sort(key=lambda s: s[0])
+    merged: list[SpanBounds] = []
+    for start, end, kind in spans:
+        if merged and start <= merged[-1][1]:
+            last_start, last_end, kinds = merged[-1]
+            merged[-1] = (last_start, max(last_end, end), kinds if kind in kinds else (*kinds, kind))
         else:
-            merged.append(span)
+            merged.append((start, end, (kind,)))
     return merged

@@ -28,7 +28,7 @@ from typing import Literal
 
 from ..models import FactCategory
 from .health import looks_spanish, screen_health
-from .own_health import find_own_clinical_spans
+from .own_health import own_clinical_span_bounds
 from .redaction import redact_sensitive
 
 __all__ = [
@@ -132,7 +132,7 @@ def redact_note_text(text: str, *, consent: HealthNotesConsent = "off") -> NoteR
     """
     redaction = redact_sensitive(text)
     cleaned = redaction.text
-    spans = find_own_clinical_spans(cleaned)
+    spans = own_clinical_span_bounds(cleaned)
     clinical: list[str] = []
     if spans:
         spanish = looks_spanish(cleaned[:_LANGUAGE_SAMPLE_CHARS])
@@ -142,10 +142,10 @@ def redact_note_text(text: str, *, consent: HealthNotesConsent = "off") -> NoteR
         placeholder = _placeholder_with_note(cleaned, base) if consent == "keep_notes" else base
         pieces: list[str] = []
         cursor = 0
-        for span in spans:
-            pieces.append(cleaned[cursor : span.start] + placeholder)
-            cursor = span.end
-            clinical.extend(k for k in span.kinds if k not in clinical)
+        for start, end, span_kinds in spans:
+            pieces.append(cleaned[cursor:start] + placeholder)
+            cursor = end
+            clinical.extend(k for k in span_kinds if k not in clinical)
         pieces.append(cleaned[cursor:])
         cleaned = "".join(pieces)
     kinds = tuple(clinical)
