@@ -53,6 +53,12 @@ def _mixed_separators(size: int) -> str:
     return "".join(rng.choice("0123456789") + rng.choice(separators) for _ in range(size))[:size]
 
 
+_SPARSE_CLINICAL = (
+    "Honestly I think that maybe my mom and I have diabetes now, but we walked along the shore and my sister"
+    " said the weekend plans were fine we walked along the shore and my sister said the weekend plans were fine"
+    " we walked along the shore and my sister said the weekend pla. "
+)
+
 ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "digit groups (one run)": lambda n: _repeat_to("4111 1111 1111 111 ", n),
     "card-shaped, Luhn-failing": lambda n: _repeat_to("4444 4444 4444 4444 x ", n),
@@ -65,6 +71,9 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "password keywords": lambda n: _repeat_to("password of the portal is: ", n),
     "key prefixes": lambda n: _repeat_to("key sk_live_ AIza token= ", n),
     "health words": lambda n: _repeat_to("I think my mom has diabetes and I take 850 mg of covid ", n),
+    # The densest clinical text still read word by word (one term per 272 characters, owners, other people
+    # and hypotheticals around each): the health rule's most expensive input.
+    "clinical words, one per 272 characters": lambda n: _repeat_to(_SPARSE_CLINICAL, n),
     "everyday prose": lambda n: _repeat_to("I went to the lake with Mel and the kids on Sunday, so fun! ", n),
 }
 

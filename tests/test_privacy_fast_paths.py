@@ -297,3 +297,38 @@ def test_card_runs_judged_by_shape_agree_with_the_group_walk() -> None:
             assert walk is None
     assert judged > 4_000
     assert found > 500
+
+
+# --- cues read only near the terms ------------------------------------------------------------------------------
+def _long_texts(count: int, seed: int) -> Iterator[str]:
+    """Labelled sentences joined into long notes, with prose and long runs of whitespace between them (a cue's
+    `\\s+` may span a run that a window's edge falls in), never dense in clinical words."""
+    rng = random.Random(seed)
+    sentences = [json.loads(line)["text"] for line in HEALTH_SET.read_text(encoding="utf-8").splitlines() if line]
+    prose = "we walked along the shore and talked about the plans for the weekend and the new bikes "
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(2, 12)):
+            parts.append(rng.choice(sentences))
+            parts.append(rng.choice([" ", ". ", "\n", " " * rng.randint(8, 200), "\n" + " " * rng.randint(8, 90)]))
+            parts.append(prose * rng.randint(0, 4))
+        yield "".join(parts)
+
+
+# A cue across a long run of whitespace that a window's edge falls in: the subjectless verb's sentence mark
+# lies more than the pad before the window.
+_ACROSS_SPACE = [
+    f"We talked about the trip.{gap}Been battling depression since college"
+    for gap in (" " * 150, "\n" + " " * 300, "\t " * 90)
+] + [f"Nothing new.{' ' * 120}Just diagnosed with diabetes, he said no", f"Ok.\n{' ' * 140}had covid last week"]
+
+
+def test_cues_read_in_windows_are_those_of_a_whole_text_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = [*CORPUS, *_long_texts(400, seed=7), *_ACROSS_SPACE]
+    assert all(own_health.own_clinical_span_bounds(text) for text in _ACROSS_SPACE)
+    windowed = [own_health.own_clinical_span_bounds(text) for text in texts]
+    monkeypatch.setattr(own_health, "_windows", lambda bounds: [(0, 10**9)] if bounds else [])
+    whole = [own_health.own_clinical_span_bounds(text) for text in texts]
+    assert sum(bool(spans) for spans in whole) > 100  # the corpus exercises the rule
+    mismatches = [text for text, a, b in zip(texts, windowed, whole, strict=True) if a != b]
+    assert mismatches == []

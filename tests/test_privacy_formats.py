@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -180,36 +181,63 @@ def test_one_long_run_of_digit_groups_costs_no_more_than_its_groups(monkeypatch:
 
 
 class _ScanCounter:
-    """Stands in for a compiled pattern and counts whole-text scans."""
+    """Stands in for a compiled pattern and counts its scans and the characters they cover."""
 
     def __init__(self, pattern: re.Pattern[str]) -> None:
         self.pattern = pattern
         self.scans = 0
+        self.scanned = 0
 
-    def finditer(self, *args: Any) -> Any:
+    def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Any:
         self.scans += 1
-        return self.pattern.finditer(*args)
+        self.scanned += min(endpos, len(string)) - pos
+        return self.pattern.finditer(string, pos, endpos)
 
     def search(self, *args: Any) -> Any:
         self.scans += 1
         return self.pattern.search(*args)
 
 
-def test_health_cues_are_scanned_once_however_many_terms(monkeypatch: pytest.MonkeyPatch) -> None:
+# ~260 characters per clinical term: long text, but not dense in clinical words (see the dense-text tests).
+_SPARSE_UNIT = (
+    "my mom has diabetes and we went for a long walk by the river with the dogs and the kids and then we had"
+    " lunch at the small place near the bridge where they make the best tortilla in town and talked about"
+    " the trip to the mountains next summer and the new bikes and "
+)
+
+
+def test_health_cues_are_scanned_near_the_terms_never_once_per_term(monkeypatch: pytest.MonkeyPatch) -> None:
     owners = _ScanCounter(own_health._FIRST_PERSON)
     monkeypatch.setattr(own_health, "_FIRST_PERSON", owners)
-    text = "I think my mom has diabetes and I take 850 mg of covid. " * 200
+    text = (_SPARSE_UNIT.replace("my mom has", "I have") + ". ") * 60
     spans = own_health.find_own_clinical_spans(text)
-    assert spans  # "I take 850 mg" is the speaker's own dose
-    assert owners.scans == 1
+    assert len(spans) == 60  # "I have diabetes", each time the speaker's own
+    assert owners.scans <= 60  # one scan per window of nearby terms, never one per term and cue
+    assert owners.scanned < len(text)  # only the stretches before the terms are read
 
 
 def test_a_long_note_without_sentence_ends_is_still_filtered() -> None:
-    text = "my mom has diabetes and " * 800 + "I'm on metformin 850 mg"
+    text = _SPARSE_UNIT * 70 + "I'm on metformin 850 mg"
+    assert len(text) > 16_000
     result = redact_note_text(text)
     assert result.text is not None
     assert result.text.endswith("[health detail]")
-    assert result.text.count("diabetes") == 800
+    assert result.text.count("diabetes") == 70
+
+
+def test_text_dense_in_clinical_words_has_every_term_redacted_and_keeps_the_rest() -> None:
+    """64+ clinical terms, one per 250 characters or closer: not read word by word; every term goes (privacy
+    first, also other people's), the note is kept, and it costs no more than plain text (bench)."""
+    text = "I think my mom has diabetes and I take 850 mg of covid, so I cancelled the trip. " * 100
+    result = redact_note_text(text)
+    assert result.text is not None
+    for clinical in ("diabetes", "850 mg", "covid"):
+        assert clinical not in result.text
+    assert result.text.count("so I cancelled the trip") == 100
+    assert set(result.clinical) >= {"diagnosis", "medication"}
+    sparse = redact_note_text("I think my mom has diabetes and I take 850 mg of covid, so I cancelled the trip.")
+    assert sparse.text is not None
+    assert "my mom has diabetes" in sparse.text  # read word by word: someone else's condition stays
 
 
 # --- off the event loop -----------------------------------------------------------------------------------------

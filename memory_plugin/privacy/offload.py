@@ -1,7 +1,7 @@
 """Running the filter on large input without blocking the event loop.
 
 The filter is linear, but a long message still costs real CPU: the whole note filter takes 0.05-0.3 ms of CPU
-per 1,000 characters of everyday or adversarial text, ~0.55 ms for text dense with health words, on the shared
+per 1,000 characters of everyday or adversarial text, health words included, on the shared
 2-core machine (`bench/privacy_filter.py`). Below `OFFLOAD_THRESHOLD_CHARS` (at most ~2 ms of work) calling it
 inline is cheaper than a thread hop; above it the work goes to a worker thread so other users' requests keep
 being served.

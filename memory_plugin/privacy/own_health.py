@@ -20,8 +20,9 @@ The span runs from the first-person word to the end of the clinical detail (with
 "turns out I'm covid positive so I cancelled the trip" keeps "turns out … so I cancelled the trip".
 Matching runs on a length-preserving fold of the text (lower case, accents removed) so spans map back 1:1;
 every pattern is a single linear scan or a bounded look-behind window (`_WINDOW` characters). The word lists
-are laid out by first character (`patterns.by_first_char`) and the cues are scanned only for text that holds a
-clinical term; each term then costs a few binary searches.
+are laid out by first character (`patterns.by_first_char`) and the cues are scanned only in windows before
+the clinical terms; each term then costs a few binary searches. Text dense in clinical words has every term
+redacted without reading whose it is (`_DENSE_TERMS`): the privacy-first answer, in bounded time.
 """
 
 from __future__ import annotations
@@ -256,35 +257,134 @@ SpanBounds = tuple[int, int, tuple[str, ...]]
 """A clinical span as (start, end, kinds), the fields of `ClinicalSpan`."""
 
 
+# Each cue is looked for only near the terms: `_CUE_REACH` characters back (the furthest any check reads, the
+# hypothetical window) within the term's sentence. A window's scan starts and ends `_PAD` characters further
+# out (and beyond any run of whitespace there, which a cue's `\s+` may span), longer than any cue's other
+# characters, so the matches inside it are those of a whole-text scan.
+_CUE_REACH = max(_WINDOW, _HYPOTHETICAL_WINDOW)
+_PAD = 32
+_LONG_SPACE = re.compile(r"\s{8,}")
+# Text this dense in clinical words (64 or more, one per 250 characters or closer: a pasted medical text, or
+# input built to be slow) is not read word by word: every clinical term is redacted, with the few words between
+# terms closer than `_DENSE_GAP`, the privacy-first answer where the rule does not look. Reading it costs up to
+# ~10 ms per 20,000 characters; this ~3 (`python -m bench.privacy_filter`).
+_DENSE_TERMS = 64
+_DENSE_CHARS_PER_TERM = 250
+_DENSE_GAP = 24
+
+_Window = tuple[int, int]
+
+
+def _windows(bounds: list[_Window]) -> list[_Window]:
+    """`bounds` (low, high) in order of low, merged where their padded scans would overlap."""
+    merged: list[_Window] = []
+    for low, high in sorted(bounds):
+        if merged and low - merged[-1][1] <= 2 * _PAD:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return merged
+
+
+_Scan = tuple[_Window, _Window]
+"""A window, and the stretch scanned to find its matches."""
+
+
+def _padded(windows: list[_Window], folded: str, runs: list[_Window]) -> list[_Scan]:
+    """Each window with its stretch: widened by `_PAD`, and further across any run of whitespace (`runs`,
+    in order) its edges fall in."""
+    size = len(folded)
+    starts = [start for start, _ in runs]
+
+    def outward(position: int, step: int) -> int:
+        while 0 < position < size:
+            r = bisect.bisect_right(starts, position) - 1
+            if r < 0 or not (runs[r][0] <= position <= runs[r][1]):
+                break
+            position = runs[r][0] - _PAD - 1 if step < 0 else runs[r][1] + _PAD + 1  # always leaves the run
+        return min(max(position, 0), size)
+
+    return [((low, high), (outward(low - _PAD, -1), outward(high + _PAD, 1))) for low, high in windows]
+
+
+def _scan(pattern: re.Pattern[str], folded: str, scans: list[_Scan], group: int | str = 0) -> list[re.Match[str]]:
+    """The matches of `pattern` whose `group` starts inside one of the windows, as a whole-text scan finds them."""
+    found: list[re.Match[str]] = []
+    for (low, high), (scan_from, scan_to) in scans:
+        for match in pattern.finditer(folded, scan_from, scan_to):
+            if low <= match.start(group) <= high:
+                found.append(match)
+    return found
+
+
+def _every_term(folded: str, terms: list[_Term]) -> list[SpanBounds]:
+    """Dense clinical text: every term, without reading who it belongs to; terms closer than `_DENSE_GAP` make
+    one span, which ends with its last term's detail."""
+    runs: list[tuple[int, int, int, tuple[str, ...]]] = []  # start, end of the last term, its start, kinds
+    for start, end, kind in terms:
+        if runs and start - runs[-1][1] <= _DENSE_GAP:
+            run_start, _, _, kinds = runs[-1]
+            runs[-1] = (run_start, max(end, runs[-1][1]), start, kinds if kind in kinds else (*kinds, kind))
+        else:
+            runs.append((start, end, start, (kind,)))
+    spans = [(start, _detail_end(folded, last, end), kinds) for start, end, last, kinds in runs]
+    merged: list[SpanBounds] = []
+    for start, end, kinds in spans:  # a detail may reach the next run
+        if merged and start <= merged[-1][1]:
+            last_start, last_end, known = merged[-1]
+            merged[-1] = (last_start, max(last_end, end), (*known, *(k for k in kinds if k not in known)))
+        else:
+            merged.append((start, end, kinds))
+    return merged
+
+
 def own_clinical_span_bounds(text: str) -> list[SpanBounds]:
     """`find_own_clinical_spans` as plain tuples: what the note filter needs, without building a dataclass per
     span (~0.7 µs each; text dense with clinical words holds hundreds).
 
     Each cue (sentence ends, clause ends, owners, other people, hypotheticals) is found in one scan of the
-    whole text; each term then costs a few binary searches, so the whole is O(n log n) however many terms."""
+    windows before the terms; each term then costs a few binary searches, so the whole is O(n log n) however
+    many terms. Text dense in clinical terms has every term redacted (`_DENSE_TERMS`)."""
     folded = fold_same_length(text)
     terms = _clinical_terms(folded, text)
     if not terms:
         return []
-    lowered = text.lower()
+    if len(terms) >= _DENSE_TERMS and len(terms) * _DENSE_CHARS_PER_TERM >= len(folded):
+        return _every_term(folded, terms)
     sentence_ends = [m.start() for m in _SENTENCE_END.finditer(folded)]
-    clause_ends = sorted(set(_boundaries(_CLAUSE_END, folded)) | {e + 1 for e in sentence_ends})
-    owners = [m.span() for m in _FIRST_PERSON.finditer(folded)]
+    # Where the checks read: from `_CUE_REACH` before each term (not before its sentence) to its start; other
+    # people also from the previous term of the same sentence (a detail continuing the speaker's earlier one).
+    cue_bounds: list[_Window] = []
+    other_bounds: list[_Window] = []
+    previous_end, previous_sentence = -1, -1
+    for term_start, term_end, _kind in terms:
+        k = bisect.bisect_left(sentence_ends, term_start)
+        sentence_start = sentence_ends[k - 1] + 1 if k > 0 else 0
+        low = max(sentence_start, term_start - _CUE_REACH)
+        cue_bounds.append((low, term_end))
+        other_bounds.append((min(low, previous_end) if previous_sentence == k else low, term_end))
+        previous_end, previous_sentence = term_end, k
+    spaces = [m.span() for m in _LONG_SPACE.finditer(folded)]
+    cue_windows = _padded(_windows(cue_bounds), folded, spaces)
+    other_windows = _padded(_windows(other_bounds), folded, spaces)
+    lowered = text.lower()
+    clause_ends = sorted({m.end() for m in _scan(_CLAUSE_END, folded, cue_windows)} | {e + 1 for e in sentence_ends})
+    owners = [m.span() for m in _scan(_FIRST_PERSON, folded, cue_windows)]
     # A subjectless verb at the start never contains a sentence mark, so no match after a mark overlaps it.
     first = _SUBJECTLESS_AT_START.match(folded)
     if first is not None:
         owners.append(first.span("verb"))
-    owners += [m.span("verb") for m in _SUBJECTLESS.finditer(folded)]
+    owners += [m.span("verb") for m in _scan(_SUBJECTLESS, folded, cue_windows, "verb")]
     owners.sort()
     owner_starts = [start for start, _ in owners]
     owner_ends = [end for _, end in owners]
-    others = [m.start() for m in _OTHER_OWNER.finditer(folded)]
+    others = [m.start() for m in _scan(_OTHER_OWNER, folded, other_windows)]
     if "él" in lowered:
-        others += [m.start() for m in _HE.finditer(lowered)]
+        others += [m.start() for m in _scan(_HE, lowered, other_windows)]
         others.sort()
-    hypotheticals = [m.start() for m in _HYPOTHETICAL.finditer(folded)]
+    hypotheticals = [m.start() for m in _scan(_HYPOTHETICAL, folded, cue_windows)]
     if "si" in lowered:
-        hypotheticals += [m.start() for m in _SPANISH_IF.finditer(lowered)]
+        hypotheticals += [m.start() for m in _scan(_SPANISH_IF, lowered, cue_windows)]
         hypotheticals.sort()
     spans: list[tuple[int, int, str]] = []
     bisect_left = bisect.bisect_left
