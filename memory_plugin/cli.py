@@ -503,26 +503,30 @@ async def _worker(settings: MemorySettings, *, retry_dead: bool, drain: bool) ->
     from .context.builder import ContextBuilder
 
     settings = settings.model_copy(update={"background_worker": True})
-    async with MemoryManager.open(settings) as memory:
-        queue = await memory.queue_status()
-        if queue.backend != "postgres":
-            raise _fail("the worker needs the Postgres queue: set MEMORY_DATABASE_URL to the application's database")
-        if retry_dead:
-            revived = await memory.retry_dead_jobs()
-            _out().print(f"{revived} dead jobs queued again")
-            return
-        # The facts its jobs write patch the users' slots, and a due rolling summary is written in the job's
-        # own call, as in the application's process.
-        context = await ContextBuilder.open(memory, settings, database_url=memory.database_url)
-        try:
+    context: ContextBuilder | None = None
+    try:
+        async with MemoryManager.open(settings) as memory:
+            queue = await memory.queue_status()
+            if queue.backend != "postgres":
+                raise _fail(
+                    "the worker needs the Postgres queue: set MEMORY_DATABASE_URL to the application's database"
+                )
+            if retry_dead:
+                revived = await memory.retry_dead_jobs()
+                _out().print(f"{revived} dead jobs queued again")
+                return
+            # The facts its jobs write patch the users' slots, and a due rolling summary is written in the
+            # job's own call, as in the application's process.
+            context = await ContextBuilder.open(memory, settings, database_url=memory.database_url)
             context.follow(memory.extraction)
             _out().print(f"worker running ({settings.background_concurrency} jobs at a time); Ctrl-C stops it")
             while True:
                 await asyncio.sleep(settings.background_poll_seconds)
                 if drain and not (await memory.queue_status()).depth:
                     break
-            await memory.flush()  # the slot patches after the last job
-        finally:
+    finally:
+        # Closed after the manager, whose exit lets running jobs finish (and patch the slots) first.
+        if context is not None:
             await context.close()
 
 

@@ -181,3 +181,53 @@ async def test_a_queued_extraction_writes_the_summary_in_its_own_call() -> None:
         assert [v.content for v in versions] == ["Prefiere aluminio 7075."]
         built = await builder.build(session, user, query="¿Plazo?")
         assert "aluminio 7075" in built.instructions
+
+
+async def test_jobs_run_by_a_worker_elsewhere_write_the_summary_in_their_own_call(database_url: str) -> None:
+    """The application only queues (`background_worker=False`); a worker with its own manager and context
+    builder (what `memory-plugin worker` runs) writes the facts and the summary in one call, and the
+    application spends no separate summary call on that turn."""
+    from tempfile import mkdtemp
+
+    from tests.background_child import settings_for
+
+    data_dir = mkdtemp(prefix="combined-")
+    script, summarizer = ScriptedExtractor([PREFERENCE], "Prefiere aluminio 7075."), Counting()
+    app_settings = settings_for(database_url, data_dir, background_worker=False)
+    worker_settings = settings_for(database_url, data_dir, background_worker=True)
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("Anotado.")])
+
+    user, session = uuid4(), f"s-{uuid4()}"
+    async with MemoryManager.open(app_settings, extractor=LLMExtractor(FunctionModel(script))) as app:
+        app_context = await ContextBuilder.open(
+            app, app_settings, database_url=app.database_url, model=FunctionModel(summarizer)
+        )
+        try:
+            agent = Agent(
+                FunctionModel(answer), deps_type=MemoryDeps, capabilities=[MemoryCapability(app, context=app_context)]
+            )
+            await agent.run("Recuerda que prefiero aluminio 7075 para los prototipos", deps=MemoryDeps(session, user))
+            assert script.prompts == []  # queued: this process runs no jobs
+
+            worker_context: ContextBuilder | None = None
+            try:
+                async with MemoryManager.open(worker_settings, extractor=LLMExtractor(FunctionModel(script))) as worker:
+                    worker_context = await ContextBuilder.open(
+                        worker, worker_settings, database_url=worker.database_url
+                    )
+                    worker_context.follow(worker.extraction)
+                    assert await app.flush(timeout=10)  # the job is done, and so are the tasks after the run
+            finally:
+                if worker_context is not None:
+                    await worker_context.close()
+
+            assert len(script.prompts) == 1
+            assert "[ROLLING SUMMARY]" in script.prompts[0]
+            assert summarizer.calls == 0  # the application did not write one of its own
+            versions = await app_context.store.summary_versions(user, session_scope(session))
+            assert [v.content for v in versions] == ["Prefiere aluminio 7075."]
+            assert [e.text for e in (await app_context.slots(user)).get("preferences")] == ["Prefiere aluminio 7075"]
+        finally:
+            await app_context.close()
