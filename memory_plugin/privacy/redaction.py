@@ -24,7 +24,7 @@ import math
 import re
 import string
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 __all__ = ["Redaction", "contains_sensitive", "redact_sensitive"]
@@ -345,28 +345,27 @@ def _sub_at_triggers(
         starts = _trigger_starts(text, trigger)
     if starts is None:
         return pattern.sub(replace, text)
-    pieces: list[str] = []
-    cursor = 0
-    for start in starts:
-        if start < cursor:
-            continue
-        match = pattern.match(text, start)
-        if match is None:
-            continue
-        pieces.append(text[cursor : match.start()])
-        pieces.append(replace(match))
-        cursor = match.end()
-    if not pieces:
-        return text
-    pieces.append(text[cursor:])
-    return "".join(pieces)
+
+    def anchored() -> Iterator[re.Match[str]]:
+        cursor = 0
+        for start in starts:
+            if start >= cursor and (match := pattern.match(text, start)) is not None:
+                cursor = match.end()
+                yield match
+
+    return _replaced(text, anchored(), replace)
 
 
 def _sub_from(pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str], text: str, pos: int) -> str:
     """`pattern.sub(replace, text)` for a pattern that has no match starting before `pos`."""
+    return _replaced(text, pattern.finditer(text, pos), replace)
+
+
+def _replaced(text: str, matches: Iterable[re.Match[str]], replace: Callable[[re.Match[str]], str]) -> str:
+    """`text` with each of `matches` (in order, not overlapping) replaced by `replace(match)`."""
     pieces: list[str] = []
     cursor = 0
-    for match in pattern.finditer(text, pos):
+    for match in matches:
         pieces.append(text[cursor : match.start()])
         pieces.append(replace(match))
         cursor = match.end()
