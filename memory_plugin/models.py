@@ -214,7 +214,7 @@ class RequestPattern(MemoryModel):
 
 
 class ShortTermMemory(MemoryModel):
-    """The session's state, held in RAM."""
+    """The session's state: its recent messages, entities and intents (in RAM, Postgres or Redis)."""
 
     messages: list[Message] = Field(default_factory=list)
     """Last messages, oldest first."""
