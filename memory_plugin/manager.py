@@ -544,28 +544,10 @@ class MemoryManager:
         self._check_open()
         check_session_id(session_id)
         uid = parse_user_id(user_id) if user_id is not None else None
-
-        def snapshot() -> ShortTermMemory:
-            return self.sessions.snapshot(session_id, user_id=uid)
-
+        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid))
         if uid is None:
-            return MemoryContext(session_id=session_id, short_term=await off_the_loop(self.sessions, snapshot))
-        if not self.sessions.blocking:
-            short = snapshot()  # microseconds in RAM
-            context = await self.context_reader.read(session_id, uid, query=query)
-        else:
-            # A session store on the network: its round trip overlaps the long-term read.
-            reading = asyncio.ensure_future(self.context_reader.read(session_id, uid, query=query))
-            try:
-                short = await off_the_loop(self.sessions, snapshot)
-            except BaseException:  # e.g. SessionOwnershipError: nothing of the read is returned
-                reading.cancel()
-                with contextlib.suppress(BaseException):
-                    await reading
-                raise
-            context = await reading
-        context.short_term = short
-        return context
+            return MemoryContext(session_id=session_id, short_term=short)
+        return await self.context_reader.read(session_id, uid, short, query=query)
 
     def format_memory_for_agent(self, context: MemoryContext) -> str:
         """The compact, fenced memory block for an agent's instructions ("" when nothing is known). Pure."""

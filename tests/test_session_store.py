@@ -15,10 +15,8 @@ import pytest
 
 from memory_plugin import InMemoryStore, InvalidMemoryInputError, MemoryManager, MemorySettings, Message, SessionStore
 from memory_plugin.errors import SessionLimitError, SessionOwnershipError
-from memory_plugin.models import ShortTermMemory
 from memory_plugin.session import SessionBackend
 from memory_plugin.session.redis_store import RedisSessionStore
-from memory_plugin.store.base import ContextQuery, ContextRead
 
 TTL = 3600.0
 
@@ -656,45 +654,3 @@ async def test_a_session_store_on_the_network_never_holds_the_event_loop() -> No
     assert await call == 1
     assert sessions.opened_while_waiting  # the loop went on (and opened the gate) while the call waited
     assert [m.content for m in (await memory.get_short_term("s1", user_id=user)).messages] == ["40 soportes"]
-
-
-class _SnapshotWaitsForTheRead(SessionStore):
-    """A session store on the network whose `snapshot` waits until the long-term read has begun."""
-
-    blocking = True
-
-    def __init__(self, read_started: threading.Event) -> None:
-        super().__init__()
-        self.read_started = read_started
-        self.overlapped = False
-
-    def snapshot(self, session_id: str, *, user_id: UUID | None = None) -> ShortTermMemory:
-        self.overlapped = self.read_started.wait(timeout=10)
-        return super().snapshot(session_id, user_id=user_id)
-
-
-class _SignallingStore(InMemoryStore):
-    def __init__(self, read_started: threading.Event) -> None:
-        super().__init__()
-        self.read_started = read_started
-
-    async def read_context(self, user_id: UUID, query: ContextQuery) -> ContextRead:
-        self.read_started.set()
-        return await super().read_context(user_id, query)
-
-
-async def test_a_network_sessions_round_trip_overlaps_the_long_term_read() -> None:
-    started = threading.Event()
-    sessions = _SnapshotWaitsForTheRead(started)
-    memory = MemoryManager(MemorySettings(embedding_model="none"), _SignallingStore(started), sessions=sessions)
-    owner, intruder = uuid4(), uuid4()
-    sessions.add_message("s1", Message(role="user", content="40 soportes de aluminio"), user_id=owner)
-    await memory.remember(owner, "Prefiere aluminio 7075 para los soportes")
-
-    context = await memory.get_memory_context("s1", owner)
-    assert sessions.overlapped  # the snapshot ran while the read was under way, not before it
-    assert [m.content for m in context.short_term.messages] == ["40 soportes de aluminio"]
-    assert [f.content for f in context.long_term.facts] == ["Prefiere aluminio 7075 para los soportes"]
-
-    with pytest.raises(SessionOwnershipError):  # raised as itself; nothing of the concurrent read comes back
-        await memory.get_memory_context("s1", intruder)

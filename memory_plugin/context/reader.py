@@ -13,7 +13,7 @@ from ..conversions import fact_from_record, long_term_from_records
 from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
 from ..failures import StoreFailures
 from ..logs import LOG_PREFIX, logger
-from ..models import MemoryContext
+from ..models import MemoryContext, ShortTermMemory
 from ..quality import DecayPolicy
 from ..ranking import RankingWeights
 from ..retrieval.scored import ScoredMemory
@@ -52,9 +52,10 @@ class ContextReader:
             max_rejections=s.max_rejections_in_context,
         )
 
-    async def read(self, session_id: str, user_id: UUID, *, query: str | None = None) -> MemoryContext:
-        """The user's long-term part of `MemoryManager.get_memory_context` (the caller adds the session's
-        short-term state, read concurrently when its store is on the network)."""
+    async def read(
+        self, session_id: str, user_id: UUID, short: ShortTermMemory, *, query: str | None = None
+    ) -> MemoryContext:
+        """See `MemoryManager.get_memory_context`."""
         found: asyncio.Task[list[ScoredMemory]] | None = None
         if query is not None and query.strip() and self.settings.max_facts_in_context > 0:
             found = asyncio.get_running_loop().create_task(
@@ -65,7 +66,7 @@ class ContextReader:
         try:
             # With a query the search chooses the facts, so the read skips ranking them (at 100k facts that
             # ranking cost 3.9 ms of database time per call, for facts that were then dropped).
-            context = await self._read(session_id, user_id, rank_facts=found is None)
+            context = await self._read(session_id, user_id, short, rank_facts=found is None)
         except BaseException:
             if found is not None:
                 found.cancel()
@@ -79,7 +80,7 @@ class ContextReader:
         except (StoreError, InvalidMemoryInputError) as exc:
             self.failures.report("searching the context's facts", exc)
             # The facts ranked without the query (read now: the first read skipped them).
-            return await self._read(session_id, user_id)
+            return await self._read(session_id, user_id, short)
         chosen = [fact_from_record(h.memory) for h in hits]
         ids = {f.id for f in chosen}
         # Rejections ("don't suggest X") reach the prompt whatever the message; the read returns them whether
@@ -91,7 +92,9 @@ class ContextReader:
             self.store.cache_shown_facts(user_id, [h.memory for h in hits])
         return context
 
-    async def _read(self, session_id: str, user_id: UUID, *, rank_facts: bool = True) -> MemoryContext:
+    async def _read(
+        self, session_id: str, user_id: UUID, short: ShortTermMemory, *, rank_facts: bool = True
+    ) -> MemoryContext:
         """The context without a query (without the ranked facts when not `rank_facts`; rejections,
         preferences, projects and patterns either way)."""
         query = self.query()
@@ -103,7 +106,7 @@ class ContextReader:
             if self.settings.require_pg_memory and isinstance(exc, StoreUnavailableError):
                 raise
             self.failures.report("reading the context", exc)
-            return MemoryContext(session_id=session_id, user_id=user_id, long_term_available=False)
+            return MemoryContext(session_id=session_id, user_id=user_id, short_term=short, long_term_available=False)
         # Confidence shown is the decayed one, as ranked (quality/decay.py).
         long = long_term_from_records(read.records, now=datetime.now(UTC), decay=self.decay)
         if read.source != "primary":
@@ -111,9 +114,12 @@ class ContextReader:
             return MemoryContext(
                 session_id=session_id,
                 user_id=user_id,
+                short_term=short,
                 long_term=long,
                 long_term_available=False,
                 long_term_cached_at=read.as_of if read.source == "cache" else None,
             )
-        logger.debug("%s context for %s: %d facts", LOG_PREFIX, session_id, len(long.facts))
-        return MemoryContext(session_id=session_id, user_id=user_id, long_term=long)
+        logger.debug(
+            "%s context for %s: %d messages, %d facts", LOG_PREFIX, session_id, len(short.messages), len(long.facts)
+        )
+        return MemoryContext(session_id=session_id, user_id=user_id, short_term=short, long_term=long)
