@@ -24,11 +24,10 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import SessionLimitError, StoreUnavailableError
+from ..errors import StoreUnavailableError
 from ..models import Message, ShortTermMemory
-from ..session.base import SessionLimits, new_entity_values, ownership_error, session_limits
+from ..session.base import SessionLimits, ownership_error, session_limits
 from ..settings import MemorySettings
-from ..text import normalize_key
 
 __all__ = ["PostgresSessionStore", "postgres_sessions_from_settings"]
 
@@ -158,21 +157,8 @@ class PostgresSessionStore(SessionLimits):
         with self._transaction() as conn:
             existing = self._locked(conn, session_id, user_id, now)
             # Stored as kind -> values in first-seen order (a jsonb object would not keep key order).
-            stored: dict[str, list[str]] = existing["entities"] if existing else {}
-            known = {kind: {normalize_key(v): v for v in values} for kind, values in stored.items()}
-            added = new_entity_values(
-                session_id,
-                known,
-                entities,
-                known_total=sum(len(v) for v in known.values()),
-                max_per_kind=self.max_entity_values_per_kind,
-                max_total=self.max_entity_values,
-            )
+            merged = self.merged_entities(session_id, existing["entities"] if existing else {}, entities)
             row = existing or self._create(conn, session_id, user_id, now)
-            merged: dict[str, list[str]] = {kind: list(values) for kind, values in row["entities"].items()}
-            for kind_key, new in added.items():
-                if new:
-                    merged.setdefault(kind_key, []).extend(new.values())
             self._write(conn, {**row, "entities": merged}, now)
 
     def add_intent(self, session_id: str, intent: str, *, user_id: UUID | None = None) -> None:
@@ -181,15 +167,8 @@ class PostgresSessionStore(SessionLimits):
         now = self._clock()
         with self._transaction() as conn:
             existing = self._locked(conn, session_id, user_id, now)
-            if (
-                existing is not None
-                and text not in existing["intents"]
-                and len(existing["intents"]) >= self.max_intents
-            ):
-                raise SessionLimitError(
-                    f"session {session_id!r} already holds {len(existing['intents'])} intents"
-                    f" (max_session_intents={self.max_intents}): record the intent of the current request only"
-                )
+            if existing is not None:
+                self.check_intent_room(session_id, existing["intents"], text)
             row = existing or self._create(conn, session_id, user_id, now)
             intents = row["intents"] if text in row["intents"] else [*row["intents"], text]
             self._write(conn, {**row, "intents": intents}, now)

@@ -21,7 +21,7 @@ with the same owner rule, keeping the binding next to the session's data.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 from uuid import UUID
 
@@ -134,6 +134,34 @@ class SessionLimits:
         self.max_entity_values_per_kind = max_entity_values_per_kind
         self.max_entity_values = max_entity_values
         self.max_intents = max_intents
+
+    def merged_entities(
+        self, session_id: str, stored: Mapping[str, list[str]], entities: Mapping[str, str | Iterable[str]]
+    ) -> dict[str, list[str]]:
+        """`stored` (kind -> values in first-seen order, as the networked stores keep them) with the new values
+        of `entities` appended (`new_entity_values`); `SessionLimitError` past the limits, `stored` untouched."""
+        known = {kind: {normalize_key(v): v for v in values} for kind, values in stored.items()}
+        added = new_entity_values(
+            session_id,
+            known,
+            entities,
+            known_total=sum(len(v) for v in known.values()),
+            max_per_kind=self.max_entity_values_per_kind,
+            max_total=self.max_entity_values,
+        )
+        merged = {kind: list(values) for kind, values in stored.items()}
+        for kind_key, new in added.items():
+            if new:
+                merged.setdefault(kind_key, []).extend(new.values())
+        return merged
+
+    def check_intent_room(self, session_id: str, intents: Collection[str], intent: str) -> None:
+        """Raise `SessionLimitError` when `intent` is new to a session already holding `max_intents` intents."""
+        if intent not in intents and len(intents) >= self.max_intents:
+            raise SessionLimitError(
+                f"session {session_id!r} already holds {len(intents)} intents"
+                f" (max_session_intents={self.max_intents}): record the intent of the current request only"
+            )
 
 
 def new_entity_values(

@@ -27,11 +27,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from uuid import UUID
 
-from ..errors import MemoryPluginError, SessionLimitError, StoreUnavailableError
+from ..errors import MemoryPluginError, StoreUnavailableError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
-from ..text import normalize_key
-from .base import SessionLimits, new_entity_values, ownership_error, session_limits
+from .base import SessionLimits, ownership_error, session_limits
 
 try:
     import redis
@@ -224,20 +223,7 @@ class RedisSessionStore(SessionLimits):
 
         def plan(meta: dict[str, str] | None) -> Callable[[Pipeline, dict[str, str]], None]:
             # Stored as kind -> values in first-seen order.
-            stored: dict[str, list[str]] = json.loads(meta["entities"]) if meta else {}
-            known = {kind: {normalize_key(v): v for v in values} for kind, values in stored.items()}
-            added = new_entity_values(
-                session_id,
-                known,
-                entities,
-                known_total=sum(len(v) for v in known.values()),
-                max_per_kind=self.max_entity_values_per_kind,
-                max_total=self.max_entity_values,
-            )
-            merged = {kind: list(values) for kind, values in stored.items()}
-            for kind_key, new in added.items():
-                if new:
-                    merged.setdefault(kind_key, []).extend(new.values())
+            merged = self.merged_entities(session_id, json.loads(meta["entities"]) if meta else {}, entities)
 
             def queue(pipe: Pipeline, _: dict[str, str]) -> None:
                 pipe.hset(self._meta(session_id), "entities", json.dumps(merged, ensure_ascii=False))
@@ -252,11 +238,7 @@ class RedisSessionStore(SessionLimits):
 
         def plan(meta: dict[str, str] | None) -> Callable[[Pipeline, dict[str, str]], None]:
             intents: list[str] = json.loads(meta["intents"]) if meta else []
-            if text not in intents and len(intents) >= self.max_intents:
-                raise SessionLimitError(
-                    f"session {session_id!r} already holds {len(intents)} intents"
-                    f" (max_session_intents={self.max_intents}): record the intent of the current request only"
-                )
+            self.check_intent_room(session_id, intents, text)
             updated = intents if text in intents else [*intents, text]
 
             def queue(pipe: Pipeline, _: dict[str, str]) -> None:

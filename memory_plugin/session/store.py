@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from ..errors import SessionLimitError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
 from .base import SessionLimits, new_entity_values, ownership_error, session_limits
@@ -209,11 +208,8 @@ class SessionStore(SessionLimits):
         with self._lock:
             self._expire_due(self._clock())
             existing = self._owned(session_id, user_id)
-            if existing is not None and text not in existing.intents and len(existing.intents) >= self.max_intents:
-                raise SessionLimitError(
-                    f"session {session_id!r} already holds {len(existing.intents)} intents"
-                    f" (max_session_intents={self.max_intents}): record the intent of the current request only"
-                )
+            if existing is not None:
+                self.check_intent_room(session_id, existing.intents, text)
             session = self._touch(session_id, user_id)
             if text not in session.intents:
                 session.intents[text] = None
