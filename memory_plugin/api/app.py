@@ -214,12 +214,12 @@ def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_
     async def patch_chat(chat_id: UUID, body: ChatPatch, user: User) -> ChatOut:
         """Append turns (compaction runs when needed) and/or rename the chat."""
         turns = _turns(body.turns)
-        await own_chat(user, chat_id)
-        if body.title is not None:
-            await services.chats.rename(user, chat_id, body.title)
-        if turns:
-            await services.chats.append(user, chat_id, turns)
-        return _chat(await own_chat(user, chat_id))
+        # The writes answer "no such chat" themselves, and the append returns the chat after it (compacted,
+        # summarised): a read is needed only when nothing was appended.
+        if body.title is not None and not await services.chats.rename(user, chat_id, body.title):
+            raise ApiError(404, "chat_not_found", "no such chat")
+        appended = await services.chats.append(user, chat_id, turns) if turns else None
+        return _chat(appended or await own_chat(user, chat_id))
 
     @app.delete("/api/chats/{chat_id}", status_code=204, tags=["chats"])
     async def delete_chat(chat_id: UUID, user: User) -> Response:
