@@ -133,7 +133,8 @@ class ExtractiveSummarizer:
             # Only recurring words count: a one-off remark ("what's the weather?") is not what the chat is about.
             return sum(weights[w] for w in words if weights[w] >= 2) / (len(words) + 2) if words else 0.0
 
-        ranked = sorted(range(len(sentences)), key=lambda i: (-score(sentences[i]), i))
+        scores = [score(sentence) for sentence in sentences]  # once each: the sort and the loop both read them
+        ranked = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
         chosen: list[int] = []
         length = 0
         seen: set[str] = set()
@@ -141,7 +142,7 @@ class ExtractiveSummarizer:
             sentence = sentences[i]
             if sentence in seen or length + len(sentence) + 1 > max_chars:
                 continue
-            if chosen and score(sentence) <= 0:
+            if chosen and scores[i] <= 0:
                 break
             chosen.append(i)
             seen.add(sentence)
