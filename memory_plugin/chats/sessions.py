@@ -4,7 +4,8 @@ The same contract as the RAM `SessionStore` (`session/base.py`): a window of the
 entities merged once per kind (case- and accent-insensitively), intents once, an inactivity TTL, a per-user
 session cap (the user's least recently active sessions go first), and the owner rule (a session bound to one
 user, or anonymous, is refused to anyone else). Each operation is one transaction that locks the session's row
-(`select … for update`), so two processes appending to one session serialise: no message is lost.
+(`select … for update`, or the read's own `update`), so two processes appending to one session serialise: no
+message is lost.
 
 Synchronous, like the `SessionBackend` protocol: each call is a few statements on a local pool (about a
 millisecond on the same host); the manager runs each one in a worker thread (`blocking`, `off_the_loop`).
@@ -42,7 +43,12 @@ WRITE_SQL = (
     "update memory_private.memory_sessions set messages = %s::jsonb, entities = %s::jsonb, intents = %s::jsonb,"
     " messages_seen = %s, last_active = %s where session_id = %s"
 )
-TOUCH_SQL = "update memory_private.memory_sessions set last_active = %s where session_id = %s"
+# A read that counts as activity: the live session touched and returned by one statement (its row lock as
+# `for update`'s); a refused owner raises inside the transaction, which rolls the touch back.
+SNAPSHOT_SQL = (
+    "update memory_private.memory_sessions set last_active = %s where session_id = %s and last_active > %s"
+    " returning user_id, messages, entities, intents"
+)
 DELETE_SQL = "delete from memory_private.memory_sessions where session_id = %s"
 COUNT_SQL = "select count(*) as live from memory_private.memory_sessions where last_active > %s"
 EXPIRE_SQL = "delete from memory_private.memory_sessions where last_active <= %s"
@@ -51,6 +57,13 @@ CAP_SQL = (
     "delete from memory_private.memory_sessions where session_id in (select session_id"
     " from memory_private.memory_sessions where user_id = %s order by last_active desc offset %s)"
 )
+
+
+def _owned(row: dict[str, Any] | None, session_id: str, user_id: UUID | None) -> dict[str, Any] | None:
+    """`row` (None when there is no live session), after checking it belongs to `user_id`."""
+    if row is not None and row["user_id"] != user_id:
+        raise ownership_error(session_id, anonymous=row["user_id"] is None, user_id=user_id)
+    return row
 
 
 class PostgresSessionStore(SessionLimits):
@@ -106,9 +119,7 @@ class PostgresSessionStore(SessionLimits):
         if row is not None and row["last_active"] <= now - self.ttl_seconds:
             conn.execute(DELETE_SQL, (session_id,))
             row = None
-        if row is not None and row["user_id"] != user_id:
-            raise ownership_error(session_id, anonymous=row["user_id"] is None, user_id=user_id)
-        return row
+        return _owned(row, session_id, user_id)
 
     def _create(self, conn: Conn, session_id: str, user_id: UUID | None, now: float) -> dict[str, Any]:
         if user_id is not None:
@@ -177,10 +188,10 @@ class PostgresSessionStore(SessionLimits):
         """A copy of the session's state (empty when unknown or expired); counts as activity."""
         now = self._clock()
         with self._transaction() as conn:
-            row = self._locked(conn, session_id, user_id, now)
+            touched = conn.execute(SNAPSHOT_SQL, (now, session_id, now - self.ttl_seconds)).fetchone()
+            row = _owned(touched, session_id, user_id)
             if row is None:
                 return ShortTermMemory()
-            conn.execute(TOUCH_SQL, (now, session_id))
             return ShortTermMemory(
                 messages=[Message.model_validate(m) for m in row["messages"]],
                 entities={kind: list(values) for kind, values in row["entities"].items()},
