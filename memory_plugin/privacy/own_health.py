@@ -243,8 +243,13 @@ def _used_clinically(folded: str, start: int, end: int) -> bool:
 _CHECKED_WORDS = frozenset({"covid", "covid19", "heart attack", "infarto", "ictus", "cancer"})
 
 
-def _boundaries(pattern: re.Pattern[str], folded: str) -> list[int]:
-    return [m.end() for m in pattern.finditer(folded)]
+def _lower_same_length(text: str) -> str:
+    """`text` lower-cased one character per character, so its positions are those of `fold_same_length(text)`
+    (`str.lower` turns "İ" into two characters and would shift every later cue)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(low if len(low := char.lower()) == 1 else char for char in text)
 
 
 def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
@@ -367,7 +372,7 @@ def own_clinical_span_bounds(text: str) -> list[SpanBounds]:
     spaces = [m.span() for m in _LONG_SPACE.finditer(folded)]
     cue_windows = _padded(_windows(cue_bounds), folded, spaces)
     other_windows = _padded(_windows(other_bounds), folded, spaces)
-    lowered = text.lower()
+    lowered = _lower_same_length(text)
     clause_ends = sorted({m.end() for m in _scan(_CLAUSE_END, folded, cue_windows)} | {e + 1 for e in sentence_ends})
     owners = [m.span() for m in _scan(_FIRST_PERSON, folded, cue_windows)]
     # A subjectless verb at the start never contains a sentence mark, so no match after a mark overlaps it.
