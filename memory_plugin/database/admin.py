@@ -102,9 +102,8 @@ class MemoryAdmin:
         deleted = 0
         try:
             async with self._conn.transaction():
-                tables = [f"{row[0]}.{row[1]}" for row in await (await self._conn.execute(USER_TABLES_SQL)).fetchall()]
-                for table in tables:
-                    schema, _, name = table.partition(".")
+                tables = await (await self._conn.execute(USER_TABLES_SQL)).fetchall()
+                for schema, name in tables:
                     cursor = await self._conn.execute(
                         sql.SQL("delete from {} where user_id = %s").format(sql.Identifier(schema, name)),
                         (user_id,),
@@ -114,7 +113,8 @@ class MemoryAdmin:
             raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
         except psycopg.Error as exc:
             raise StoreError(f"erasing user {user_id} failed: {exc}") from exc
-        logger.info("%s erased %d rows of user %s (%s)", LOG_PREFIX, deleted, user_id, ", ".join(tables))
+        names = ", ".join(f"{schema}.{name}" for schema, name in tables)
+        logger.info("%s erased %d rows of user %s (%s)", LOG_PREFIX, deleted, user_id, names)
         return deleted
 
     async def archive_decayed(self, policy: DecayPolicy, *, now: datetime | None = None) -> ArchiveReport:
