@@ -463,3 +463,39 @@ async def test_a_workflow_without_the_shop_vocabulary_says_so(caplog: pytest.Log
         async with MemoryManager.open(settings, store=InMemoryStore()) as memory:
             BudgetRequestWorkflow.build(memory, offline=True)
         assert ("does not use the shop's vocabulary" in caplog.text) is warned
+
+
+async def test_each_turn_leaves_a_checkpoint_another_worker_resumes_from(
+    pg_memory: MemoryManager, pg_settings: MemorySettings, user_id: UUID
+) -> None:
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    from memory_plugin.chats.checkpoints import PostgresCheckpointStore
+
+    assert pg_settings.database_url is not None
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        pg_settings.database_url.get_secret_value(),
+        min_size=1,
+        open=False,
+        kwargs={"autocommit": True, "row_factory": dict_row},
+    )
+    await pool.open(wait=True)
+    try:
+        keep = pg_memory.settings.max_checkpoints
+        workflow = BudgetRequestWorkflow.build(pg_memory, offline=True, extract_inline=True)
+        workflow.checkpoints = PostgresCheckpointStore(pool)
+        session = f"s1-{uuid4()}"
+        for message in SESSION_1:
+            await workflow.handle(session_id=session, user_id=user_id, message=message)
+
+        resumed = await PostgresCheckpointStore(pool).latest(user_id, session)  # e.g. a worker after a restart
+        assert resumed is not None
+        assert resumed.state["question"] == SESSION_1[-1]
+        assert resumed.state["route"] == "budget_request"
+        assert resumed.state["request_complete"] is True
+        assert resumed.state["output"]
+        assert len(await PostgresCheckpointStore(pool).list_checkpoints(user_id, session)) == min(len(SESSION_1), keep)
+        assert await PostgresCheckpointStore(pool).latest(uuid4(), session) is None  # another user: nothing
+    finally:
+        await pool.close()

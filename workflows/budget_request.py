@@ -43,6 +43,7 @@ from agents.intent import (
 from agents.models import resolve_agent_model
 from agents.vocabulary import MATERIAL_SLOT
 from memory_plugin.capability import MemoryDeps
+from memory_plugin.chats.checkpoints import CheckpointStore
 from memory_plugin.errors import InvalidMemoryInputError, MemoryPluginError
 from memory_plugin.logs import LOG_PREFIX
 from memory_plugin.manager import MemoryManager
@@ -95,6 +96,10 @@ class BudgetRequestWorkflow:
     extract_inline: bool | None = None
     """Step 7 extracts before the turn returns (True) or queues it for the background worker (False); None:
     `not settings.background_extraction` (queued by default)."""
+    checkpoints: CheckpointStore | None = None
+    """Where each turn's snapshot goes (question, answer, route, entities), so another worker or a restarted
+    one resumes the request (`checkpoints.latest(user, session)`); at most `MEMORY_MAX_CHECKPOINTS` per
+    session. None: no snapshots."""
 
     @classmethod
     def build(
@@ -162,7 +167,31 @@ class BudgetRequestWorkflow:
             messages_seen=seen,
         )
         turn.facts_stored, turn.extracted = await self._persist(session_id, user_id, classification, warnings)
+        await self._checkpoint(session_id, user_id, message, turn)
         return turn
+
+    async def _checkpoint(self, session_id: str, user_id: str | UUID, message: str, turn: BudgetTurn) -> None:
+        """The turn's snapshot, if a checkpoint store is set; a failure is a warning (the answer exists)."""
+        if self.checkpoints is None:
+            return
+        state = {
+            "question": message,
+            "output": turn.reply,
+            "route": turn.classification.intent,
+            "entities": turn.classification.entities,
+            "request_complete": turn.classification.request_complete,
+        }
+        try:
+            await self.checkpoints.save(
+                UUID(str(user_id)),
+                session_id,
+                "budget_turn",
+                state,
+                max_checkpoints=self.memory.settings.max_checkpoints,
+            )
+        except MemoryPluginError as exc:
+            logger.warning("%s checkpoint of session %s not saved: %s", LOG_PREFIX, session_id, exc)
+            turn.warnings.append(f"checkpoint not saved ({exc})")
 
     async def _classify(self, message: str, warnings: list[str]) -> Classification:
         try:
