@@ -23,12 +23,13 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from ..conversions import fact_from_record, preferences_from_records
-from ..errors import StoreError
+from ..errors import InvalidMemoryInputError, StoreError
 from ..extraction.base import SummaryAnswer, SummaryRequest
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, MemoryContext, Message, UserPreferences
 from ..rows import MemoryRecord
 from ..settings import MemorySettings
+from ..validation import parse_user_id
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
 from .history import message_time, messages_from_session
 from .slots import SlotPatch, Slots, slots_from_facts, with_profile
@@ -93,6 +94,15 @@ def summary_policy(settings: MemorySettings) -> SummaryPolicy:
 def _current_facts(records: Sequence[MemoryRecord]) -> list[MemorizedFact]:
     now = datetime.now(UTC)
     return [fact_from_record(r) for r in records if r.kind == "fact" and r.is_current(now)]
+
+
+def _user_or_none(user_id: str | UUID | None) -> UUID | None:
+    """The user id as a UUID; None when anonymous or not a UUID (`get_memory_context`, read alongside, reports
+    a bad id)."""
+    try:
+        return parse_user_id(user_id) if user_id is not None else None
+    except InvalidMemoryInputError:
+        return None
 
 
 def _notes(context: MemoryContext) -> list[str]:
@@ -178,13 +188,16 @@ class ContextBuilder:
         `history`: the messages the caller passes (`message_history`); None: the session's recorded
         messages. The report is logged and set on the current OpenTelemetry span (the agent run's, when
         the agent is instrumented) as `memory.context.*` attributes."""
-        context, summary = await asyncio.gather(
-            self.memory.get_memory_context(session_id, user_id, query=query), self._summary(user_id, session_id)
+        # The three reads are independent: one round trip of latency, not three in turn.
+        uid = _user_or_none(user_id)
+        context, summary, stored = await asyncio.gather(
+            self.memory.get_memory_context(session_id, user_id, query=query),
+            self._summary(uid, session_id),
+            self._stored_slots(uid),
         )
-        uid = context.user_id
         # The profile is the stored preferences (`LongTermMemory.preferences`), shown as the profile slot.
         profile: UserPreferences = context.long_term.preferences
-        slots = with_profile(await self._slots(uid, context) if uid is not None else Slots(), profile)
+        slots = with_profile(await self._slots(uid, context, stored) if uid is not None else Slots(), profile)
         notice = None
         if not context.long_term_available:
             notice = "Long-term memory is temporarily unavailable; do not assume the user is new."
@@ -211,26 +224,34 @@ class ContextBuilder:
         trace.get_current_span().set_attributes(assembled.report.as_attributes())
         return assembled
 
-    async def _slots(self, uid: UUID, context: MemoryContext) -> Slots:
+    async def _stored_slots(self, uid: UUID | None) -> Slots | None:
+        """The user's stored slots; None when anonymous or when they cannot be read now (logged)."""
+        if uid is None:
+            return None
         try:
-            slots = await self.store.read_slots(uid)
-            if slots.is_empty() and not context.long_term.is_empty() and uid not in self._filled:
-                # A user known before the slots existed: fill them once from every current fact.
-                slots = await self.resync_slots(uid)
-                self._filled[uid] = None
-                if len(self._filled) > _FILLED_USERS:
-                    self._filled.popitem(last=False)
+            return await self.store.read_slots(uid)
+        except StoreError as exc:
+            logger.warning("%s slots unavailable for this turn: %s", LOG_PREFIX, exc)
+            return None
+
+    async def _slots(self, uid: UUID, context: MemoryContext, stored: Slots | None) -> Slots:
+        """The turn's slots from `stored` (read with the context): filled once from every current fact for a
+        user known before the slots existed."""
+        if stored is None:
+            return Slots()
+        if not stored.is_empty() or context.long_term.is_empty() or uid in self._filled:
+            return stored
+        try:
+            slots = await self.resync_slots(uid)
         except StoreError as exc:
             logger.warning("%s slots unavailable for this turn: %s", LOG_PREFIX, exc)
             return Slots()
+        self._filled[uid] = None
+        if len(self._filled) > _FILLED_USERS:
+            self._filled.popitem(last=False)
         return slots
 
-    async def _summary(self, user_id: str | UUID | None, session_id: str) -> SummaryVersion | None:
-        try:
-            # A bad id is reported by get_memory_context, read alongside.
-            uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id)) if user_id is not None else None
-        except ValueError:
-            return None
+    async def _summary(self, uid: UUID | None, session_id: str) -> SummaryVersion | None:
         if uid is None:
             return None
         try:
