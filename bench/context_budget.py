@@ -383,7 +383,6 @@ async def run(turns: int, variant: Variant, *, seed: int = 7) -> Run:
                 short.messages,
                 stored=extraction.stored,
                 superseded=None,
-                preferences=prefs,
                 extraction_ran=extraction.trigger is not None,
                 summary_done=extraction.summary_asked,
             )

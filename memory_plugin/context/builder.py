@@ -262,10 +262,10 @@ class ContextBuilder:
             logger.warning("%s rolling summary unavailable for this turn: %s", LOG_PREFIX, exc)
             return None
 
-    async def resync_slots(self, user_id: UUID, *, preferences: UserPreferences | None = None) -> Slots:
+    async def resync_slots(self, user_id: UUID) -> Slots:
         """Rebuild the stored slots from the user's current facts (fields no fact fills are kept). The profile
         is not stored: it is the view of the stored preferences (`slots`); a profile an earlier version stored
-        is dropped. `preferences` is accepted for compatibility and not stored."""
+        is dropped."""
         facts = _current_facts(await self.memory.list_memory(user_id))
         current = await self.store.read_slots(user_id)
         kept = Slots(fields={n: e for n, e in current.fields.items() if n != "profile"})
@@ -307,7 +307,6 @@ class ContextBuilder:
         message_count: int | None = None,
         stored: Sequence[MemorizedFact] = (),
         superseded: Sequence[MemorizedFact] | None = (),
-        preferences: UserPreferences | None = None,
         extraction_ran: bool | None = None,
         summary_done: bool = False,
     ) -> SummaryUpdate:
@@ -319,9 +318,8 @@ class ContextBuilder:
         session has had in all); `extraction_ran`:
         whether a fact extraction ran on this turn (`summary_with_extraction` waits for one); `summary_done`:
         the extraction's own call was asked for the summary (`ExtractionRun.summary_asked`), so it is not
-        rewritten again here (a failed answer keeps the previous version until the next extraction).
-        `preferences` is accepted for compatibility: the profile is read from the stored preference rows."""
-        del preferences  # a view of the stored rows (`slots`), never patched from a second copy
+        rewritten again here (a failed answer keeps the previous version until the next extraction). The
+        profile is not patched here: it is a view of the stored preference rows (`slots`)."""
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
         if superseded is None:
             # The caller does not know what the write superseded (`ExtractionRun` lists only what it stored):
