@@ -71,7 +71,7 @@ async def _update_context(
     run: ExtractionRun | None,
     scheduled: ScheduledExtraction | None,
 ) -> None:
-    """After a run: the slots from the facts an inline extraction stored (what they superseded is read back), and
+    """After a run: the slots from the facts an inline extraction stored and those it superseded, and
     the rolling summary if due (unless the extraction's own call writes it). Never raises: the answer is
     already produced."""
     queued = scheduled is not None and scheduled.job_id is not None
@@ -82,7 +82,7 @@ async def _update_context(
             user_id,
             short.messages,
             stored=run.stored if run else (),
-            superseded=None,
+            superseded=run.superseded if run else (),
             extraction_ran=(run is not None and run.trigger is not None) or queued,
             summary_done=(run is not None and run.summary_asked) or (queued and _job_writes_summary(memory)),
         )

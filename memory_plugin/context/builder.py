@@ -311,8 +311,8 @@ class ContextBuilder:
         summary_done: bool = False,
     ) -> SummaryUpdate:
         """After an exchange: patch the slots with the facts just stored and those they superseded
-        (`WriteOutcome.stored` and `.superseded`; `superseded=None` when unknown, as after `extract_if_due`:
-        they are read back), and rewrite the session's rolling summary if due; a new session summary is also
+        (`WriteOutcome.stored` and `.superseded`, or `ExtractionRun`'s; `superseded=None` when unknown: they
+        are read back), and rewrite the session's rolling summary if due; a new session summary is also
         the user's (what the next session starts from). `messages`: the session's messages, oldest first
         (its recent window is enough: new ones are told by timestamp, or by `message_count`, how many the
         session has had in all); `extraction_ran`:
@@ -322,8 +322,7 @@ class ContextBuilder:
         profile is not patched here: it is a view of the stored preference rows (`slots`)."""
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
         if superseded is None:
-            # The caller does not know what the write superseded (`ExtractionRun` lists only what it stored):
-            # the facts whose `superseded_by` names one of them.
+            # The caller does not know what the write superseded: the facts whose `superseded_by` names one of them.
             ids = {f.id for f in stored}
             records = await self.memory.list_memory(uid) if ids else []
             superseded = [fact_from_record(r) for r in records if r.kind == "fact" and r.superseded_by in ids]
