@@ -337,6 +337,8 @@ class ContextBuilder:
             for old in superseded
         ]
         outdated = [(old, new) for old, new in outdated if new]
+        # Read once: what a new session's first summary builds on, and what the weekly resync is timed by.
+        user_summary = await self._summarizer.current(uid, USER_SCOPE)
         if summary_done:
             update = SummaryUpdate(await self._summarizer.current(uid, session_scope(session_id)), False, None)
         else:
@@ -347,10 +349,10 @@ class ContextBuilder:
                 message_count=message_count,
                 outdated=outdated,
                 extraction_ran=extraction_ran,
-                start_from=await self._handed_over(uid, session_id),
+                start_from=user_summary.content if user_summary else None,
             )
-            await self._hand_over(uid, update)
-        if self._summarizer.resync_due(await self._summarizer.current(uid, USER_SCOPE)):
+            user_summary = await self._hand_over(uid, update) or user_summary
+        if self._summarizer.resync_due(user_summary):
             # The weekly rebuild from the facts: the summary, and the slots (a fact deleted or expired since
             # leaves them here).
             facts = _current_facts(await self.memory.list_memory(uid))
@@ -358,37 +360,33 @@ class ContextBuilder:
             await self.resync_slots(uid)
         return update
 
-    async def _handed_over(self, uid: UUID, session_id: str) -> str | None:
-        """What a session's first summary builds on: the user's summary (what earlier sessions handed over);
-        None once the session has its own."""
-        if await self._summarizer.current(uid, session_scope(session_id)) is not None:
-            return None
-        user_summary = await self._summarizer.current(uid, USER_SCOPE)
-        return user_summary.content if user_summary else None
-
     async def _session_plan(
         self, uid: UUID, session_id: str, messages: Sequence[Message], *, force: bool = False
     ) -> SummaryPlan:
-        """The session summary's plan on an extraction turn."""
-        start_from = await self._handed_over(uid, session_id)
+        """The session summary's plan on an extraction turn; a session's first summary builds on the user's
+        (what earlier sessions handed over: `plan` ignores it once the session has its own)."""
+        user_summary = await self._summarizer.current(uid, USER_SCOPE)
+        start_from = user_summary.content if user_summary else None
         return await self._summarizer.plan(
             uid, session_scope(session_id), messages, extraction_ran=True, force=force, start_from=start_from
         )
 
-    async def _hand_over(self, uid: UUID, update: SummaryUpdate) -> None:
-        """A new session summary is also the user's: what the next session starts from."""
-        if update.written and update.current is not None:
-            version = update.current
-            await self.store.add_summary(
-                uid,
-                USER_SCOPE,
-                version.content,
-                kind=version.kind,
-                language=version.language,
-                message_count=version.message_count,
-                covered_until=version.covered_until,
-                resynced_at=version.resynced_at,
-            )
+    async def _hand_over(self, uid: UUID, update: SummaryUpdate) -> SummaryVersion | None:
+        """A new session summary is also the user's: what the next session starts from (returned; None when
+        `update` wrote nothing)."""
+        if not update.written or update.current is None:
+            return None
+        version = update.current
+        return await self.store.add_summary(
+            uid,
+            USER_SCOPE,
+            version.content,
+            kind=version.kind,
+            language=version.language,
+            message_count=version.message_count,
+            covered_until=version.covered_until,
+            resynced_at=version.resynced_at,
+        )
 
     async def summary_request(
         self, session_id: str, user_id: UUID, messages: Sequence[Message]
