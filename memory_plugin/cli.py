@@ -649,14 +649,12 @@ def _erase_redis_sessions(settings: MemorySettings, user: UUID) -> int | None:
 
     try:
         sessions = redis_sessions_from_settings(settings)
+        try:
+            return sessions.drop_user(user)
+        finally:
+            sessions.close()
     except MemoryPluginError as exc:
         raise _fail(f"the database rows are erased, but not the Redis sessions: {exc}") from None
-    try:
-        return sessions.drop_user(user)
-    except MemoryPluginError as exc:
-        raise _fail(f"the database rows are erased, but not the Redis sessions: {exc}") from None
-    finally:
-        sessions.close()
 
 
 @app.command("journal")

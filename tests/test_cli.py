@@ -153,6 +153,14 @@ def test_migrate_and_erase_use_the_service_path(runner: CliRunner, database_url:
     )
 
 
+def test_erase_says_when_the_redis_sessions_could_not_be_erased(runner: CliRunner, database_url: str) -> None:
+    env = {**WIDE, "MEMORY_DATABASE_URL": database_url, "MEMORY_SESSION_BACKEND": "redis", "MEMORY_REDIS_URL": None}
+    erased = runner.invoke(app, ["erase", "--user", str(uuid4()), "--yes"], env=env)
+    assert erased.exit_code == 1
+    assert "the database rows are erased, but not the Redis sessions" in flat(erased.output)
+    assert "MEMORY_REDIS_URL" in flat(erased.output)
+
+
 # --- chat ends without tracebacks; output that is piped -------------------------------------------------------
 
 

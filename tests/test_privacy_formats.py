@@ -240,6 +240,13 @@ def test_text_dense_in_clinical_words_has_every_term_redacted_and_keeps_the_rest
     assert "my mom has diabetes" in sparse.text  # read word by word: someone else's condition stays
 
 
+def test_a_letter_lower_casing_to_two_characters_does_not_move_the_cues() -> None:
+    # "İ" lower-cases to two characters; the "Si" of an earlier sentence must not land near the term.
+    note = " Si. Hoy tengo diabetes tipo 2 y ya."
+    assert own_health.own_clinical_span_bounds("İ" * 12 + note) == own_health.own_clinical_span_bounds("I" * 12 + note)
+    assert own_health.own_clinical_span_bounds("İ" * 12 + note) != []
+
+
 # --- off the event loop -----------------------------------------------------------------------------------------
 async def test_large_input_is_filtered_in_a_worker_thread() -> None:
     threads: list[str] = []

@@ -11,7 +11,6 @@ login role (`supabase/roles/memory_plugin_app.sql`) cannot do any of this, by de
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -23,12 +22,11 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from ..errors import StoreError, StoreUnavailableError
+from ..logs import LOG_PREFIX, logger
 from ..quality.decay import DecayPolicy
 from .migrations import migrate
 
 __all__ = ["ArchiveReport", "MemoryAdmin"]
-
-logger = logging.getLogger("memory_plugin")
 
 # Every table that holds per-user rows (a partitioned table as one), in the order they are erased.
 USER_TABLES_SQL = """
@@ -104,9 +102,8 @@ class MemoryAdmin:
         deleted = 0
         try:
             async with self._conn.transaction():
-                tables = [f"{row[0]}.{row[1]}" for row in await (await self._conn.execute(USER_TABLES_SQL)).fetchall()]
-                for table in tables:
-                    schema, _, name = table.partition(".")
+                tables = await (await self._conn.execute(USER_TABLES_SQL)).fetchall()
+                for schema, name in tables:
                     cursor = await self._conn.execute(
                         sql.SQL("delete from {} where user_id = %s").format(sql.Identifier(schema, name)),
                         (user_id,),
@@ -116,7 +113,8 @@ class MemoryAdmin:
             raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
         except psycopg.Error as exc:
             raise StoreError(f"erasing user {user_id} failed: {exc}") from exc
-        logger.info("🧠 [Memory] erased %d rows of user %s (%s)", deleted, user_id, ", ".join(tables))
+        names = ", ".join(f"{schema}.{name}" for schema, name in tables)
+        logger.info("%s erased %d rows of user %s (%s)", LOG_PREFIX, deleted, user_id, names)
         return deleted
 
     async def archive_decayed(self, policy: DecayPolicy, *, now: datetime | None = None) -> ArchiveReport:
@@ -137,7 +135,9 @@ class MemoryAdmin:
         except psycopg.Error as exc:
             raise StoreError(f"archiving decayed facts failed: {exc}") from exc
         report = ArchiveReport(decayed=int(counts[0]) if counts else 0, expired=int(counts[1]) if counts else 0)
-        logger.info("🧠 [Memory] maintenance archived %d decayed and %d expired facts", report.decayed, report.expired)
+        logger.info(
+            "%s maintenance archived %d decayed and %d expired facts", LOG_PREFIX, report.decayed, report.expired
+        )
         return report
 
     async def close(self) -> None:

@@ -15,7 +15,6 @@ import atexit
 import contextlib
 import fcntl
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -29,11 +28,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ..logs import LOG_PREFIX, logger
 from ..settings import MemorySettings
 
 __all__ = ["EmbeddedPostgres", "ServerLease", "default_shared_buffers_mb", "stop_embedded"]
-
-logger = logging.getLogger("memory_plugin")
 
 SETTINGS_FILE = "memory_plugin.conf"
 """The server settings this module owns, in the cluster directory, included from postgresql.conf."""
@@ -202,7 +200,7 @@ def _release(data_dir: Path, pgdata: Path) -> None:
         if lease.users or lease.detached:
             lease.write(data_dir)
             return
-        logger.info("🧠 [Memory] stopping the embedded PostgreSQL in %s (its last user)", pgdata)
+        logger.info("%s stopping the embedded PostgreSQL in %s (its last user)", LOG_PREFIX, pgdata)
         _stop_server(pgdata)
         ServerLease.remove(data_dir)
 
@@ -222,7 +220,7 @@ def _release_all_at_exit() -> None:
         try:
             _release(data_dir, data_dir / "postgres")
         except (OSError, subprocess.SubprocessError) as exc:  # at exit nobody can act on it: say it
-            logger.warning("🧠 [Memory] could not stop the embedded PostgreSQL in %s: %s", data_dir, exc)
+            logger.warning("%s could not stop the embedded PostgreSQL in %s: %s", LOG_PREFIX, data_dir, exc)
 
 
 @dataclass
@@ -290,7 +288,7 @@ class EmbeddedPostgres:
             exists = conn.execute("select 1 from pg_database where datname = %s", (self.database,)).fetchone()
             if not exists:
                 conn.execute(sql.SQL("create database {}").format(sql.Identifier(self.database)))
-                logger.info("🧠 [Memory] created database %s in %s", self.database, self.pgdata)
+                logger.info("%s created database %s in %s", LOG_PREFIX, self.database, self.pgdata)
         url: str = self._server.get_uri(database=self.database)
         return url
 
@@ -334,11 +332,11 @@ class EmbeddedPostgres:
             try:
                 await asyncio.to_thread(self.start)
             except Exception as exc:  # keep trying: the journal holds the writes meanwhile
-                logger.warning("🧠 [Memory] cannot restart the embedded PostgreSQL in %s: %s", self.pgdata, exc)
+                logger.warning("%s cannot restart the embedded PostgreSQL in %s: %s", LOG_PREFIX, self.pgdata, exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, max_backoff)
             else:
-                logger.warning("🧠 [Memory] the embedded PostgreSQL in %s had stopped: restarted", self.pgdata)
+                logger.warning("%s the embedded PostgreSQL in %s had stopped: restarted", LOG_PREFIX, self.pgdata)
                 backoff = interval
 
     def _write_settings(self) -> None:

@@ -13,7 +13,6 @@ rewriting memory that a person may still want to export.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
 from ..errors import StoreError
+from ..logs import LOG_PREFIX, logger
 
 __all__ = [
     "SUPERSEDED_VERSIONS",
@@ -32,8 +32,6 @@ __all__ = [
     "migrations_dir",
     "sql_root",
 ]
-
-logger = logging.getLogger("memory_plugin")
 
 # Any constant works; it only has to be the same for every process migrating this database.
 _MIGRATION_LOCK_KEY = 7_441_201_123
@@ -118,7 +116,7 @@ async def migrate(conn: AsyncConnection[object], directory: Path | None = None) 
         if not (row and row[0]):
             async with conn.transaction():
                 await conn.execute(auth_shim_path().read_text(encoding="utf-8"))
-            logger.info("🧠 [Memory] applied the Supabase auth shim (plain PostgreSQL)")
+            logger.info("%s applied the Supabase auth shim (plain PostgreSQL)", LOG_PREFIX)
         await conn.execute(CREATE_MIGRATIONS_TABLE_SQL)
         await cursor.execute(APPLIED_VERSIONS_SQL)
         done = {r[0] for r in await cursor.fetchall()}
@@ -138,7 +136,7 @@ async def migrate(conn: AsyncConnection[object], directory: Path | None = None) 
                 await conn.execute(migration.sql)
                 await conn.execute(RECORD_VERSION_SQL, (migration.version, [migration.sql], migration.name))
             applied_now.append(migration.version)
-            logger.info("🧠 [Memory] applied migration %s_%s", migration.version, migration.name)
+            logger.info("%s applied migration %s_%s", LOG_PREFIX, migration.version, migration.name)
     finally:
         await conn.execute("select pg_advisory_unlock(%s)", (_MIGRATION_LOCK_KEY,))
     return applied_now

@@ -50,11 +50,6 @@ class CircuitBreaker:
         self.skipped = 0
         """Calls that failed over without trying the primary."""
 
-    @property
-    def is_open(self) -> bool:
-        """Whether the primary failed last (calls are skipped until the next probe)."""
-        return self._interval > 0
-
     def allows(self) -> bool:
         """Whether this call may go to the primary. While open, one call per interval does (the probe)."""
         if self._interval == 0:

@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import hmac
 import json
-import logging
 import os
 import secrets
 import threading
@@ -39,6 +38,7 @@ from uuid import UUID, uuid4
 
 from psycopg.conninfo import conninfo_to_dict
 
+from ..logs import LOG_PREFIX, logger
 from ..quality.rules import WriteRules
 from ..rows import MemoryItem
 
@@ -48,8 +48,6 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["CancelledWrites", "JournalEntry", "WriteJournal", "database_identity", "journal_path"]
-
-logger = logging.getLogger("memory_plugin")
 
 
 def database_identity(url: str) -> str:
@@ -388,7 +386,8 @@ class WriteJournal:
         else:
             why = "is neither a journal entry nor signed"
         logger.warning(
-            "🧠 [Memory] line %d of journal %s %s (%d bytes): not replayed, moved to %s",
+            "%s line %d of journal %s %s (%d bytes): not replayed, moved to %s",
+            LOG_PREFIX,
             number,
             self.path,
             why,
@@ -420,12 +419,12 @@ def _load_or_create_key(path: Path) -> bytes:
         if len(key) == _KEY_BYTES:
             if path.stat().st_mode & 0o077:
                 os.chmod(path, 0o600)
-                logger.warning("🧠 [Memory] journal key %s was readable by others: mode set to 0600", path)
+                logger.warning("%s journal key %s was readable by others: mode set to 0600", LOG_PREFIX, path)
             return key
         aside = path.with_name(f"{path.name}.invalid-{int(time.time())}")
         os.replace(path, aside)
         logger.warning(
-            "🧠 [Memory] journal key %s has %d bytes, not %d: moved to %s", path, len(key), _KEY_BYTES, aside
+            "%s journal key %s has %d bytes, not %d: moved to %s", LOG_PREFIX, path, len(key), _KEY_BYTES, aside
         )
     key = secrets.token_bytes(_KEY_BYTES)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a `key_path` outside the journal directory
@@ -524,4 +523,4 @@ def _cut_torn_tail(fd: int, path: Path) -> None:
             break
         end = start
     os.ftruncate(fd, keep)
-    logger.warning("🧠 [Memory] dropped a torn last line (%d bytes, never acknowledged) from %s", size - keep, path)
+    logger.warning("%s dropped a torn last line (%d bytes, never acknowledged) from %s", LOG_PREFIX, size - keep, path)

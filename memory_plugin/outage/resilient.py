@@ -262,24 +262,12 @@ class ResilientStore(StoreBase):
         write_id = write_id or uuid.uuid4()
         if self._pending_users[user_id] and self.require_primary:
             await self.replay()  # the user's earlier writes first; they cannot wait in the journal
-        primary = self._primary
-        if primary is not None and not self._pending_users[user_id] and self._breaker.allows():
-            started = time.monotonic()
+        if not self._pending_users[user_id]:
             try:
-                records = await primary.upsert(
-                    user_id,
-                    items,
-                    rules,
-                    write_id=write_id,
-                )
-            except StoreUnavailableError as exc:
-                self._breaker.failed(time.monotonic() - started)
-                self._failed("writing memory", exc)
+                return await self._call("writing memory", lambda p: p.upsert(user_id, items, rules, write_id=write_id))
+            except StoreUnavailableError:
                 if self.require_primary:
                     raise
-            else:
-                self._succeeded()
-                return records
         elif self.require_primary:
             raise self._unavailable()
         # Items without a time would get the replay's time: stamp them with the time they were written.
@@ -696,8 +684,7 @@ class ResilientStore(StoreBase):
 
 
 def _provisional_records(entry: JournalEntry, now: datetime) -> list[MemoryRecord]:
-    """What a journaled write returns: the items as new rows, with ids derived from the write."""
+    """What a journaled write returns: the items as new rows, with the ids `cancel_pending` knows them by."""
     return [
-        MemoryRecord.inserted(entry.user_id, item, record_id=uuid.uuid5(entry.write_id, item.content_hash), now=now)
-        for item in entry.items
+        MemoryRecord.inserted(entry.user_id, item, record_id=entry.record_id(item), now=now) for item in entry.items
     ]

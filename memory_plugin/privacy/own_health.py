@@ -243,8 +243,13 @@ def _used_clinically(folded: str, start: int, end: int) -> bool:
 _CHECKED_WORDS = frozenset({"covid", "covid19", "heart attack", "infarto", "ictus", "cancer"})
 
 
-def _boundaries(pattern: re.Pattern[str], folded: str) -> list[int]:
-    return [m.end() for m in pattern.finditer(folded)]
+def _lower_same_length(text: str) -> str:
+    """`text` lower-cased one character per character, so its positions are those of `fold_same_length(text)`
+    (`str.lower` turns "İ" into two characters and would shift every later cue)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(low if len(low := char.lower()) == 1 else char for char in text)
 
 
 def find_own_clinical_spans(text: str) -> list[ClinicalSpan]:
@@ -327,15 +332,8 @@ def _every_term(folded: str, terms: list[_Term]) -> list[SpanBounds]:
             runs[-1] = (run_start, max(end, runs[-1][1]), start, kinds if kind in kinds else (*kinds, kind))
         else:
             runs.append((start, end, start, (kind,)))
-    spans = [(start, _detail_end(folded, last, end), kinds) for start, end, last, kinds in runs]
-    merged: list[SpanBounds] = []
-    for start, end, kinds in spans:  # a detail may reach the next run
-        if merged and start <= merged[-1][1]:
-            last_start, last_end, known = merged[-1]
-            merged[-1] = (last_start, max(last_end, end), (*known, *(k for k in kinds if k not in known)))
-        else:
-            merged.append((start, end, kinds))
-    return merged
+    # A detail may reach the next run: merged as the spans of the word-by-word reading are.
+    return _merge([(start, _detail_end(folded, last, end), kinds) for start, end, last, kinds in runs])
 
 
 def own_clinical_span_bounds(text: str) -> list[SpanBounds]:
@@ -367,7 +365,7 @@ def own_clinical_span_bounds(text: str) -> list[SpanBounds]:
     spaces = [m.span() for m in _LONG_SPACE.finditer(folded)]
     cue_windows = _padded(_windows(cue_bounds), folded, spaces)
     other_windows = _padded(_windows(other_bounds), folded, spaces)
-    lowered = text.lower()
+    lowered = _lower_same_length(text)
     clause_ends = sorted({m.end() for m in _scan(_CLAUSE_END, folded, cue_windows)} | {e + 1 for e in sentence_ends})
     owners = [m.span() for m in _scan(_FIRST_PERSON, folded, cue_windows)]
     # A subjectless verb at the start never contains a sentence mark, so no match after a mark overlaps it.
@@ -386,7 +384,7 @@ def own_clinical_span_bounds(text: str) -> list[SpanBounds]:
     if "si" in lowered:
         hypotheticals += [m.start() for m in _scan(_SPANISH_IF, lowered, cue_windows)]
         hypotheticals.sort()
-    spans: list[tuple[int, int, str]] = []
+    spans: list[SpanBounds] = []
     bisect_left = bisect.bisect_left
     bisect_right = bisect.bisect_right
     sentence_count = len(sentence_ends)
@@ -436,7 +434,7 @@ def own_clinical_span_bounds(text: str) -> list[SpanBounds]:
         # `endpos` reads the 20 characters after the term as the slice `folded[end:end + 20]` would.
         if topic_after(folded, term_end, term_end + 20) or not _used_clinically(folded, term_start, term_end):
             continue
-        spans.append((start, _detail_end(folded, term_start, term_end), kind))
+        spans.append((start, _detail_end(folded, term_start, term_end), (kind,)))
     return _merge(spans)
 
 
@@ -451,14 +449,15 @@ def _detail_end(folded: str, start: int, end: int) -> int:
     return detail.end() if detail is not None else end
 
 
-def _merge(spans: list[tuple[int, int, str]]) -> list[SpanBounds]:
-    """(start, end, kind) spans, sorted and merged where they touch or overlap."""
+def _merge(spans: list[SpanBounds]) -> list[SpanBounds]:
+    """Spans sorted and merged where they touch or overlap, each merged span with the kinds of its parts (each
+    once, in order)."""
     spans.sort(key=lambda s: s[0])
     merged: list[SpanBounds] = []
-    for start, end, kind in spans:
+    for start, end, kinds in spans:
         if merged and start <= merged[-1][1]:
-            last_start, last_end, kinds = merged[-1]
-            merged[-1] = (last_start, max(last_end, end), kinds if kind in kinds else (*kinds, kind))
+            last_start, last_end, known = merged[-1]
+            merged[-1] = (last_start, max(last_end, end), (*known, *(k for k in kinds if k not in known)))
         else:
-            merged.append((start, end, (kind,)))
+            merged.append((start, end, kinds))
     return merged

@@ -10,15 +10,16 @@ position costs ~30 comparisons (~0.7 ms for the same text).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 __all__ = ["by_first_char", "split_alternatives"]
 
 
-def _group_end(source: str, start: int) -> int:
-    """The index just past the group opened at `source[start] == "("`."""
+def _structure(source: str) -> Iterator[tuple[int, str, int]]:
+    """(index, character, depth) of each parenthesis and "|" of `source` outside escapes and character classes;
+    depth counts the groups open after an "(" and before a ")"."""
     depth = 0
-    index = start
+    index = 0
     in_class = False
     while index < len(source):
         char = source[index]
@@ -31,13 +32,20 @@ def _group_end(source: str, start: int) -> int:
             in_class = True
             if source[index + 1 : index + 2] == "]":
                 index += 1  # "[]...]": a leading "]" is a literal
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return index + 1
+        elif char in "()|":
+            if char == "(":
+                depth += 1
+            yield index, char, depth
+            if char == ")":
+                depth -= 1
         index += 1
+
+
+def _group_end(source: str, start: int) -> int:
+    """The index just past the group opened at `source[start] == "("`."""
+    for index, char, depth in _structure(source[start:]):
+        if char == ")" and depth == 1:
+            return start + index + 1
     raise ValueError(f"unbalanced group in {source!r}")
 
 
@@ -46,28 +54,11 @@ def split_alternatives(source: str) -> list[str]:
     starts with a non-capturing group distributed over its options (`"(?:x|y)z"` -> `["xz", "yz"]`: the same
     attempts in the same order)."""
     branches: list[str] = []
-    start = index = 0
-    in_class = False
-    depth = 0
-    while index < len(source):
-        char = source[index]
-        if char == "\\":
-            index += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-            if source[index + 1 : index + 2] == "]":
-                index += 1
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "|" and depth == 0:
+    start = 0
+    for index, char, depth in _structure(source):
+        if char == "|" and depth == 0:
             branches.append(source[start:index])
             start = index + 1
-        index += 1
     branches.append(source[start:])
     expanded: list[str] = []
     for branch in branches:

@@ -111,8 +111,8 @@ class NoteRedaction:
 _LANGUAGE_SAMPLE_CHARS = 2_000
 
 _PLACEHOLDER = re.compile(r"\[(?:redacted [a-z_]+|health detail[^\]]*|dato de salud[^\]]*)\]")
-# `_MIN_REMAINING_CHARS` (3) letters or digits, found without listing every one of a long note.
-_MEANINGFUL = re.compile(r"\w(?:\W*+\w){2}")
+# `_MIN_REMAINING_CHARS` letters or digits, found without listing every one of a long note.
+_MEANINGFUL = re.compile(r"\w(?:\W*+\w){" + str(_MIN_REMAINING_CHARS - 1) + "}")
 
 
 def _nothing_left(text: str) -> bool:

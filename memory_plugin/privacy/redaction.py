@@ -361,13 +361,17 @@ def _sub_from(pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str],
     return _replaced(text, pattern.finditer(text, pos), replace)
 
 
-def _replaced(text: str, matches: Iterable[re.Match[str]], replace: Callable[[re.Match[str]], str]) -> str:
-    """`text` with each of `matches` (in order, not overlapping) replaced by `replace(match)`."""
+def _replaced(text: str, matches: Iterable[re.Match[str]], replace: Callable[[re.Match[str]], str | None]) -> str:
+    """`text` with each of `matches` (in order, not overlapping) replaced by `replace(match)`; a match for which
+    `replace` returns None stays as written (and costs no string building). `text` itself when none changed."""
     pieces: list[str] = []
     cursor = 0
     for match in matches:
+        replacement = replace(match)
+        if replacement is None:
+            continue
         pieces.append(text[cursor : match.start()])
-        pieces.append(replace(match))
+        pieces.append(replacement)
         cursor = match.end()
     if not pieces:
         return text
@@ -437,10 +441,8 @@ _COMPACT_PREFIXES = {length: _compact_prefix(length) for length in set(_IBAN_LEN
 def _redact_ibans(text: str) -> tuple[str, bool]:
     if b"aadd" not in text.encode("utf-8", "surrogatepass").translate(_LETTER_DIGIT_SHAPE):
         return text, False
-    pieces: list[str] = []
-    cursor = 0
-    # `finditer` rather than `sub` with a callback: near misses (most candidates) then cost no string building.
-    for match in _IBAN.finditer(text):
+
+    def iban(match: re.Match[str]) -> str | None:
         candidate = match.group()
         # The regex may run into a following word ("... 1332 EUR"): try the longest prefix ending at a group
         # boundary that validates (at most 31 boundaries, so this stays linear).
@@ -448,19 +450,17 @@ def _redact_ibans(text: str) -> tuple[str, bool]:
         if expected is not None:
             end = _end_of_compact(candidate, expected)
             if end is None or not _iban_valid(candidate[:end]):
-                continue
+                return None
         else:
             ends = sorted([i for i, c in enumerate(candidate) if c in " -"] + [len(candidate)], reverse=True)
             end = next((end for end in ends if _iban_valid(candidate[:end])), -1)
             if end < 0:
-                continue
-        pieces.append(text[cursor : match.start()])
-        pieces.append(_placeholder("iban") + candidate[end:])
-        cursor = match.end()
-    if not pieces:
-        return text, False
-    pieces.append(text[cursor:])
-    return "".join(pieces), True
+                return None
+        return _placeholder("iban") + candidate[end:]
+
+    # Near misses (most candidates) return None: they cost no string building.
+    redacted = _replaced(text, _IBAN.finditer(text), iban)
+    return redacted, redacted is not text
 
 
 def _redact_national_ids(text: str) -> tuple[str, bool]:
@@ -578,25 +578,16 @@ def _round_groups(pieces: list[str]) -> bool:
 
 
 def _redact_cards(text: str) -> tuple[str, bool]:
-    out: list[str] = []
-    cursor = 0
     if not _has_run(text, _DIGIT_RUN_BYTES, 13):
         return text, False
-    # `finditer` rather than `sub` with a callback: most runs are not cards (a table of figures, part numbers),
-    # and those then cost no string building at all.
-    for match in _DIGIT_RUN.finditer(text):
+
+    def cards(match: re.Match[str]) -> str | None:
         run = match.group()
-        if not _may_hold_card(run):
-            continue
-        replaced = _cards_in_run(run)
-        if replaced is not None:
-            out.append(text[cursor : match.start()])
-            out.append(replaced)
-            cursor = match.end()
-    if not out:
-        return text, False
-    out.append(text[cursor:])
-    return "".join(out), True
+        return _cards_in_run(run) if _may_hold_card(run) else None
+
+    # Most runs are not cards (a table of figures, part numbers): they return None and cost no string building.
+    redacted = _replaced(text, _DIGIT_RUN.finditer(text), cards)
+    return redacted, redacted is not text
 
 
 # A run's shape: each ASCII digit as "d", the separators as written ("dddd dddd-dd"). Runs of one shape have

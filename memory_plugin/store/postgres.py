@@ -163,26 +163,11 @@ class PostgresStore(StoreBase):
             return []
         payload = json.dumps([item.as_json() for item in items], ensure_ascii=False)
         model = next((i.embedding_model for i in items if i.embedding is not None), None)
+        params = (user_id, payload, rules.reinforcement_step, write_id, rules.near_duplicate_threshold)
         if model is None:
-            params: tuple[Any, ...] = (
-                user_id,
-                payload,
-                rules.reinforcement_step,
-                write_id,
-                rules.near_duplicate_threshold,
-            )
             rows = await self._fetch(user_id, UPSERT_ITEMS_SQL, params)
         else:
-            params = (
-                user_id,
-                payload,
-                rules.reinforcement_step,
-                write_id,
-                rules.near_duplicate_threshold,
-                model,
-                rules.embedding_threshold,
-            )  # fmt: skip
-            rows = await self._fetch(user_id, UPSERT_EMBEDDED_SQL, params)
+            rows = await self._fetch(user_id, UPSERT_EMBEDDED_SQL, (*params, model, rules.embedding_threshold))
         return [MemoryRecord.from_row(r) for r in rows]
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
