@@ -382,8 +382,7 @@ async def run(turns: int, variant: Variant, *, seed: int = 7) -> Run:
                 user,
                 short.messages,
                 stored=extraction.stored,
-                superseded=None,
-                preferences=prefs,
+                superseded=extraction.superseded,
                 extraction_ran=extraction.trigger is not None,
                 summary_done=extraction.summary_asked,
             )

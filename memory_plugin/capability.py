@@ -71,7 +71,7 @@ async def _update_context(
     run: ExtractionRun | None,
     scheduled: ScheduledExtraction | None,
 ) -> None:
-    """After a run: the slots from the facts an inline extraction stored (what they superseded is read back), and
+    """After a run: the slots from the facts an inline extraction stored and those it superseded, and
     the rolling summary if due (unless the extraction's own call writes it). Never raises: the answer is
     already produced."""
     queued = scheduled is not None and scheduled.job_id is not None
@@ -82,19 +82,15 @@ async def _update_context(
             user_id,
             short.messages,
             stored=run.stored if run else (),
-            superseded=None,
+            superseded=run.superseded if run else (),
             extraction_ran=(run is not None and run.trigger is not None) or queued,
-            summary_done=(run is not None and run.summary_asked) or (queued and _job_writes_summary(memory)),
+            # A queued job asks for a due summary in its own call when the runner has a summary host and an
+            # extractor that writes summaries; it runs here or in `memory-plugin worker`, which follows a
+            # context builder of its own (`ContextBuilder.follow`).
+            summary_done=(run is not None and run.summary_asked) or (queued and memory.extraction.writes_summaries),
         )
     except MemoryPluginError as exc:
         logger.warning("%s could not update the slots or the summary after the run: %s", LOG_PREFIX, exc)
-
-
-def _job_writes_summary(memory: MemoryManager) -> bool:
-    """Whether a queued extraction job asks for a due summary in its own call: the runner has a summary host
-    and an extractor that writes summaries. The job runs here (`background_worker`) or in `memory-plugin
-    worker`, which follows a context builder of its own (`ContextBuilder.follow`)."""
-    return memory.extraction.writes_summaries
 
 
 @dataclass
@@ -214,11 +210,10 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
         await self.memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
         extraction = scheduled = None
-        inline_context = self.extract_inline
-        if inline_context is None:
-            inline_context = not self.memory.settings.background_extraction
+        inline = self.extract_inline
+        if inline is None:
+            inline = not self.memory.settings.background_extraction
         if self.extract_facts and identity.user_id is not None:
-            inline = inline_context
             try:
                 # The extraction policy decides: an explicit memory instruction, or the cadence of user
                 # messages; one batched call covers everything not extracted yet.
@@ -233,7 +228,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             update = _update_context(
                 self.context, self.memory, identity.session_id, identity.user_id, extraction, scheduled
             )
-            if inline_context:
+            if inline:
                 await update
             else:
                 # Slots and summary are derived data: off the request path (a summary model call takes seconds).

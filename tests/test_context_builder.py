@@ -3,10 +3,12 @@ rehydration after a restart, and what a model receives through a capability that
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -35,7 +37,7 @@ from pydantic_ai.tools import RunContext
 from memory_plugin.context.budget import BudgetSettings, ContextReport
 from memory_plugin.context.builder import ContextBuilder
 from memory_plugin.context.history import messages_for_request
-from memory_plugin.context.store import PostgresContextStore, session_scope
+from memory_plugin.context.store import USER_SCOPE, PostgresContextStore, session_scope
 from memory_plugin.context.tokens import token_counter
 from memory_plugin.manager import MemoryManager
 from memory_plugin.models import MemorizedFact, MemoryUpdate, Message
@@ -422,3 +424,32 @@ async def test_a_session_summary_is_left_out_while_the_history_still_holds_what_
     long = await builder.build(session, user)
     assert long.report.messages_dropped > 0
     assert "Summary of the conversation" in long.instructions  # it stands for the dropped messages
+
+
+async def test_a_new_session_builds_on_the_users_summary_and_a_due_resync_rebuilds_it_from_facts(
+    pg_memory: MemoryManager, context_store: PostgresContextStore
+) -> None:
+    user = uuid4()
+    builder = ContextBuilder(pg_memory, context_store, COUNTER)
+    stored = await pg_memory.update_memory(MemoryUpdate(user_id=user, new_facts=[pref("Prefiere aluminio 7075")]))
+    first = await builder.after_turn(
+        "s-first", user, [Message(role="user", content="Recuerda que prefiero aluminio 7075")], stored=stored
+    )
+    assert first.written
+    assert first.current is not None
+    # A new session's first summary starts from what the first one handed over.
+    second = await builder.after_turn(
+        "s-second", user, [Message(role="user", content="Recuerda que necesito 50 bridas para marzo")]
+    )
+    assert second.written
+    assert second.current is not None
+    assert "aluminio 7075" in second.current.content
+    assert "50 bridas" in second.current.content
+    # Once the user's summary is due for its rebuild, a turn rewrites it from the current facts only.
+    builder._summarizer.policy = dataclasses.replace(builder._summarizer.policy, resync_after=timedelta(0))
+    await builder.after_turn("s-second", user, [])
+    rebuilt = await builder._summarizer.current(user, USER_SCOPE)
+    assert rebuilt is not None
+    assert rebuilt.kind == "resync"
+    assert "aluminio 7075" in rebuilt.content
+    assert "50 bridas" not in rebuilt.content

@@ -16,7 +16,7 @@ from memory_plugin import InMemoryStore, MemoryCapability, MemoryDeps, MemoryMan
 from memory_plugin.context.builder import ContextBuilder
 from memory_plugin.context.store import USER_SCOPE, InMemoryContextStore, session_scope
 from memory_plugin.extraction import LLMExtractor
-from memory_plugin.models import Message
+from memory_plugin.models import MemorizedFact, MemoryUpdate, Message
 
 
 @dataclass
@@ -231,3 +231,23 @@ async def test_jobs_run_by_a_worker_elsewhere_write_the_summary_in_their_own_cal
             assert [e.text for e in (await app_context.slots(user)).get("preferences")] == ["Prefiere aluminio 7075"]
         finally:
             await app_context.close()
+
+
+async def test_an_inline_extraction_that_supersedes_a_fact_takes_it_out_of_the_slots(setup: Setup) -> None:
+    user, session = uuid4(), f"s-{uuid4()}"
+    old = MemorizedFact(content="Presupuesto máximo 1000 €", category="constraint", confidence=0.95, source="explicit")
+    stored = await setup.memory.update_memory(MemoryUpdate(user_id=user, new_facts=[old]))
+    await setup.builder.after_turn(session, user, [], stored=stored)
+    # The new budget names no fact in `replaces`: the store supersedes the old one by its slot (`budget`).
+    setup.extractor.facts = [{"content": "Presupuesto máximo 2000 €", "category": "constraint", "confidence": 0.95}]
+    setup.extractor.summary = None
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("Anotado.")])
+
+    capability = MemoryCapability(setup.memory, context=setup.builder, extract_inline=True)
+    agent = Agent(FunctionModel(answer), deps_type=MemoryDeps, capabilities=[capability])
+    await agent.run("Recuerda que el presupuesto máximo ahora es 2000 €", deps=MemoryDeps(session, user))
+
+    constraints = (await setup.builder.store.read_slots(user)).get("constraints")
+    assert [e.text for e in constraints] == ["Presupuesto máximo 2000 €"]

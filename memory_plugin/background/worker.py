@@ -166,7 +166,8 @@ class BackgroundWorker:
     async def wait_running(self, job_ids: Sequence[int], seconds: float) -> bool:
         """Wait (at most `seconds`) until this worker is no longer running any of these jobs: a job erased from
         the queue while running here is settled for the queue, but its task still decides what to write."""
-        tasks = [task for job_id, task in self._running.items() if job_id in set(job_ids)]
+        wanted = set(job_ids)
+        tasks = [task for job_id, task in self._running.items() if job_id in wanted]
         if not tasks:
             return True
         _, pending = await asyncio.wait(tasks, timeout=max(seconds, 0.0))

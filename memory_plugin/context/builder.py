@@ -23,12 +23,13 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from ..conversions import fact_from_record, preferences_from_records
-from ..errors import StoreError
+from ..errors import InvalidMemoryInputError, StoreError
 from ..extraction.base import SummaryAnswer, SummaryRequest
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, MemoryContext, Message, UserPreferences
 from ..rows import MemoryRecord
 from ..settings import MemorySettings
+from ..validation import parse_user_id
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
 from .history import message_time, messages_from_session
 from .slots import SlotPatch, Slots, slots_from_facts, with_profile
@@ -93,6 +94,15 @@ def summary_policy(settings: MemorySettings) -> SummaryPolicy:
 def _current_facts(records: Sequence[MemoryRecord]) -> list[MemorizedFact]:
     now = datetime.now(UTC)
     return [fact_from_record(r) for r in records if r.kind == "fact" and r.is_current(now)]
+
+
+def _user_or_none(user_id: str | UUID | None) -> UUID | None:
+    """The user id as a UUID; None when anonymous or not a UUID (`get_memory_context`, read alongside, reports
+    a bad id)."""
+    try:
+        return parse_user_id(user_id) if user_id is not None else None
+    except InvalidMemoryInputError:
+        return None
 
 
 def _notes(context: MemoryContext) -> list[str]:
@@ -178,13 +188,16 @@ class ContextBuilder:
         `history`: the messages the caller passes (`message_history`); None: the session's recorded
         messages. The report is logged and set on the current OpenTelemetry span (the agent run's, when
         the agent is instrumented) as `memory.context.*` attributes."""
-        context, summary = await asyncio.gather(
-            self.memory.get_memory_context(session_id, user_id, query=query), self._summary(user_id, session_id)
+        # The three reads are independent: one round trip of latency, not three in turn.
+        uid = _user_or_none(user_id)
+        context, summary, stored = await asyncio.gather(
+            self.memory.get_memory_context(session_id, user_id, query=query),
+            self._summary(uid, session_id),
+            self._stored_slots(uid),
         )
-        uid = context.user_id
         # The profile is the stored preferences (`LongTermMemory.preferences`), shown as the profile slot.
         profile: UserPreferences = context.long_term.preferences
-        slots = with_profile(await self._slots(uid, context) if uid is not None else Slots(), profile)
+        slots = with_profile(await self._slots(uid, context, stored) if uid is not None else Slots(), profile)
         notice = None
         if not context.long_term_available:
             notice = "Long-term memory is temporarily unavailable; do not assume the user is new."
@@ -211,26 +224,34 @@ class ContextBuilder:
         trace.get_current_span().set_attributes(assembled.report.as_attributes())
         return assembled
 
-    async def _slots(self, uid: UUID, context: MemoryContext) -> Slots:
+    async def _stored_slots(self, uid: UUID | None) -> Slots | None:
+        """The user's stored slots; None when anonymous or when they cannot be read now (logged)."""
+        if uid is None:
+            return None
         try:
-            slots = await self.store.read_slots(uid)
-            if slots.is_empty() and not context.long_term.is_empty() and uid not in self._filled:
-                # A user known before the slots existed: fill them once from every current fact.
-                slots = await self.resync_slots(uid)
-                self._filled[uid] = None
-                if len(self._filled) > _FILLED_USERS:
-                    self._filled.popitem(last=False)
+            return await self.store.read_slots(uid)
+        except StoreError as exc:
+            logger.warning("%s slots unavailable for this turn: %s", LOG_PREFIX, exc)
+            return None
+
+    async def _slots(self, uid: UUID, context: MemoryContext, stored: Slots | None) -> Slots:
+        """The turn's slots from `stored` (read with the context): filled once from every current fact for a
+        user known before the slots existed."""
+        if stored is None:
+            return Slots()
+        if not stored.is_empty() or context.long_term.is_empty() or uid in self._filled:
+            return stored
+        try:
+            slots = await self.resync_slots(uid)
         except StoreError as exc:
             logger.warning("%s slots unavailable for this turn: %s", LOG_PREFIX, exc)
             return Slots()
+        self._filled[uid] = None
+        if len(self._filled) > _FILLED_USERS:
+            self._filled.popitem(last=False)
         return slots
 
-    async def _summary(self, user_id: str | UUID | None, session_id: str) -> SummaryVersion | None:
-        try:
-            # A bad id is reported by get_memory_context, read alongside.
-            uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id)) if user_id is not None else None
-        except ValueError:
-            return None
+    async def _summary(self, uid: UUID | None, session_id: str) -> SummaryVersion | None:
         if uid is None:
             return None
         try:
@@ -241,10 +262,10 @@ class ContextBuilder:
             logger.warning("%s rolling summary unavailable for this turn: %s", LOG_PREFIX, exc)
             return None
 
-    async def resync_slots(self, user_id: UUID, *, preferences: UserPreferences | None = None) -> Slots:
+    async def resync_slots(self, user_id: UUID) -> Slots:
         """Rebuild the stored slots from the user's current facts (fields no fact fills are kept). The profile
         is not stored: it is the view of the stored preferences (`slots`); a profile an earlier version stored
-        is dropped. `preferences` is accepted for compatibility and not stored."""
+        is dropped."""
         facts = _current_facts(await self.memory.list_memory(user_id))
         current = await self.store.read_slots(user_id)
         kept = Slots(fields={n: e for n, e in current.fields.items() if n != "profile"})
@@ -286,25 +307,22 @@ class ContextBuilder:
         message_count: int | None = None,
         stored: Sequence[MemorizedFact] = (),
         superseded: Sequence[MemorizedFact] | None = (),
-        preferences: UserPreferences | None = None,
         extraction_ran: bool | None = None,
         summary_done: bool = False,
     ) -> SummaryUpdate:
         """After an exchange: patch the slots with the facts just stored and those they superseded
-        (`WriteOutcome.stored` and `.superseded`; `superseded=None` when unknown, as after `extract_if_due`:
-        they are read back), and rewrite the session's rolling summary if due; a new session summary is also
+        (`WriteOutcome.stored` and `.superseded`, or `ExtractionRun`'s; `superseded=None` when unknown: they
+        are read back), and rewrite the session's rolling summary if due; a new session summary is also
         the user's (what the next session starts from). `messages`: the session's messages, oldest first
         (its recent window is enough: new ones are told by timestamp, or by `message_count`, how many the
         session has had in all); `extraction_ran`:
         whether a fact extraction ran on this turn (`summary_with_extraction` waits for one); `summary_done`:
         the extraction's own call was asked for the summary (`ExtractionRun.summary_asked`), so it is not
-        rewritten again here (a failed answer keeps the previous version until the next extraction).
-        `preferences` is accepted for compatibility: the profile is read from the stored preference rows."""
-        del preferences  # a view of the stored rows (`slots`), never patched from a second copy
+        rewritten again here (a failed answer keeps the previous version until the next extraction). The
+        profile is not patched here: it is a view of the stored preference rows (`slots`)."""
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
         if superseded is None:
-            # The caller does not know what the write superseded (`ExtractionRun` lists only what it stored):
-            # the facts whose `superseded_by` names one of them.
+            # The caller does not know what the write superseded: the facts whose `superseded_by` names one of them.
             ids = {f.id for f in stored}
             records = await self.memory.list_memory(uid) if ids else []
             superseded = [fact_from_record(r) for r in records if r.kind == "fact" and r.superseded_by in ids]
@@ -319,6 +337,8 @@ class ContextBuilder:
             for old in superseded
         ]
         outdated = [(old, new) for old, new in outdated if new]
+        # Read once: what a new session's first summary builds on, and what the weekly resync is timed by.
+        user_summary = await self._summarizer.current(uid, USER_SCOPE)
         if summary_done:
             update = SummaryUpdate(await self._summarizer.current(uid, session_scope(session_id)), False, None)
         else:
@@ -329,10 +349,10 @@ class ContextBuilder:
                 message_count=message_count,
                 outdated=outdated,
                 extraction_ran=extraction_ran,
-                start_from=await self._handed_over(uid, session_id),
+                start_from=user_summary.content if user_summary else None,
             )
-            await self._hand_over(uid, update)
-        if self._summarizer.resync_due(await self._summarizer.current(uid, USER_SCOPE)):
+            user_summary = await self._hand_over(uid, update) or user_summary
+        if self._summarizer.resync_due(user_summary):
             # The weekly rebuild from the facts: the summary, and the slots (a fact deleted or expired since
             # leaves them here).
             facts = _current_facts(await self.memory.list_memory(uid))
@@ -340,37 +360,33 @@ class ContextBuilder:
             await self.resync_slots(uid)
         return update
 
-    async def _handed_over(self, uid: UUID, session_id: str) -> str | None:
-        """What a session's first summary builds on: the user's summary (what earlier sessions handed over);
-        None once the session has its own."""
-        if await self._summarizer.current(uid, session_scope(session_id)) is not None:
-            return None
-        user_summary = await self._summarizer.current(uid, USER_SCOPE)
-        return user_summary.content if user_summary else None
-
     async def _session_plan(
         self, uid: UUID, session_id: str, messages: Sequence[Message], *, force: bool = False
     ) -> SummaryPlan:
-        """The session summary's plan on an extraction turn."""
-        start_from = await self._handed_over(uid, session_id)
+        """The session summary's plan on an extraction turn; a session's first summary builds on the user's
+        (what earlier sessions handed over: `plan` ignores it once the session has its own)."""
+        user_summary = await self._summarizer.current(uid, USER_SCOPE)
+        start_from = user_summary.content if user_summary else None
         return await self._summarizer.plan(
             uid, session_scope(session_id), messages, extraction_ran=True, force=force, start_from=start_from
         )
 
-    async def _hand_over(self, uid: UUID, update: SummaryUpdate) -> None:
-        """A new session summary is also the user's: what the next session starts from."""
-        if update.written and update.current is not None:
-            version = update.current
-            await self.store.add_summary(
-                uid,
-                USER_SCOPE,
-                version.content,
-                kind=version.kind,
-                language=version.language,
-                message_count=version.message_count,
-                covered_until=version.covered_until,
-                resynced_at=version.resynced_at,
-            )
+    async def _hand_over(self, uid: UUID, update: SummaryUpdate) -> SummaryVersion | None:
+        """A new session summary is also the user's: what the next session starts from (returned; None when
+        `update` wrote nothing)."""
+        if not update.written or update.current is None:
+            return None
+        version = update.current
+        return await self.store.add_summary(
+            uid,
+            USER_SCOPE,
+            version.content,
+            kind=version.kind,
+            language=version.language,
+            message_count=version.message_count,
+            covered_until=version.covered_until,
+            resynced_at=version.resynced_at,
+        )
 
     async def summary_request(
         self, session_id: str, user_id: UUID, messages: Sequence[Message]

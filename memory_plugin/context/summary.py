@@ -24,6 +24,7 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import AgentRunError, UserError
 from pydantic_ai.models import Model
 
+from ..extraction.base import SUMMARY_LANGUAGE_NAMES
 from ..extraction.policy import is_explicit_trigger, is_small_talk
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, Message, utc_now
@@ -273,7 +274,6 @@ customer. Rewrite the summary (at most {max_tokens} tokens) from the old summary
 - no quotes, recipes or details that only served one answer;
 - write in the conversation's language: {language_name}.
 Answer with the summary only."""
-_LANGUAGE_NAME = {"es": "Spanish (español)", "en": "English"}
 
 
 def private_summary(text: str, *, consent: HealthNotesConsent = "off") -> str | None:
@@ -504,7 +504,7 @@ class RollingSummarizer:
             self.model,
             output_type=str,
             instructions=_INSTRUCTIONS.format(
-                max_tokens=self.policy.max_tokens, language_name=_LANGUAGE_NAME[language]
+                max_tokens=self.policy.max_tokens, language_name=SUMMARY_LANGUAGE_NAMES[language]
             ),
             name="memory_summarizer",
         )

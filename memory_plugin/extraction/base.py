@@ -14,6 +14,7 @@ from uuid import UUID
 from ..models import MemorizedFact, Message
 
 __all__ = [
+    "SUMMARY_LANGUAGE_NAMES",
     "ExtractionOutcome",
     "FactExtractor",
     "SummarizingExtractor",
@@ -21,6 +22,9 @@ __all__ = [
     "SummaryHost",
     "SummaryRequest",
 ]
+
+SUMMARY_LANGUAGE_NAMES: dict[str, str] = {"es": "Spanish (español)", "en": "English"}
+"""How a summarizer's prompt names each language a rolling summary is written in."""
 
 
 @dataclass(frozen=True, slots=True)

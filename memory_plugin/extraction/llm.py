@@ -26,7 +26,7 @@ from ..errors import ExtractionError
 from ..models import FactCategory, FactSource, MemorizedFact, Message
 from ..privacy import redact_sensitive
 from ..taxonomy import default_importance, render_taxonomy_for_prompt
-from .base import ExtractionOutcome, SummaryAnswer, SummaryRequest
+from .base import SUMMARY_LANGUAGE_NAMES, ExtractionOutcome, SummaryAnswer, SummaryRequest
 
 __all__ = [
     "DEFAULT_EXTRACTION_INSTRUCTIONS",
@@ -87,8 +87,6 @@ Without that section, leave `summary` out.
 """
 
 _OutputT = TypeVar("_OutputT", bound="ExtractionReport")
-
-_LANGUAGE_NAME = {"es": "Spanish (español)", "en": "English"}
 
 _CATEGORIES: frozenset[str] = frozenset(get_args(FactCategory))
 _SOURCES: frozenset[str] = frozenset(get_args(FactSource))
@@ -156,8 +154,8 @@ def _render_prompt(
         earlier = [m for m in summary.messages if m.id not in shown]
         lines += ["", "[ROLLING SUMMARY]"]
         lines.append(
-            f"Rewrite it in {_LANGUAGE_NAME[summary.language]}, at most {summary.max_tokens} tokens, from the old"
-            " summary, the earlier messages below (already extracted: for the summary only) and the conversation."
+            f"Rewrite it in {SUMMARY_LANGUAGE_NAMES[summary.language]}, at most {summary.max_tokens} tokens, from the"
+            " old summary, the earlier messages below (already extracted: for the summary only) and the conversation."
         )
         lines += ["Old summary:", summary.previous or "(none)"]
         if earlier:

@@ -136,6 +136,8 @@ class ExtractionRun:
     """Messages given to the extractor (all pending ones, user and assistant)."""
     stored: list[MemorizedFact] = field(default_factory=list)
     """Facts written or reinforced."""
+    superseded: list[MemorizedFact] = field(default_factory=list)
+    """Stored facts the write superseded (`WriteOutcome.superseded`): they keep their rows, no longer current."""
     skipped: bool = False
     """True when the pending messages were only small talk: the cursor moved on, no call was made."""
     error: str | None = None

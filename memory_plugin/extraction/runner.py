@@ -132,7 +132,7 @@ class ExtractionRunner:
                     outcome = await self.writer.update(
                         MemoryUpdate(user_id=user_id, session_id=session_id, new_facts=extracted.facts)
                     )
-                    run.stored = outcome.stored
+                    run.stored, run.superseded = outcome.stored, outcome.superseded
                 await self._store_summary(session_id, user_id, summary, extracted.summary)
             except MemoryPluginError as exc:
                 run.error = str(exc)
