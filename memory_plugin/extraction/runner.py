@@ -185,7 +185,9 @@ class ExtractionRunner:
                 logger.info("%s memory job %d dropped: its user was erased or the job cancelled", LOG_PREFIX, job.id)
                 return
             await self._store_summary(job.session_id, job.user_id, summary, extracted.summary)
-            kept = [f for f in facts if not self._forgotten(f, hold.forgotten)]
+            vocabulary = self.settings.vocabulary
+            forgotten = [keys_of(content, vocabulary) for content in hold.forgotten]  # once per job, not per fact
+            kept = [f for f in facts if not self._forgotten(f, forgotten)]
             self.facts_dropped_forgotten += len(facts) - len(kept)
             if not kept:
                 return
@@ -238,11 +240,12 @@ class ExtractionRunner:
         except StoreError as exc:  # derived data: the facts matter, the summary is rewritten on a later turn
             logger.warning("%s rolling summary from the extraction not stored: %s", LOG_PREFIX, exc)
 
-    def _forgotten(self, fact: MemorizedFact, forgotten: Sequence[str]) -> bool:
-        """Whether `fact` restates a memory the user forgot: the same text, or a near-duplicate of it."""
-        keys = keys_of(fact.content)
+    def _forgotten(self, fact: MemorizedFact, forgotten: Sequence[tuple[str, str, tuple[str, ...]]]) -> bool:
+        """Whether `fact` restates a memory the user forgot (`forgotten`: their `keys_of`): the same text, or a
+        near-duplicate of it, judged as the write path judges them (the store's vocabulary)."""
+        keys = keys_of(fact.content, self.settings.vocabulary)
         threshold = min(self.settings.near_duplicate_threshold, 1.0)
-        return any(is_near_duplicate(keys, keys_of(content), threshold) for content in forgotten)
+        return any(is_near_duplicate(keys, other, threshold) for other in forgotten)
 
     async def extract(
         self,

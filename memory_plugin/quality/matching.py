@@ -175,8 +175,9 @@ def is_near_duplicate(a: tuple[str, str, Sequence[str]], b: tuple[str, str, Sequ
     return a[1] == b[1] and no_word_swapped(a[2], b[2]) and trigram_similarity(a[0], b[0]) >= _float4(threshold)
 
 
-def keys_of(content: str, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> tuple[str, str, tuple[str, ...]]:
-    """(match_key, match_guard, match_words) of a fact's content."""
+def keys_of(content: str, vocabulary: Vocabulary) -> tuple[str, str, tuple[str, ...]]:
+    """(match_key, match_guard, match_words) of a fact's content, the guard in the store's `vocabulary` (as the
+    write path computes it: another vocabulary gives other guards)."""
     return match_key(content), match_guard(content, vocabulary), match_words(content)
 
 
