@@ -116,6 +116,9 @@ async def test_a_missing_or_unreachable_redis_is_a_clear_error(pg_settings: Memo
         port = probe.getsockname()[1]
     with pytest.raises(StoreUnavailableError, match="Redis"):
         RedisSessionStore.connect(f"redis://127.0.0.1:{port}/0")
+    for not_a_url in ("", "localhost:6379", "http://localhost:6379/0"):
+        with pytest.raises(MemoryPluginError, match="not a Redis URL"):
+            RedisSessionStore.connect(not_a_url)
 
 
 def test_erase_also_forgets_the_users_sessions_in_redis(redis_url: str, database_url: str, tmp_path: Path) -> None:

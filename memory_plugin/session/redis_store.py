@@ -93,7 +93,10 @@ class RedisSessionStore(SessionLimits):
     @classmethod
     def connect(cls, url: str, **options: Any) -> RedisSessionStore:
         """A store on a new client for `url` (`redis://host:port/db`), after checking that the server answers."""
-        client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
+        try:
+            client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5)
+        except ValueError as exc:  # no scheme, an unknown one, a bad port
+            raise MemoryPluginError(f"MEMORY_REDIS_URL is not a Redis URL (redis://host:6379/0): {exc}") from None
         try:
             client.ping()
         except redis.RedisError as exc:
