@@ -3,7 +3,9 @@ a closed manager says so, limits hold, and an answer the model produced is never
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -287,3 +289,43 @@ def test_a_url_is_masked_only_where_it_holds_a_password() -> None:
     assert "S3cret" not in masked
     assert "password=***" in masked
     assert masked_url("postgresql://db/postgres?sslmode=require&password=S3cret").endswith("password=***")
+
+
+async def test_a_user_out_of_write_budget_is_refused_before_the_embedding(user_id: UUID) -> None:
+    """A flood of refused writes costs no embedding work: the refusal comes first."""
+    from tests.chat_helpers import word_embedder
+
+    embedder = word_embedder()
+    calls: list[int] = []
+    embed_documents = embedder.embed_documents
+
+    async def counted(texts: Sequence[str]) -> Any:
+        calls.append(len(texts))
+        return await embed_documents(texts)
+
+    embedder.embed_documents = counted  # type: ignore[method-assign]
+    settings = MemorySettings(embedding_model="none", write_burst=2, write_rate_per_second=0.001)
+    async with MemoryManager.open(settings, store=InMemoryStore(), embedder=embedder) as memory:
+        facts = [
+            MemorizedFact(
+                content=f"Necesita {n} piezas de latón al mes",
+                category="requirement",
+                confidence=0.9,
+                source="explicit",
+            )
+            for n in (5, 9)
+        ]
+        await memory.update_memory(MemoryUpdate(user_id=user_id, new_facts=facts))
+        assert calls == [2]
+        with pytest.raises(MemoryLimitError):
+            await memory.update_memory(
+                MemoryUpdate(
+                    user_id=user_id,
+                    new_facts=[
+                        MemorizedFact(
+                            content="Prefiere acero", category="preference", confidence=0.9, source="explicit"
+                        )
+                    ],
+                )
+            )
+        assert calls == [2]  # the refused write embedded nothing

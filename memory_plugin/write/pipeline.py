@@ -95,6 +95,9 @@ class WritePipeline:
         items, folded = fold_near_duplicates(items, self.rules.near_duplicate_threshold)
         if not items:
             return WriteOutcome(refused=refused)
+        # Folding by meaning below leaves at least one item: a user with no room for one is refused before
+        # the embedding, which a flood would otherwise pay for on every refused write.
+        self.rate_limit.check(update.user_id, 1)
         items = await self.embed_items(items)
         # Then paraphrases by meaning (same category, guard and model), once the facts have their vectors.
         items, folded_by_meaning = fold_semantic_duplicates(items, self.rules.embedding_threshold)
