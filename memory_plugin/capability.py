@@ -210,9 +210,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
         await self.memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
         extraction = scheduled = None
-        inline = self.extract_inline
-        if inline is None:
-            inline = not self.memory.settings.background_extraction
+        inline = self.memory.extracts_inline(self.extract_inline)
         if self.extract_facts and identity.user_id is not None:
             try:
                 # The extraction policy decides: an explicit memory instruction, or the cadence of user

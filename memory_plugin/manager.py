@@ -153,6 +153,12 @@ class MemoryManager:
         """When extraction runs (triggers, cadence)."""
         return self.extraction.policy
 
+    def extracts_inline(self, choice: bool | None = None) -> bool:
+        """Whether an extraction runs before a turn returns (True) or is queued for the background worker:
+        `choice` when given (a capability's or workflow's `extract_inline`), else the settings'
+        (`not background_extraction`: queued by default)."""
+        return choice if choice is not None else not self.settings.background_extraction
+
     @property
     def stats(self) -> MemoryStats:
         """Counters since the manager opened (a snapshot: read it again after more calls)."""

@@ -241,9 +241,7 @@ class BudgetRequestWorkflow:
         self, session_id: str, user_id: str | UUID, end_of_request: bool, warnings: list[str]
     ) -> tuple[list[MemorizedFact], bool]:
         """Step 7's facts: extracted now (inline), or queued for the background worker (no facts yet)."""
-        inline = self.extract_inline
-        if inline is None:
-            inline = not self.memory.settings.background_extraction
+        inline = self.memory.extracts_inline(self.extract_inline)
         if inline:
             run = await self.memory.extract_if_due(session_id, user_id, end_of_request=end_of_request)
             if run.error is not None:
