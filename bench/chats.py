@@ -41,12 +41,12 @@ from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.chats.compaction import turn_text
 from memory_plugin.chats.conversations import PostgresConversationStore
 from memory_plugin.chats.service import from_json
-from memory_plugin.chats.sessions import PostgresSessionStore
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder
 from memory_plugin.models import Message
 from memory_plugin.session import SessionBackend, SessionStore
+from memory_plugin.session.postgres_store import PostgresSessionStore
 from memory_plugin.session.redis_store import RedisSessionStore
 
 SECRET = "bench-secret-with-at-least-32-bytes-of-entropy"

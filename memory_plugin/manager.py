@@ -216,7 +216,7 @@ class MemoryManager:
             raise
         sessions: SessionBackend | None = None
         if settings.session_backend == "postgres":  # shared by every worker: on the database in use
-            from .chats.sessions import postgres_sessions_from_settings
+            from .session.postgres_store import postgres_sessions_from_settings
 
             url = connector.url if connector is not None else None
             if url is None:
@@ -274,9 +274,7 @@ class MemoryManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
-        close_sessions = getattr(self.sessions, "close", None)  # a networked session backend's pool
-        if callable(close_sessions):
-            close_sessions()
+        self.sessions.close()
         await self.store.close()
 
     # --- background extraction (docs/background.md) ------------------------------------------------------------

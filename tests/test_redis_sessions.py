@@ -1,6 +1,6 @@
 """What only the Redis session backend does: native key expiry (no sweep, nothing left behind), the window trimmed
 atomically under concurrent writers, and the manager on `MEMORY_SESSION_BACKEND=redis`. Its `SessionBackend`
-contract runs with the other backends' (tests/test_session_store.py, tests/test_chats_sessions.py)."""
+contract runs with the other backends' (tests/test_session_store.py, tests/test_shared_sessions.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Short-term memory: the `SessionBackend` protocol and its in-RAM implementation, `SessionStore`."""
+"""Short-term memory: the `SessionBackend` protocol (`base.py`) and its stores: in RAM (`store.py`, the default),
+Postgres (`postgres_store.py`) and Redis (`redis_store.py`), shared by every worker process."""
 
 from .base import SessionBackend, off_the_loop
 from .store import Clock, SessionStore

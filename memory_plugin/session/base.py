@@ -84,6 +84,10 @@ class SessionBackend(Protocol):
         """Release every session idle for longer than the TTL; returns how many."""
         ...
 
+    def close(self) -> None:
+        """Release connections (nothing to do in RAM). The manager calls it when it closes."""
+        ...
+
 
 class SessionLimitSettings(TypedDict):
     """The bounds every session store takes, as keyword arguments (`session_limits`)."""

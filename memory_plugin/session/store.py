@@ -116,6 +116,9 @@ class SessionStore(SessionLimits):
         self.evicted_total = 0
         """Sessions removed by a session cap or a byte budget since start."""
 
+    def close(self) -> None:
+        """Nothing to release: the sessions live in this process's RAM."""
+
     @classmethod
     def from_settings(cls, settings: MemorySettings, *, clock: Clock = time.monotonic) -> SessionStore:
         """The store `settings` describe (window, TTL, session caps, byte budgets, entity and intent limits)."""

@@ -27,8 +27,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailableError
 from ..models import Message, ShortTermMemory
-from ..session.base import SessionLimits, ownership_error, session_limits
 from ..settings import MemorySettings
+from .base import SessionLimits, ownership_error, session_limits
 
 __all__ = ["PostgresSessionStore", "postgres_sessions_from_settings"]
 

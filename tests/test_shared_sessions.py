@@ -13,10 +13,10 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from memory_plugin.chats.sessions import PostgresSessionStore
 from memory_plugin.errors import InvalidMemoryInputError, SessionLimitError, SessionOwnershipError
 from memory_plugin.models import Message
 from memory_plugin.session import SessionBackend
+from memory_plugin.session.postgres_store import PostgresSessionStore
 from memory_plugin.session.redis_store import RedisSessionStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +139,7 @@ from uuid import UUID
 from memory_plugin.models import Message
 backend, url, session, user, worker = sys.argv[1], sys.argv[2], sys.argv[3], UUID(sys.argv[4]), sys.argv[5]
 if backend == "postgres":
-    from memory_plugin.chats.sessions import PostgresSessionStore as Store
+    from memory_plugin.session.postgres_store import PostgresSessionStore as Store
 else:
     from memory_plugin.session.redis_store import RedisSessionStore as Store
 store = Store.connect(url, max_messages=500)
