@@ -31,6 +31,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from bench.tables import percentile
 from memory_plugin import MemoryCapability, MemoryDeps, MemoryManager, MemorySettings
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
@@ -59,11 +60,6 @@ def _slow_extractor(seconds: float) -> LLMExtractor:
 
 def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart("Anotado.")])
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def _turns(url: str, data_dir: str, mode: str, turns: int, seconds: float) -> list[float]:
@@ -164,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             for mode, turns in (("none", args.turns), ("background", args.turns), ("inline", args.inline_turns)):
                 t = await _turns(url, tmp, mode, turns, args.extraction_seconds)
                 print(
-                    f"| {mode} | {turns} | {_percentile(t, 0.5) * 1000:.1f} | {_percentile(t, 0.95) * 1000:.1f}"
+                    f"| {mode} | {turns} | {percentile(t, 0.5) * 1000:.1f} | {percentile(t, 0.95) * 1000:.1f}"
                     f" | {max(t) * 1000:.1f} |"
                 )
             print(f"\n## Draining {args.jobs} queued jobs (extraction model {args.job_seconds:g} s, 4 per worker)\n")

@@ -35,6 +35,7 @@ from pydantic_ai.embeddings import TestEmbeddingModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import UsageLimits
 
+from bench.tables import percentile
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
@@ -51,11 +52,6 @@ from memory_plugin.session.redis_store import RedisSessionStore
 
 SECRET = "bench-secret-with-at-least-32-bytes-of-entropy"
 TOPICS = ["soportes anodizados", "bridas de acero", "facturas pendientes", "tornillería M8", "plazos de entrega"]
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _headers(user: uuid.UUID) -> dict[str, str]:
@@ -94,7 +90,7 @@ async def _patch_latency(client: httpx.AsyncClient, turns: int) -> None:
     full, visible = _tokens(body["full_history"]), _tokens(body["assistant_history"])
     print(f"## PATCH /api/chats/{{id}}: a chat grown to {turns} turns, 2 turns per request\n")
     print("| measure | result |\n|---|---:|")
-    p50, p95 = _pct(latencies, 0.5), _pct(latencies, 0.95)
+    p50, p95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
     print(f"| PATCH p50 / p95 / max | {p50:.1f} / {p95:.1f} / {max(latencies):.1f} ms |")
     print(f"| turns: full history / model-visible | {len(body['full_history'])} / {len(body['assistant_history'])} |")
     print(f"| tokens (chars/4): full history / model-visible | {full:,} / {visible:,} ({visible / full:.1%}) |")
@@ -127,7 +123,7 @@ async def _search_throughput(client: httpx.AsyncClient, chats: int, seconds: flo
     print(f"## GET /api/chats?search=: {clients} concurrent clients, a user with {chats} chats, {seconds:.0f} s\n")
     print("| measure | result |\n|---|---:|")
     print(f"| requests/s | {done / elapsed:.0f} |")
-    print(f"| latency p50 / p95 | {_pct(latencies, 0.5):.1f} / {_pct(latencies, 0.95):.1f} ms |")
+    print(f"| latency p50 / p95 | {percentile(latencies, 0.5):.1f} / {percentile(latencies, 0.95):.1f} ms |")
     print()
 
 
@@ -150,8 +146,8 @@ def _session_latency(url: str, calls: int, redis_url: str | None = None) -> None
             began = time.perf_counter()
             backend.snapshot(session, user_id=user)
             reads.append((time.perf_counter() - began) * 1000)
-        w = f"{_pct(writes, 0.5):.3f} / {_pct(writes, 0.95):.3f} ms"
-        r = f"{_pct(reads, 0.5):.3f} / {_pct(reads, 0.95):.3f} ms"
+        w = f"{percentile(writes, 0.5):.3f} / {percentile(writes, 0.95):.3f} ms"
+        r = f"{percentile(reads, 0.5):.3f} / {percentile(reads, 0.95):.3f} ms"
         print(f"| {name} | {w} | {r} |")
     for backend in backends.values():
         close = getattr(backend, "close", None)  # the networked backends' connections
@@ -188,8 +184,9 @@ async def _conversation_latency(url: str, turns: int) -> None:
         load_window = (time.perf_counter() - began) * 1000
     messages = len(whole.messages) if whole is not None else 0
     print("| measure | result |\n|---|---:|")
-    print(f"| `save` (the turn's 2 new messages) p50 / p95 | {_pct(saves, 0.5):.1f} / {_pct(saves, 0.95):.1f} ms |")
-    print(f"| `load` while growing p50 / p95 | {_pct(loads, 0.5):.1f} / {_pct(loads, 0.95):.1f} ms |")
+    save = f"{percentile(saves, 0.5):.1f} / {percentile(saves, 0.95):.1f}"
+    print(f"| `save` (the turn's 2 new messages) p50 / p95 | {save} ms |")
+    print(f"| `load` while growing p50 / p95 | {percentile(loads, 0.5):.1f} / {percentile(loads, 0.95):.1f} ms |")
     print(
         f"| `load` of all {messages:,} messages / of the last 20 (`limit=20`) | {load_all:.1f} / {load_window:.1f} ms |"
     )

@@ -27,17 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.tables import percentile
 from memory_plugin.embeddings import MemoryEmbedder, local_available, local_embedder, minilm
 from memory_plugin.embeddings.onnx_query import OnnxQueryEncoder, load_query_encoder
 
 __all__ = ["main"]
 
 LOCOMO_QUESTIONS = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "questions_dev.jsonl"
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def _questions(path: Path | None, n: int) -> tuple[list[str], str]:
@@ -113,8 +109,9 @@ async def _run(questions: list[str], source: str, round_size: int, cache_dir: Pa
     print("| runtime | p50 ms | p95 ms | mean ms | max ms |\n|---|---:|---:|---:|---:|")
     for name, label in (("torch", "torch eager"), ("onnx", "onnxruntime (`ORT_ENABLE_ALL`)")):
         t = times[name]
-        print(f"| {label} | {_pct(t, 50):.2f} | {_pct(t, 95):.2f} | {sum(t) / len(t):.2f} | {max(t):.2f} |")
-    speedup = _pct(times["torch"], 50) / _pct(times["onnx"], 50)
+        p50, p95 = percentile(t, 0.50), percentile(t, 0.95)
+        print(f"| {label} | {p50:.2f} | {p95:.2f} | {sum(t) / len(t):.2f} | {max(t):.2f} |")
+    speedup = percentile(times["torch"], 0.50) / percentile(times["onnx"], 0.50)
     print(f"\np50 speed-up: {speedup:.2f}x\n")
     print("| one-off cost / agreement | value |\n|---|---:|")
     print(f"| load the torch model | {load_seconds:.2f} s |")

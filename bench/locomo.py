@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.tables import percentile
 from memory_plugin import MemoryManager, MemorySettings, Note
 
 __all__ = ["main", "run"]
@@ -62,11 +63,6 @@ def _own_dia_id(dia_id: str, conv_id: str) -> str:
     another conversation's turn keeps its qualifier, so it can never match the evidence."""
     conv, sep, own = dia_id.partition("|")
     return own if sep and conv == conv_id else dia_id
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
 async def run(
@@ -119,8 +115,8 @@ async def run(
         "turns": len(turns),
         "questions": len(questions),
         "store_seconds": store_seconds,
-        "search_p50_ms": 1000 * _percentile(latencies, 0.5),
-        "search_p95_ms": 1000 * _percentile(latencies, 0.95),
+        "search_p50_ms": 1000 * percentile(latencies, 0.5),
+        "search_p95_ms": 1000 * percentile(latencies, 0.95),
         "embedder": embedder,
         "refused": refused,
     }

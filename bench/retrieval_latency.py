@@ -35,6 +35,7 @@ from pydantic_ai import Embedder
 from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
+from bench.tables import percentile
 from memory_plugin import MemoryManager, MemorySettings, Note
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
@@ -128,11 +129,6 @@ class RandomEmbeddingModel(EmbeddingModel):
             model_name=MODEL,
             provider_name="bench",
         )
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def _question(rng: random.Random) -> str:
@@ -290,9 +286,9 @@ async def _bench(url: str, sizes: list[int], other_rows: int, calls: int) -> Non
           "| p95 ms | search p95 vs smallest |")  # fmt: skip
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for label, search, context in rows:
-        growth = _pct(search, 95) / _pct(base, 95)
-        print(f"| {label} | {len(search)} | {_pct(search, 50):.2f} | {_pct(search, 95):.2f} | "
-              f"{_pct(context, 50):.2f} | {_pct(context, 95):.2f} | {growth:.2f}× |")  # fmt: skip
+        growth = percentile(search, 0.95) / percentile(base, 0.95)
+        print(f"| {label} | {len(search)} | {percentile(search, 0.50):.2f} | {percentile(search, 0.95):.2f} | "
+              f"{percentile(context, 0.50):.2f} | {percentile(context, 0.95):.2f} | {growth:.2f}× |")  # fmt: skip
     print("\n| facts of the user | vector channel plan (as memory_search chose it) | text channel plan |")
     print("|---:|---|---|")
     for label, vec_plan, txt_plan in plans:
@@ -326,8 +322,8 @@ async def _end_to_end(url: str, calls: int) -> None:
         total = await _time(calls, lambda i: memory.search(user, questions[i], limit=10))
     print("\n(g) end to end on a LoCoMo-size user (700 facts), offline all-MiniLM-L6-v2, one thread\n")
     print("| step | p50 ms | p95 ms |\n|---|---:|---:|")
-    print(f"| query embedding alone | {_pct(embed, 50):.1f} | {_pct(embed, 95):.1f} |")
-    print(f"| search, embedding included | {_pct(total, 50):.1f} | {_pct(total, 95):.1f} |")
+    print(f"| query embedding alone | {percentile(embed, 0.50):.1f} | {percentile(embed, 0.95):.1f} |")
+    print(f"| search, embedding included | {percentile(total, 0.50):.1f} | {percentile(total, 0.95):.1f} |")
 
 
 def main(argv: list[str] | None = None) -> int:

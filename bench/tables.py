@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
-__all__ = ["BenchTable", "render", "to_markdown"]
+__all__ = ["BenchTable", "percentile", "render", "to_markdown"]
 
 
 @dataclass(slots=True)
@@ -48,3 +48,9 @@ def render(tables: Sequence[BenchTable], console: Console) -> None:
     """Print the tables as markdown."""
     for table in tables:
         console.print("\n" + to_markdown(table), markup=False, highlight=False, soft_wrap=True)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q` quantile (0..1) of `values`, the nearest sample by rank (0.0 for no values)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
