@@ -17,10 +17,9 @@ from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg
-from psycopg import AsyncClientCursor
 from psycopg_pool import AsyncConnectionPool
 
-from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
+from ..database.calls import postgres_errors, run_as_user
 from ..errors import InvalidMemoryInputError
 
 __all__ = ["Checkpoint", "CheckpointStore", "InMemoryCheckpointStore", "PostgresCheckpointStore"]
@@ -155,13 +154,7 @@ class PostgresCheckpointStore:
     async def _run(self, user_id: UUID, query: str, params: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
         with postgres_errors("the checkpoint operation"):
             async with self._pool.connection() as conn:
-                cursor = AsyncClientCursor(conn)
-                # Named parameters: the prelude's claims go in as one more of them.
-                prelude = IDENTITY_PRELUDE_SQL.replace("%s", "%(claims)s")
-                await cursor.execute(f"{prelude}; {query}", {**params, "claims": user_claims(user_id)})
-                while cursor.nextset():  # the last statement's result is the answer
-                    pass
-                return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
+                return (await run_as_user(conn, user_id, [query], params))[-1]  # the last statement's answer
 
     async def save(
         self, user_id: UUID, session_id: str, step: str, state: Mapping[str, Any], *, max_checkpoints: int

@@ -26,7 +26,6 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg import AsyncClientCursor
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ConfigDict, TypeAdapter
 from pydantic_ai.conversation_store import (
@@ -40,7 +39,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import RunUsage
 from pydantic_core import PydanticSerializationError
 
-from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
+from ..database.calls import postgres_errors, run_as_user
 from ..errors import InvalidMemoryInputError
 
 __all__ = ["PostgresConversationStore"]
@@ -207,23 +206,15 @@ class PostgresConversationStore(ConversationStore):
     async def _run(self, statements: Sequence[str], params: dict[str, Any]) -> list[tuple[list[dict[str, Any]], int]]:
         """`statements` after the identity prelude, in one message (one implicit transaction): each statement's
         rows and row count."""
-        prelude = IDENTITY_PRELUDE_SQL.replace("%s", "%(claims)s")
         with postgres_errors("the conversation store operation"):
             async with self._pool.connection() as conn:
-                cursor = AsyncClientCursor(conn)
                 try:
-                    await cursor.execute(
-                        "; ".join([prelude, *statements]), {**params, "claims": user_claims(self.user_id)}
-                    )
+                    return await run_as_user(conn, self.user_id, statements, params)
                 except psycopg.errors.UntranslatableCharacter as exc:
                     raise InvalidMemoryInputError(
                         "a message holds a NUL character (\\u0000), which Postgres cannot store in JSON: remove it"
                         " from the message (nothing of this save was stored)"
                     ) from exc
-                results: list[tuple[list[dict[str, Any]], int]] = []
-                while cursor.nextset():  # the prelude's result is skipped
-                    results.append(((await cursor.fetchall() if cursor.description else []), cursor.rowcount))
-                return results
 
     def _params(self, **params: Any) -> dict[str, Any]:
         return {"user": self.user_id, **params}

@@ -5,7 +5,7 @@ queue) runs its statements through these."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
@@ -16,7 +16,7 @@ from psycopg_pool import PoolTimeout
 
 from ..errors import StoreError, StoreUnavailableError
 
-__all__ = ["IDENTITY_PRELUDE_SQL", "postgres_errors", "run_after_prelude", "user_claims"]
+__all__ = ["IDENTITY_PRELUDE_SQL", "postgres_errors", "run_after_prelude", "run_as_user", "user_claims"]
 
 # Transaction-local (the `true`), like PostgREST: nothing leaks to the next user of the pooled connection.
 IDENTITY_PRELUDE_SQL = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
@@ -52,3 +52,17 @@ async def run_after_prelude(
     await cursor.execute(f"{prelude}; {query}", (*prelude_params, *params))
     cursor.nextset()
     return (await cursor.fetchall() if cursor.description else []), cursor.rowcount
+
+
+async def run_as_user(
+    conn: psycopg.AsyncConnection[Any], user_id: UUID, statements: Sequence[str], params: Mapping[str, Any]
+) -> list[tuple[list[Any], int]]:
+    """`statements` with named parameters, as `user_id` under RLS: after the identity prelude, in one message
+    (one implicit transaction, as `run_after_prelude`). Returns each statement's rows and row count."""
+    prelude = IDENTITY_PRELUDE_SQL.replace("%s", "%(claims)s")
+    cursor = AsyncClientCursor(conn)
+    await cursor.execute("; ".join([prelude, *statements]), {**params, "claims": user_claims(user_id)})
+    results: list[tuple[list[Any], int]] = []
+    while cursor.nextset():  # the prelude's own result is skipped
+        results.append(((await cursor.fetchall() if cursor.description else []), cursor.rowcount))
+    return results
