@@ -28,7 +28,7 @@ from ..extraction.base import SUMMARY_LANGUAGE_NAMES
 from ..extraction.policy import is_explicit_trigger, is_small_talk
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, Message, utc_now
-from ..privacy import HealthNotesConsent, redact_note_text, redact_sensitive, sanitize_fact_text
+from ..privacy import HealthNotesConsent, redact_note_text, redact_sensitive, screen_health
 from ..quality.matching import match_guard
 from .lines import one_line
 from .store import ContextStore, SummaryKind, SummaryVersion
@@ -285,11 +285,14 @@ def private_summary(text: str, *, consent: HealthNotesConsent = "off") -> str | 
     for line in text.splitlines():
         if not line.strip():
             continue
-        note = redact_note_text(line, consent=consent).text
-        fact = sanitize_fact_text(note, "fact").text if note is not None else None
-        if fact is not None:
-            bullet = "- " if line.startswith("- ") and not fact.startswith("- ") else ""
-            kept.append(fact if fact == note else bullet + fact)
+        note = redact_note_text(line, consent=consent).text  # secrets and the user's own clinical span
+        if note is None:
+            continue
+        health = screen_health(note)  # then the fact rule's part: clinical detail stated about the user
+        if not health.clinical:
+            kept.append(note)
+        elif health.note is not None:
+            kept.append(("- " if line.startswith("- ") else "") + health.note)
     headers = set(EXTRACTIVE_HEADER.values()) | set(RESYNC_HEADER.values())
     return "\n".join(kept) if any(line not in headers for line in kept) else None
 
