@@ -41,7 +41,7 @@ class CompactionPolicy:
     keep: int = 12
 
 
-def _starts_user_turn(message: ModelMessage) -> bool:
+def _has_user_prompt(message: ModelMessage) -> bool:
     return isinstance(message, ModelRequest) and any(isinstance(p, UserPromptPart) for p in message.parts)
 
 
@@ -52,7 +52,7 @@ def choose_cut(history: Sequence[ModelMessage], policy: CompactionPolicy) -> int
         return None
     safe = [i for i in safe_cuts(history) if i >= 2]  # replacing one turn by one summary gains nothing
     in_range = [i for i in safe if policy.keep_min <= size - i <= policy.keep_max]
-    preferred = [i for i in in_range if _starts_user_turn(history[i])] or in_range
+    preferred = [i for i in in_range if _has_user_prompt(history[i])] or in_range
     if preferred:
         return min(preferred, key=lambda i: abs((size - i) - policy.keep))
     # A long tool exchange covers the whole range: keep more (never fewer than keep_min) rather than split it.
