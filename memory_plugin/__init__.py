@@ -20,6 +20,7 @@ from .errors import (
     MemoryPluginError,
     SessionLimitError,
     SessionOwnershipError,
+    StatementLimitError,
     StoreError,
     StoreUnavailableError,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "SessionOwnershipError",
     "SessionStore",
     "ShortTermMemory",
+    "StatementLimitError",
     "StoreError",
     "StoreUnavailableError",
     "SupabaseStore",
