@@ -21,6 +21,7 @@ from .errors import (
     SessionAmbiguousError,
     SessionLimitError,
     SessionOwnershipError,
+    StatementLimitError,
     StoreError,
     StoreUnavailableError,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "SessionOwnershipError",
     "SessionStore",
     "ShortTermMemory",
+    "StatementLimitError",
     "StoreError",
     "StoreUnavailableError",
     "SupabaseStore",

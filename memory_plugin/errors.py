@@ -18,6 +18,7 @@ __all__ = [
     "SessionAmbiguousError",
     "SessionLimitError",
     "SessionOwnershipError",
+    "StatementLimitError",
     "StoreError",
     "StoreUnavailableError",
 ]
@@ -76,6 +77,18 @@ class StoreError(MemoryPluginError):
 
 class StoreUnavailableError(StoreError):
     """The long-term store cannot be reached (database down, network, pool exhausted)."""
+
+
+class StatementLimitError(StoreError):
+    """The database is reachable but cancelled or refused one statement for its duration or size (its
+    `statement_timeout`, `lock_timeout`, or a server limit such as memory or statement complexity). Nothing of
+    that statement was written, and sending it again fails the same way: write fewer items per call, or raise
+    the limit (`limit` names it). Never an outage: it is raised to the caller, not journaled."""
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        """The limit that stopped the statement, e.g. "statement_timeout", "lock_timeout", "out_of_memory"."""
 
 
 class ExtractionError(MemoryPluginError):

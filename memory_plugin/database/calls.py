@@ -14,7 +14,7 @@ import psycopg
 from psycopg import AsyncClientCursor
 from psycopg_pool import PoolTimeout
 
-from ..errors import StoreError, StoreUnavailableError
+from .classify import store_error
 
 __all__ = ["IDENTITY_PRELUDE_SQL", "postgres_errors", "run_after_prelude", "run_as_user", "user_claims"]
 
@@ -29,16 +29,13 @@ def user_claims(user_id: UUID) -> str:
 
 @contextmanager
 def postgres_errors(doing: str) -> Iterator[None]:
-    """psycopg's failures as `StoreUnavailableError` (no connection, unreachable) or `StoreError` (refused),
-    saying what was being done."""
+    """psycopg's failures as `StoreUnavailableError` (no connection, unreachable), `StatementLimitError` (this
+    statement over a timeout or size limit) or `StoreError` (refused), saying what was being done (see
+    `classify`)."""
     try:
         yield
-    except PoolTimeout as exc:
-        raise StoreUnavailableError(f"no Postgres connection available for {doing}: {exc}") from exc
-    except psycopg.OperationalError as exc:
-        raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
-    except psycopg.Error as exc:
-        raise StoreError(f"Postgres rejected {doing}: {exc}") from exc
+    except (PoolTimeout, psycopg.Error) as exc:
+        raise store_error(exc, doing) from exc
 
 
 async def run_after_prelude(
