@@ -25,6 +25,7 @@ from memory_plugin import (
     MemoryManager,
     MemorySettings,
     MemoryUpdate,
+    Note,
     PostgresStore,
     ResilientStore,
     StatementLimitError,
@@ -146,6 +147,22 @@ async def test_a_write_over_the_statement_timeout_raises_and_is_never_journaled(
         assert [f.content for f in stored] == ["Prefiere titanio"]
         assert store.journaled_writes == 0
     assert contents(admin_conn, user) == {"Prefiere titanio"}
+
+
+async def test_a_batch_of_notes_over_the_statement_timeout_is_refused_not_acknowledged(
+    timed_url: str, tmp_path: Path, admin_conn: AdminConn
+) -> None:
+    user = uuid4()
+    store = ResilientStore(await timed_store(timed_url), journal_for(timed_url, tmp_path), background=False)
+    notes = [Note(content=f"Nota {i} sobre bridas") for i in range(300)] + [Note(content=f"{SLOW} la última")]
+    async with MemoryManager.open(MemorySettings(data_dir=tmp_path), store=store) as memory:
+        with pytest.raises(StatementLimitError, match="statement_timeout"):
+            await memory.remember_many(user, notes)
+        status = await memory.backend_status()
+        assert (status.journal_length, status.journaled_writes, status.backend) == (0, 0, "postgres")
+    # Whatever part was applied (one statement today: nothing; chunked, the chunks before), the note over the
+    # limit is not stored, and the caller was told instead of getting an acknowledgement.
+    assert f"{SLOW} la última" not in contents(admin_conn, user)
 
 
 async def test_a_journaled_write_over_the_timeout_is_set_aside_at_replay_and_blocks_nothing(
