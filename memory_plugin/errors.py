@@ -18,6 +18,7 @@ __all__ = [
     "SessionLimitError",
     "SessionOwnershipError",
     "StoreError",
+    "StoreLimitError",
     "StoreUnavailableError",
 ]
 
@@ -69,6 +70,12 @@ class StoreError(MemoryPluginError):
 
 class StoreUnavailableError(StoreError):
     """The long-term store cannot be reached (database down, network, pool exhausted)."""
+
+
+class StoreLimitError(MemoryLimitError, StoreError):
+    """The database refused a write past one of the bounds it enforces itself (a count per user, the write rate,
+    a size: `supabase/schemas/15_memory_bounds.sql`); nothing of that write was stored. Both a `MemoryLimitError`
+    (what the caller can act on) and a `StoreError` (the database refused it, as the outage journal expects)."""
 
 
 class ExtractionError(MemoryPluginError):
