@@ -78,7 +78,7 @@ def _rpc_args(b: UUID, admin_conn: Conn) -> dict[str, Any]:
 RPC_CALLS: dict[str, str] = {
     # The job queue's functions: executable by memory_worker and service_role only.
     "memory_jobs_tail": "select memory_private.memory_jobs_tail('[1,2]'::jsonb, 1)",
-    "memory_jobs_enqueue": "select * from memory_private.memory_jobs_enqueue({b}, 's', '[]', 'explicit', 10, 10)",
+    "memory_jobs_enqueue": "select * from memory_private.memory_jobs_enqueue({b}, 's', '[]', 'explicit', 10, 10, 10)",
     "memory_jobs_claim": "select * from memory_private.memory_jobs_claim('w', 10, 60)",
     "memory_jobs_extend": "select memory_private.memory_jobs_extend(1, 'w', 60)",
     "memory_jobs_hold": "select * from memory_private.memory_jobs_hold(1, 'w')",
