@@ -448,9 +448,11 @@ class MemoryManager:
     async def add_message(self, session_id: str, message: Message, *, user_id: str | UUID | None = None) -> int:
         """Record a message in the session's short-term memory (the last N are kept).
 
-        A session belongs to the user its first call names (or to no user): any later call naming the session
-        with another user, or without its user, raises `SessionOwnershipError` and changes nothing.
-        Returns the number of messages the session has seen, which `should_extract` uses.
+        Sessions are kept per user: `user_id` names the user's own session `session_id` (two users may each have
+        a `chat-1`). Without `user_id` (the design's session-only call, after `get_memory_context(session_id,
+        user_id)` bound the session) the message goes to the one live session with that id, or starts an
+        anonymous one; when two owners use the id, `SessionAmbiguousError` asks for the user and nothing is
+        written. Returns the number of messages the session has seen, which `should_extract` uses.
         """
         self._check_open()
         check_session_id(session_id)
@@ -535,7 +537,8 @@ class MemoryManager:
     async def get_memory_context(
         self, session_id: str, user_id: str | UUID | None = None, *, query: str | None = None
     ) -> MemoryContext:
-        """The session's short-term state plus the user's most relevant long-term memory.
+        """The session's short-term state plus the user's most relevant long-term memory. With `user_id`, a new
+        session is bound to that user (the start of a turn in the design's call order).
 
         If the long-term store cannot be read, `long_term_available` is False and the context holds
         short-term memory plus, with `ResilientStore`, the last copy of the user's long-term memory read
@@ -549,7 +552,9 @@ class MemoryManager:
         self._check_open()
         check_session_id(session_id)
         uid = parse_user_id(user_id) if user_id is not None else None
-        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid))
+        # With a user, the turn starts here: an unknown session is bound to that user, so the session-only
+        # calls that follow (`add_message(session_id, m)`) write this user's session.
+        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid, bind=True))
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
         return await self.context_reader.read(session_id, uid, short, query=query)

@@ -14,7 +14,8 @@ import psycopg
 from psycopg import AsyncClientCursor
 from psycopg_pool import PoolTimeout
 
-from ..errors import StoreError, StoreLimitError, StoreUnavailableError
+from ..errors import StoreLimitError
+from .classify import store_error
 
 __all__ = [
     "IDENTITY_PRELUDE_SQL",
@@ -40,19 +41,16 @@ def user_claims(user_id: UUID) -> str:
 
 @contextmanager
 def postgres_errors(doing: str) -> Iterator[None]:
-    """psycopg's failures as `StoreUnavailableError` (no connection, unreachable) or `StoreError` (refused),
-    saying what was being done."""
+    """psycopg's failures as `StoreUnavailableError` (no connection, unreachable), `StatementLimitError` (this
+    statement over a timeout or size limit) or `StoreError` (refused), saying what was being done (see
+    `classify`)."""
     try:
         yield
-    except PoolTimeout as exc:
-        raise StoreUnavailableError(f"no Postgres connection available for {doing}: {exc}") from exc
-    except psycopg.OperationalError as exc:
-        raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
     except psycopg.Error as exc:
         refusal = bound_refusal(exc.sqlstate, str(exc), exc.diag.message_detail, exc.diag.constraint_name)
-        if refusal is not None:
-            raise refusal from exc
-        raise StoreError(f"Postgres rejected {doing}: {exc}") from exc
+        raise (refusal or store_error(exc, doing)) from exc
+    except PoolTimeout as exc:
+        raise store_error(exc, doing) from exc
 
 
 def bound_refusal(

@@ -11,6 +11,12 @@ It wraps the primary store (Postgres, Supabase). When an operation raises `Store
   start of the process replays what an earlier one left;
 - other operations (list, history, delete, embeddings) raise, as before.
 
+Only unreachability is an outage (`database.classify`). A statement the database refuses while reachable
+(over its `statement_timeout`, too big, invalid) raises to the caller (`StatementLimitError`, `StoreError`)
+and is never acknowledged. A journaled entry refused that way on replay is set aside in the rejected file
+with its reason (at once for a limit, after a few attempts otherwise), reported by `status` and
+`memory-plugin journal`, and the user's later writes go on.
+
 Order: while a user has entries in the journal, that user's new writes go to the journal behind them, and
 the journal is replayed first in, first out, so the database applies a user's writes in the order they
 were acknowledged. Exactly once: every write gets a `write_id` before its first attempt and keeps it in the
@@ -35,7 +41,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import StatementLimitError, StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..quality.rules import WriteRules
 from ..retrieval.scored import ScoredMemory
@@ -460,6 +466,7 @@ class ResilientStore(StoreBase):
             except (TimeoutError, StoreError):
                 reachable = False
         journal_length = len(await asyncio.to_thread(self.journal.entries))
+        set_aside = len(await asyncio.to_thread(self.journal.rejected))
         return BackendStatus(
             backend=self._primary_name if reachable and journal_length == 0 else "fallback",
             primary=self._primary_name,
@@ -474,6 +481,7 @@ class ResilientStore(StoreBase):
             replayed_writes=self.replayed_writes,
             replay_failures=self.replay_failures,
             rejected_writes=self.rejected_writes,
+            set_aside_writes=set_aside,
             cache_entries=len(self._cache),
             require_pg_memory=self.require_primary,
         )
@@ -520,6 +528,11 @@ class ResilientStore(StoreBase):
                 self.replay_failures += 1
                 self._failed("replaying the journal", exc)
                 return done, applied, False
+            except StatementLimitError as exc:
+                # Reachable, and this entry is over a limit: every replay would fail the same way (and hold
+                # the replay for the whole timeout), so it is set aside at once and the journal goes on.
+                self.replay_failures += 1
+                await self._set_aside(entry, exc, attempts=1)
             except StoreError as exc:
                 self.replay_failures += 1
                 if not await self._refused(entry, exc):
@@ -547,11 +560,17 @@ class ResilientStore(StoreBase):
                 exc,
             )
             return False
+        await self._set_aside(entry, exc, attempts=attempts)
+        return True
+
+    async def _set_aside(self, entry: JournalEntry, exc: StoreError, *, attempts: int) -> None:
+        """Move an entry the database refused to the rejected file with the reason (`memory-plugin journal`
+        lists it, `--readmit` brings it back); the caller counts it done, so the user's later writes go on."""
         await asyncio.to_thread(self.journal.reject, entry, str(exc))
-        del self._refusals[entry.write_id]
+        self._refusals.pop(entry.write_id, None)
         self.rejected_writes += 1
         logger.error(
-            "%s journaled write %s of user %s refused %d times, moved to %s: %s",
+            "%s journaled write %s of user %s refused %d time(s), moved to %s: %s",
             LOG_PREFIX,
             entry.write_id,
             entry.user_id,
@@ -559,7 +578,6 @@ class ResilientStore(StoreBase):
             self.journal.rejected_path,
             exc,
         )
-        return True
 
     async def _run(self) -> None:
         """The background replayer: (re)connect and replay while there is work, backing off on failure."""
