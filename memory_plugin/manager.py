@@ -314,6 +314,7 @@ class MemoryManager:
             self._queue = InProcessJobQueue(
                 max_pending=self.settings.background_max_pending_jobs,
                 max_messages=self.settings.max_messages_per_session,
+                max_pending_per_user=self.settings.background_max_pending_jobs_per_user,
             )
             self._worker = self._new_worker(self._queue)
             self._worker.start()

@@ -391,6 +391,11 @@ class MemorySettings(BaseSettings):
     """Waiting jobs beyond which a trigger that would add a job is refused: its messages stay pending in the
     session and go with its next trigger (a session's waiting job always absorbs new messages)."""
 
+    background_max_pending_jobs_per_user: int = Field(default=100, ge=1)
+    """Waiting jobs of one user beyond which that user's trigger is refused as above. A user at this limit, or
+    one filling the whole queue, never refuses another user's extraction: the queue's limit refuses only users
+    already holding a waiting job. 100: a user's sessions each hold one waiting job at most."""
+
     background_lease_seconds: float = Field(default=120.0, gt=0)
     """How long a claimed job is reserved for its worker (renewed while it runs); a crashed worker's jobs are
     claimed again after this."""
