@@ -21,6 +21,7 @@ __all__ = [
     "SessionOwnershipError",
     "StatementLimitError",
     "StoreError",
+    "StoreLimitError",
     "StoreUnavailableError",
 ]
 
@@ -95,6 +96,12 @@ class StatementLimitError(StoreError):
         super().__init__(message)
         self.limit = limit
         """The limit that stopped the statement, e.g. "statement_timeout", "lock_timeout", "out_of_memory"."""
+
+
+class StoreLimitError(MemoryLimitError, StoreError):
+    """The database refused a write past one of the bounds it enforces itself (a count per user, the write rate,
+    a size: `supabase/schemas/15_memory_bounds.sql`); nothing of that write was stored. Both a `MemoryLimitError`
+    (what the caller can act on) and a `StoreError` (the database refused it, as the outage journal expects)."""
 
 
 class ExtractionError(MemoryPluginError):
