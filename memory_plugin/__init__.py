@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ExtractionError,
+    IdempotencyKeyReusedError,
     InvalidMemoryInputError,
     ManagerClosedError,
     MemoryLimitError,
@@ -58,6 +59,7 @@ __all__ = [
     "ExtractionError",
     "FactCategory",
     "FactSource",
+    "IdempotencyKeyReusedError",
     "InMemoryStore",
     "InvalidMemoryInputError",
     "LongTermMemory",

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 __all__ = [
     "EmbeddingError",
     "ExtractionError",
+    "IdempotencyKeyReusedError",
     "InvalidMemoryInputError",
     "InvalidModelInputError",
     "ManagerClosedError",
@@ -50,6 +51,11 @@ class SessionLimitError(InvalidMemoryInputError):
     """A short-term update would take a session past one of its limits (entity values per kind or in all,
     intents); nothing of that update was kept. The limits are `MemorySettings.max_session_entity_values_per_kind`,
     `max_session_entity_values` and `max_session_intents`."""
+
+
+class IdempotencyKeyReusedError(InvalidMemoryInputError):
+    """An idempotency key was sent again with a different request (another body for the same chat). Nothing
+    was appended: a retry must send the same request with its key, and a new request needs a new key."""
 
 
 class InvalidModelInputError(InvalidMemoryInputError, ValidationError):

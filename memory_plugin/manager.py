@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence, Sized
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from .background import BackgroundWorker, JobQueue, QueueStatus, open_job_queue
@@ -63,6 +63,10 @@ from .validation import (
 )
 from .write.notes import Note
 from .write.pipeline import WritePipeline
+
+if TYPE_CHECKING:
+    from .context.builder import ContextBuilder
+    from .context.receipt import ContextReceipt
 
 __all__ = ["MemoryManager", "MemoryStats"]
 
@@ -133,6 +137,8 @@ class MemoryManager:
         self._worker: BackgroundWorker | None = None
         self._queued: dict[int, None] = {}
         """Jobs this manager queued and has not seen settle yet (what `flush` waits for), oldest first."""
+        self._context: ContextBuilder | None = None
+        self._context_lock = asyncio.Lock()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -239,6 +245,7 @@ class MemoryManager:
         manager._start_sweeper()
         try:
             await manager._start_background(connector.url if connector is not None else None)
+            await manager.context_builder()  # it follows the jobs' facts from the first one on
         except BaseException:
             await manager.close()
             raise
@@ -275,6 +282,8 @@ class MemoryManager:
                 await self._sweeper
             self._sweeper = None
         self.sessions.close()
+        if self._context is not None:
+            await self._context.close()
         await self.store.close()
 
     # --- background extraction (docs/background.md) ------------------------------------------------------------
@@ -558,6 +567,26 @@ class MemoryManager:
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
         return await self.context_reader.read(session_id, uid, short, query=query)
+
+    async def context_builder(self) -> ContextBuilder:
+        """The manager's context assembly (`context/builder.py`): one token budget for profile, slots, rolling
+        summary, facts and history, slots and summaries kept current with the extraction. Opened on first use
+        (on the manager's database, else in RAM) and closed with the manager."""
+        self._check_open()
+        async with self._context_lock:
+            if self._context is None:
+                from .context.builder import ContextBuilder
+
+                self._context = await ContextBuilder.open(
+                    self, self.settings, database_url=self.database_url, wait=False
+                )
+                self._context.follow(self.extraction)
+        return self._context
+
+    def last_receipt(self, session_id: str, user_id: str | UUID | None = None) -> ContextReceipt | None:
+        """What the last context built in this process for `session_id` and `user_id` held: facts injected and
+        why, tokens per part, what was cut (`ContextReceipt`); None when none was built here."""
+        return self._context.last_receipt(session_id, user_id) if self._context is not None else None
 
     def format_memory_for_agent(self, context: MemoryContext) -> str:
         """The compact, fenced memory block for an agent's instructions ("" when nothing is known). Pure."""

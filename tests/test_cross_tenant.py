@@ -37,6 +37,12 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "public.memory_slots": {"slots": '{"goal": [{"text": "injected"}]}'},
     "public.memory_summaries": {"scope": "user", "version": 9, "content": "injected", "kind": "model"},
     "public.chats": {"title": "injected", "full_history": "[]"},
+    "memory_private.chat_append_keys": {
+        "chat_id": "00000000-0000-4000-8000-000000000002",
+        "idempotency_key": "injected",
+        "request_hash": "x",
+        "turns": 1,
+    },
     "memory_private.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
     "memory_private.memory_sessions": {"session_id": "injected-session", "last_active": 1.0},
     "public.memory_jobs": {"session_id": "s", "payload": "{}"},
@@ -71,7 +77,11 @@ def _rpc_args(b: UUID, admin_conn: Conn) -> dict[str, Any]:
         "select content_hash, content from public.user_memory where user_id = %s and kind = 'fact'", (b,)
     ).fetchall()
     embeddings = [{"content_hash": h, "content": c, "embedding": [0.05] * 384} for h, c in hashes]
-    return {"b": b, "items": _items_json(), "vector": _VECTOR, "embeddings": json.dumps(embeddings)}
+    chat = admin_conn.execute("select id from public.chats where user_id = %s", (b,)).fetchone()
+    return {
+        "b": b, "items": _items_json(), "vector": _VECTOR, "embeddings": json.dumps(embeddings),
+        "b_chat": chat[0] if chat else None,
+    }  # fmt: skip
 
 
 # How to call each public function with B's id; `{b}` is B's id. Its result must hold nothing of B's.
@@ -114,6 +124,9 @@ RPC_CALLS: dict[str, str] = {
     # Chat search with B's id, B's chat's words and the vector of B's summary: nothing of B's comes back.
     "chat_search": "select * from public.chat_search({b}, 'Bob titanio bridas', %(vector)s::extensions.halfvec,"
     " 'test')",
+    # Appending to B's chat, by its id, with and without an idempotency key: nothing appended, nothing returned.
+    "chat_append": "select * from public.chat_append({b}, %(b_chat)s, '[{{\"kind\": \"request\"}}]'::jsonb, 'k', 'h')"
+    " union all select * from public.chat_append({b}, %(b_chat)s, '[]'::jsonb)",
     # Pure text functions: they read no table; called over B's rows they see none.
     "memory_tsvector": "select memory_private.memory_tsvector(m.content) from public.user_memory m"
     " where m.user_id = {b}",

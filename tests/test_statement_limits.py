@@ -25,6 +25,7 @@ from memory_plugin import (
     MemoryManager,
     MemorySettings,
     MemoryUpdate,
+    Note,
     PostgresStore,
     ResilientStore,
     StatementLimitError,
@@ -148,6 +149,22 @@ async def test_a_write_over_the_statement_timeout_raises_and_is_never_journaled(
     assert contents(admin_conn, user) == {"Prefiere titanio"}
 
 
+async def test_a_batch_of_notes_over_the_statement_timeout_is_refused_not_acknowledged(
+    timed_url: str, tmp_path: Path, admin_conn: AdminConn
+) -> None:
+    user = uuid4()
+    store = ResilientStore(await timed_store(timed_url), journal_for(timed_url, tmp_path), background=False)
+    notes = [Note(content=f"Nota {i} sobre bridas") for i in range(300)] + [Note(content=f"{SLOW} la última")]
+    async with MemoryManager.open(MemorySettings(data_dir=tmp_path), store=store) as memory:
+        with pytest.raises(StatementLimitError, match="statement_timeout"):
+            await memory.remember_many(user, notes)
+        status = await memory.backend_status()
+        assert (status.journal_length, status.journaled_writes, status.backend) == (0, 0, "postgres")
+    # Whatever part was applied (one statement today: nothing; chunked, the chunks before), the note over the
+    # limit is not stored, and the caller was told instead of getting an acknowledgement.
+    assert f"{SLOW} la última" not in contents(admin_conn, user)
+
+
 async def test_a_journaled_write_over_the_timeout_is_set_aside_at_replay_and_blocks_nothing(
     timed_url: str, database_url: str, tmp_path: Path, admin_conn: AdminConn
 ) -> None:
@@ -198,3 +215,45 @@ async def test_a_journaled_write_over_the_timeout_is_set_aside_at_replay_and_blo
     assert "0 write(s) waiting" in result.output
     assert str(slow.write_id) in result.output
     assert "statement_timeout" in result.output
+
+
+async def test_an_acknowledged_write_over_the_timeout_is_applied_in_parts_and_only_its_slow_item_set_aside(
+    timed_url: str, tmp_path: Path, admin_conn: AdminConn
+) -> None:
+    user = uuid4()
+    journal = WriteJournal(tmp_path / "journal" / "writes.jsonl")
+    facts = ["Prefiere latón", "Usa tornillos M8", "Pide anodizado", f"{SLOW} plazo de 3 semanas"]
+    whole = journal.append(user, items_from_update([fact(f) for f in facts], None, None, [], None), WriteRules())
+    later = journal.append(user, items("Prefiere titanio"), WriteRules())
+    store = ResilientStore(await timed_store(timed_url), journal, background=False)
+    await store.start()
+    status = await store.status()
+    await store.close()
+    # Every item the database can take is applied (halves, then quarters); the entry behind it is not blocked.
+    assert contents(admin_conn, user) == {"Prefiere latón", "Usa tornillos M8", "Pide anodizado", "Prefiere titanio"}
+    assert (status.backend, status.journal_length, status.set_aside_writes) == ("postgres", 0, 1)
+    ((rejected, reason),) = journal.rejected()
+    assert [i.content for i in rejected.items] == [f"{SLOW} plazo de 3 semanas"]
+    assert rejected.split_from == whole.write_id  # the operator sees which acknowledged write it came from
+    assert "statement_timeout" in reason
+    assert later.write_id not in {e.write_id for e, _ in journal.rejected()}
+
+
+def test_a_split_is_durable_and_keeps_the_provisional_ids(tmp_path: Path) -> None:
+    journal = WriteJournal(tmp_path / "journal" / "writes.jsonl")
+    user = uuid4()
+    entry = journal.append(
+        user, items_from_update([fact(f"Hecho {i}") for i in range(5)], None, None, [], None), WriteRules()
+    )
+    after = journal.append(user, items("Otro"), WriteRules())
+    first, second = entry.halves()
+    journal.split(entry, (first, second))
+    reread = WriteJournal(journal.path).entries()  # as the next process reads it
+    assert [e.write_id for e in reread] == [first.write_id, second.write_id, after.write_id]
+    assert [len(e.items) for e in reread] == [2, 3, 1]
+    # A forget by the id the acknowledgement returned still finds the item in its part.
+    ids = {entry.record_id(i) for i in entry.items}
+    assert {e.record_id(i) for e in reread[:2] for i in e.items} == ids
+    # Halves of a half keep the whole write's ids, and derived write ids are stable.
+    assert {e.record_id(i) for e in second.halves() for i in e.items} == {second.record_id(i) for i in second.items}
+    assert entry.halves()[0].write_id == first.write_id
