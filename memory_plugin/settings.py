@@ -74,6 +74,12 @@ class MemorySettings(BaseSettings):
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
     """How long to wait for a connection before raising `StoreUnavailableError`."""
 
+    database_pooler: Literal["auto", "transaction", "session", "none"] = "auto"
+    """The connection pooler in front of the database URLs (docs/supabase.md): `transaction` (Supavisor's port
+    6543, PgBouncer's transaction mode) turns psycopg's prepared statements off on every connection the plugin
+    opens, which such a pooler cannot keep; `session` and `none` change nothing; `auto`: `transaction` when the
+    URL's port is 6543. Env `MEMORY_DATABASE_POOLER`."""
+
     # --- Supabase API (SupabaseStore) ------------------------------------------------------------------
     # For deployments that reach the database only through the project's REST API (PostgREST) with the
     # anon key and each user's own JWT; see `SupabaseStore.from_settings`. No service key is ever read.

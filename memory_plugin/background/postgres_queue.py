@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..database.calls import postgres_errors, run_after_prelude
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import StoreUnavailableError
 from ..models import Message
 from .jobs import EnqueueOutcome, ExtractionJob, QueueStatus
@@ -73,16 +74,28 @@ class PostgresJobQueue:
 
     @classmethod
     async def connect(
-        cls, url: str, *, max_pending: int, max_messages: int, max_size: int = 4, connect_timeout: float = 5.0
+        cls,
+        url: str,
+        *,
+        max_pending: int,
+        max_messages: int,
+        max_size: int = 4,
+        connect_timeout: float = 5.0,
+        pooler: PoolerMode = "auto",
     ) -> PostgresJobQueue:
-        """Open the queue's pool on `url` (the store's database)."""
+        """Open the queue's pool on `url` (the store's database; `pooler`: see `database.pooler`)."""
         pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
             url,
             min_size=1,
             max_size=max_size,
             timeout=connect_timeout,
             open=False,
-            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": max(1, round(connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": max(1, round(connect_timeout)),
+                **connection_kwargs(url, pooler),
+            },
             name="memory_plugin-queue",
         )
         try:

@@ -160,7 +160,9 @@ class ContextBuilder:
         """A builder on Postgres at `database_url` (its own small pool: `MemoryManager.database_url`), or in
         RAM when None (a manager on `InMemoryStore`). Close it with `close`."""
         store: ContextStore = (
-            await PostgresContextStore.connect(database_url, connect_timeout=settings.connect_timeout_seconds)
+            await PostgresContextStore.connect(
+                database_url, connect_timeout=settings.connect_timeout_seconds, pooler=settings.database_pooler
+            )
             if database_url
             else InMemoryContextStore()
         )

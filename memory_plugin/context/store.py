@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
 from ..models import MemorizedFact, UserPreferences, utc_now
 from .slots import SlotPatch, Slots, patch_from_facts
@@ -267,10 +268,18 @@ class PostgresContextStore:
         self._pool = pool
 
     @classmethod
-    async def connect(cls, url: str, *, max_size: int = 4, connect_timeout: float = 5.0) -> PostgresContextStore:
-        """A store with its own small pool on `url` (close it with `close`)."""
+    async def connect(
+        cls, url: str, *, max_size: int = 4, connect_timeout: float = 5.0, pooler: PoolerMode = "auto"
+    ) -> PostgresContextStore:
+        """A store with its own small pool on `url` (close it with `close`; `pooler`: see `database.pooler`)."""
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            url, min_size=1, max_size=max_size, timeout=connect_timeout, open=False, name="memory_plugin_context"
+            url,
+            min_size=1,
+            max_size=max_size,
+            timeout=connect_timeout,
+            open=False,
+            kwargs=connection_kwargs(url, pooler),
+            name="memory_plugin_context",
         )
         try:
             await pool.open(wait=True, timeout=connect_timeout)
