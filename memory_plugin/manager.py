@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence, Sized
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from .background import BackgroundWorker, JobQueue, QueueStatus, open_job_queue
@@ -65,6 +65,10 @@ from .validation import (
 )
 from .write.notes import Note
 from .write.pipeline import WritePipeline
+
+if TYPE_CHECKING:
+    from .context.builder import ContextBuilder
+    from .context.receipt import ContextReceipt
 
 __all__ = ["MemoryManager", "MemoryStats"]
 
@@ -135,6 +139,8 @@ class MemoryManager:
         self._worker: BackgroundWorker | None = None
         self._queued: dict[int, None] = {}
         """Jobs this manager queued and has not seen settle yet (what `flush` waits for), oldest first."""
+        self._context: ContextBuilder | None = None
+        self._context_lock = asyncio.Lock()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -241,6 +247,7 @@ class MemoryManager:
         manager._start_sweeper()
         try:
             await manager._start_background(connector.url if connector is not None else None)
+            await manager.context_builder()  # it follows the jobs' facts from the first one on
         except BaseException:
             await manager.close()
             raise
@@ -277,6 +284,8 @@ class MemoryManager:
                 await self._sweeper
             self._sweeper = None
         self.sessions.close()
+        if self._context is not None:
+            await self._context.close()
         await self.store.close()
 
     # --- background extraction (docs/background.md) ------------------------------------------------------------
@@ -307,6 +316,7 @@ class MemoryManager:
             self._queue = InProcessJobQueue(
                 max_pending=self.settings.background_max_pending_jobs,
                 max_messages=self.settings.max_messages_per_session,
+                max_pending_per_user=self.settings.background_max_pending_jobs_per_user,
             )
             self._worker = self._new_worker(self._queue)
             self._worker.start()
@@ -449,9 +459,11 @@ class MemoryManager:
     async def add_message(self, session_id: str, message: Message, *, user_id: str | UUID | None = None) -> int:
         """Record a message in the session's short-term memory (the last N are kept).
 
-        A session belongs to the user its first call names (or to no user): any later call naming the session
-        with another user, or without its user, raises `SessionOwnershipError` and changes nothing.
-        Returns the number of messages the session has seen, which `should_extract` uses.
+        Sessions are kept per user: `user_id` names the user's own session `session_id` (two users may each have
+        a `chat-1`). Without `user_id` (the design's session-only call, after `get_memory_context(session_id,
+        user_id)` bound the session) the message goes to the one live session with that id, or starts an
+        anonymous one; when two owners use the id, `SessionAmbiguousError` asks for the user and nothing is
+        written. Returns the number of messages the session has seen, which `should_extract` uses.
         """
         self._check_open()
         check_session_id(session_id)
@@ -536,7 +548,8 @@ class MemoryManager:
     async def get_memory_context(
         self, session_id: str, user_id: str | UUID | None = None, *, query: str | None = None
     ) -> MemoryContext:
-        """The session's short-term state plus the user's most relevant long-term memory.
+        """The session's short-term state plus the user's most relevant long-term memory. With `user_id`, a new
+        session is bound to that user (the start of a turn in the design's call order).
 
         If the long-term store cannot be read, `long_term_available` is False and the context holds
         short-term memory plus, with `ResilientStore`, the last copy of the user's long-term memory read
@@ -550,10 +563,32 @@ class MemoryManager:
         self._check_open()
         check_session_id(session_id)
         uid = parse_user_id(user_id) if user_id is not None else None
-        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid))
+        # With a user, the turn starts here: an unknown session is bound to that user, so the session-only
+        # calls that follow (`add_message(session_id, m)`) write this user's session.
+        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid, bind=True))
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
         return await self.context_reader.read(session_id, uid, short, query=query)
+
+    async def context_builder(self) -> ContextBuilder:
+        """The manager's context assembly (`context/builder.py`): one token budget for profile, slots, rolling
+        summary, facts and history, slots and summaries kept current with the extraction. Opened on first use
+        (on the manager's database, else in RAM) and closed with the manager."""
+        self._check_open()
+        async with self._context_lock:
+            if self._context is None:
+                from .context.builder import ContextBuilder
+
+                self._context = await ContextBuilder.open(
+                    self, self.settings, database_url=self.database_url, wait=False
+                )
+                self._context.follow(self.extraction)
+        return self._context
+
+    def last_receipt(self, session_id: str, user_id: str | UUID | None = None) -> ContextReceipt | None:
+        """What the last context built in this process for `session_id` and `user_id` held: facts injected and
+        why, tokens per part, what was cut (`ContextReceipt`); None when none was built here."""
+        return self._context.last_receipt(session_id, user_id) if self._context is not None else None
 
     def format_memory_for_agent(self, context: MemoryContext) -> str:
         """The compact, fenced memory block for an agent's instructions ("" when nothing is known). Pure."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
@@ -28,9 +28,10 @@ from pydantic_ai.messages import (
 )
 from starlette.exceptions import HTTPException
 
+from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
-from ..errors import MemoryPluginError, StoreUnavailableError
+from ..errors import IdempotencyKeyReusedError, MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
 from ..rows import MemoryKind
 from ..store.base import LongTermStore
@@ -63,6 +64,19 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "Invalid request"},
     503: {"model": ErrorBody, "description": "Database unavailable"},
 }
+
+
+_IDEMPOTENCY_KEY = Header(
+    alias="Idempotency-Key",
+    min_length=1,
+    max_length=MAX_KEY_CHARS,
+    description=(
+        "One per logical append (e.g. a UUID), sent again with every retry of it: a retry after any failure (a"
+        " 503, a timeout, a dropped connection) stores its turns once, and answers 200 with the chat as it is"
+        f" now. The same key with another body is refused (422 `idempotency_key_reused`). A chat remembers its"
+        f" {MAX_KEYS_PER_CHAT} newest keys."
+    ),
+)
 
 
 @dataclass
@@ -162,6 +176,10 @@ def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_
     async def unavailable(request: Request, exc: StoreUnavailableError) -> JSONResponse:
         return _error(503, "database_unavailable", "the database is unavailable; retry shortly")
 
+    @app.exception_handler(IdempotencyKeyReusedError)
+    async def key_reused(request: Request, exc: IdempotencyKeyReusedError) -> JSONResponse:
+        return _error(422, "idempotency_key_reused", str(exc))
+
     @app.exception_handler(MemoryPluginError)
     async def plugin_error(request: Request, exc: MemoryPluginError) -> JSONResponse:
         logger.warning("API request failed: %s", exc)
@@ -215,14 +233,27 @@ def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_
         return _chat(await own_chat(user, chat_id))
 
     @app.patch("/api/chats/{chat_id}", response_model=ChatOut, tags=["chats"])
-    async def patch_chat(chat_id: UUID, body: ChatPatch, user: User) -> ChatOut:
-        """Append turns (compaction runs when needed) and/or rename the chat."""
+    async def patch_chat(
+        chat_id: UUID,
+        body: ChatPatch,
+        user: User,
+        idempotency_key: Annotated[str | None, _IDEMPOTENCY_KEY] = None,
+    ) -> ChatOut:
+        """Append turns (compaction runs when needed) and/or rename the chat. Send an `Idempotency-Key` header
+        to make a retried append store its turns once."""
         turns = _turns(body.turns)
         # The writes answer "no such chat" themselves, and the append returns the chat after it (compacted,
         # summarised): a read is needed only when nothing was appended.
         if body.title is not None and not await services.chats.rename(user, chat_id, body.title):
             raise ApiError(404, "chat_not_found", "no such chat")
-        appended = await services.chats.append(user, chat_id, turns) if turns else None
+        appended = None
+        if turns:
+            # The body as sent, not the converted turns: a plain turn becomes a message stamped with the time of
+            # its conversion, which differs between a request and its retry.
+            same = request_hash(body.model_dump(mode="json"))
+            appended = await services.chats.append(
+                user, chat_id, turns, idempotency_key=idempotency_key, request_hash=same
+            )
         return _chat(appended or await own_chat(user, chat_id))
 
     @app.delete("/api/chats/{chat_id}", status_code=204, tags=["chats"])

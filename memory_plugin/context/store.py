@@ -267,13 +267,16 @@ class PostgresContextStore:
         self._pool = pool
 
     @classmethod
-    async def connect(cls, url: str, *, max_size: int = 4, connect_timeout: float = 5.0) -> PostgresContextStore:
-        """A store with its own small pool on `url` (close it with `close`)."""
+    async def connect(
+        cls, url: str, *, max_size: int = 4, connect_timeout: float = 5.0, wait: bool = True
+    ) -> PostgresContextStore:
+        """A store with its own small pool on `url` (close it with `close`); `wait=False` connects in the
+        background (a failure then surfaces as `StoreError` on use)."""
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             url, min_size=1, max_size=max_size, timeout=connect_timeout, open=False, name="memory_plugin_context"
         )
         try:
-            await pool.open(wait=True, timeout=connect_timeout)
+            await pool.open(wait=wait, timeout=connect_timeout)
         except (PoolTimeout, psycopg.OperationalError) as exc:
             await pool.close()
             raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc

@@ -80,24 +80,37 @@ class JournalEntry:
     items: tuple[MemoryItem, ...]
     rules: WriteRules = _DEFAULT
     """The rules the write was acknowledged under; a line without a threshold gets the default."""
+    split_from: UUID | None = None
+    """The acknowledged write this entry is a part of (`halves`), None for a whole write."""
 
     def to_json(self) -> str:
         """One journal line."""
-        return json.dumps(
-            {
-                "write_id": str(self.write_id),
-                "user_id": str(self.user_id),
-                "reinforcement_step": self.rules.reinforcement_step,
-                "near_duplicate_threshold": self.rules.near_duplicate_threshold,
-                "embedding_threshold": self.rules.embedding_threshold,
-                "items": [item.as_json() for item in self.items],
-            },
-            ensure_ascii=False,
-        )
+        fields: dict[str, object] = {
+            "write_id": str(self.write_id),
+            "user_id": str(self.user_id),
+            "reinforcement_step": self.rules.reinforcement_step,
+            "near_duplicate_threshold": self.rules.near_duplicate_threshold,
+            "embedding_threshold": self.rules.embedding_threshold,
+            "items": [item.as_json() for item in self.items],
+        }
+        if self.split_from is not None:
+            fields["split_from"] = str(self.split_from)
+        return json.dumps(fields, ensure_ascii=False)
 
     def record_id(self, item: MemoryItem) -> UUID:
-        """The id of the provisional record the write returned for `item` (the caller may forget it by it)."""
-        return uuid.uuid5(self.write_id, item.content_hash)
+        """The id of the provisional record the write returned for `item` (the caller may forget it by it);
+        a part keeps the ids of the write it was split from."""
+        return uuid.uuid5(self.split_from or self.write_id, item.content_hash)
+
+    def halves(self) -> tuple[JournalEntry, JournalEntry]:
+        """Two parts of this entry (two or more items), each with its own write id (derived from this one, so
+        the database applies each once) and the provisional record ids of the whole."""
+        middle, root = len(self.items) // 2, self.split_from or self.write_id
+
+        def part(n: int, items: tuple[MemoryItem, ...]) -> JournalEntry:
+            return replace(self, write_id=uuid.uuid5(self.write_id, f"part {n} of 2"), items=items, split_from=root)
+
+        return part(1, self.items[:middle]), part(2, self.items[middle:])
 
     @classmethod
     def from_json(cls, line: str) -> JournalEntry:
@@ -115,6 +128,7 @@ class JournalEntry:
                 embedding_threshold=float(raw.get("embedding_threshold", _DEFAULT.embedding_threshold)),
             ),
             items=tuple(MemoryItem.from_json(i) for i in raw["items"]),
+            split_from=UUID(raw["split_from"]) if raw.get("split_from") else None,
         )
 
 
@@ -224,6 +238,13 @@ class WriteJournal:
 
     def __len__(self) -> int:
         return len(self.entries())
+
+    def split(self, entry: JournalEntry, parts: Sequence[JournalEntry]) -> None:
+        """Replace `entry` by `parts` where it stands (atomic): a write too big for one statement is replayed
+        part by part, and a crash between parts replays only the parts left."""
+        if self.path.exists():
+            with self._locked():
+                self._rewrite(lambda kept: tuple(parts) if kept.write_id == entry.write_id else kept)
 
     def remove(self, done: Sequence[UUID]) -> None:
         """Drop replayed entries, keeping any appended meanwhile; atomic (write a temp file, rename).
@@ -348,11 +369,13 @@ class WriteJournal:
         payload = self._verified(raw)
         return None if payload is None else _parse(payload)
 
-    def _rewrite(self, transform: Callable[[JournalEntry], JournalEntry | None]) -> list[JournalEntry]:
+    def _rewrite(
+        self, transform: Callable[[JournalEntry], JournalEntry | tuple[JournalEntry, ...] | None]
+    ) -> list[JournalEntry]:
         """Rewrite the journal atomically (temp file, rename) with each entry as `transform` returns it (the
-        same entry: its line kept as is; another: signed anew; None: removed). Lines that are not entries
-        of this journal move to `rejected_path` with a warning; a torn last line is dropped. Returns the
-        entries kept."""
+        same entry: its line kept as is; another, or several: signed anew; None: removed). Lines that are not
+        entries of this journal move to `rejected_path` with a warning; a torn last line is dropped. Returns
+        the entries kept."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -368,10 +391,13 @@ class WriteJournal:
                 self._set_aside(raw, number)
                 continue
             new = transform(entry)
-            if new is None:
+            if new is entry:
+                kept.append(entry)
+                lines.append(raw)
                 continue
-            kept.append(new)
-            lines.append(raw if new is entry else self._sign(new.to_json()).encode("utf-8"))
+            for part in () if new is None else new if isinstance(new, tuple) else (new,):
+                kept.append(part)
+                lines.append(self._sign(part.to_json()).encode("utf-8"))
         _replace_durably(self.path, lines)
         return kept
 

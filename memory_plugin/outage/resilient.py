@@ -11,6 +11,13 @@ It wraps the primary store (Postgres, Supabase). When an operation raises `Store
   start of the process replays what an earlier one left;
 - other operations (list, history, delete, embeddings) raise, as before.
 
+Only unreachability is an outage (`database.classify`). A statement the database refuses while reachable
+(over its `statement_timeout`, too big, invalid) raises to the caller (`StatementLimitError`, `StoreError`)
+and is never acknowledged. A journaled entry (acknowledged during an outage) over a limit on replay is
+replayed in halves, down to single items; what is still refused is set aside in the rejected file with its
+reason (at once for a limit, after a few attempts otherwise), reported by `status` and `memory-plugin
+journal`, and the user's later writes go on.
+
 Order: while a user has entries in the journal, that user's new writes go to the journal behind them, and
 the journal is replayed first in, first out, so the database applies a user's writes in the order they
 were acknowledged. Exactly once: every write gets a `write_id` before its first attempt and keeps it in the
@@ -35,7 +42,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import StatementLimitError, StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..quality.rules import WriteRules
 from ..retrieval.scored import ScoredMemory
@@ -460,6 +467,7 @@ class ResilientStore(StoreBase):
             except (TimeoutError, StoreError):
                 reachable = False
         journal_length = len(await asyncio.to_thread(self.journal.entries))
+        set_aside = len(await asyncio.to_thread(self.journal.rejected))
         return BackendStatus(
             backend=self._primary_name if reachable and journal_length == 0 else "fallback",
             primary=self._primary_name,
@@ -474,6 +482,7 @@ class ResilientStore(StoreBase):
             replayed_writes=self.replayed_writes,
             replay_failures=self.replay_failures,
             rejected_writes=self.rejected_writes,
+            set_aside_writes=set_aside,
             cache_entries=len(self._cache),
             require_pg_memory=self.require_primary,
         )
@@ -509,27 +518,61 @@ class ResilientStore(StoreBase):
         done: list[UUID] = []
         applied = 0
         for entry in entries:
-            try:
-                await primary.upsert(
-                    entry.user_id,
-                    entry.items,
-                    entry.rules,
-                    write_id=entry.write_id,
-                )
-            except StoreUnavailableError as exc:
-                self.replay_failures += 1
-                self._failed("replaying the journal", exc)
+            finished, count, complete = await self._replay_entry(primary, entry)
+            done += finished
+            applied += count
+            if not complete:
+                return done, applied, False  # later entries of the user must not overtake it
+        return done, applied, True
+
+    async def _replay_entry(self, primary: LongTermStore, entry: JournalEntry) -> tuple[list[UUID], int, bool]:
+        """Replay one entry: (write ids done with, entries applied, whether it is done with)."""
+        try:
+            await primary.upsert(entry.user_id, entry.items, entry.rules, write_id=entry.write_id)
+        except StoreUnavailableError as exc:
+            self.replay_failures += 1
+            self._failed("replaying the journal", exc)
+            return [], 0, False
+        except StatementLimitError as exc:
+            # Reachable, and this entry is over a limit: every replay of it whole would fail the same way (and
+            # hold the replay for the whole timeout). It was acknowledged, so it is applied in halves (each
+            # with its own write id, the split made durable first); a single item over the limit is set aside
+            # with the reason, and the journal goes on.
+            self.replay_failures += 1
+            if len(entry.items) < 2:
+                await self._set_aside(entry, exc, attempts=1)
+                return [entry.write_id], 0, True
+            return await self._replay_halves(primary, entry)
+        except StoreError as exc:
+            self.replay_failures += 1
+            if not await self._refused(entry, exc):
+                return [], 0, False
+            return [entry.write_id], 0, True
+        self.replayed_writes += 1
+        self._refusals.pop(entry.write_id, None)
+        self._succeeded()
+        return [entry.write_id], 1, True
+
+    async def _replay_halves(self, primary: LongTermStore, entry: JournalEntry) -> tuple[list[UUID], int, bool]:
+        parts = entry.halves()
+        await asyncio.to_thread(self.journal.split, entry, parts)
+        self._untrack(entry.write_id)
+        for part in parts:
+            self._track(part)
+        logger.warning(
+            "%s journaled write %s (%d items) is over a database limit: replayed in two parts",
+            LOG_PREFIX,
+            entry.write_id,
+            len(entry.items),
+        )
+        done: list[UUID] = []
+        applied = 0
+        for part in parts:
+            finished, count, complete = await self._replay_entry(primary, part)
+            done += finished
+            applied += count
+            if not complete:
                 return done, applied, False
-            except StoreError as exc:
-                self.replay_failures += 1
-                if not await self._refused(entry, exc):
-                    return done, applied, False  # later entries of the user must not overtake it
-            else:
-                applied += 1
-                self.replayed_writes += 1
-                self._refusals.pop(entry.write_id, None)
-                self._succeeded()
-            done.append(entry.write_id)
         return done, applied, True
 
     async def _refused(self, entry: JournalEntry, exc: StoreError) -> bool:
@@ -547,11 +590,17 @@ class ResilientStore(StoreBase):
                 exc,
             )
             return False
+        await self._set_aside(entry, exc, attempts=attempts)
+        return True
+
+    async def _set_aside(self, entry: JournalEntry, exc: StoreError, *, attempts: int) -> None:
+        """Move an entry the database refused to the rejected file with the reason (`memory-plugin journal`
+        lists it, `--readmit` brings it back); the caller counts it done, so the user's later writes go on."""
         await asyncio.to_thread(self.journal.reject, entry, str(exc))
-        del self._refusals[entry.write_id]
+        self._refusals.pop(entry.write_id, None)
         self.rejected_writes += 1
         logger.error(
-            "%s journaled write %s of user %s refused %d times, moved to %s: %s",
+            "%s journaled write %s of user %s refused %d time(s), moved to %s: %s",
             LOG_PREFIX,
             entry.write_id,
             entry.user_id,
@@ -559,7 +608,6 @@ class ResilientStore(StoreBase):
             self.journal.rejected_path,
             exc,
         )
-        return True
 
     async def _run(self) -> None:
         """The background replayer: (re)connect and replay while there is work, backing off on failure."""

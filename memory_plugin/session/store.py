@@ -13,7 +13,8 @@ policy at the cost of what it removes:
 
 Expiry runs at the start of every access, so an expired session is never visible, whether or not anyone
 calls `expire()`; `expire()` exists so an idle process can release the RAM (the manager's sweeper calls it).
-Ownership (`session/base.py`): a session is bound to the user of its first call, or to no user.
+Sessions are keyed by (owner, session id) (`session/base.py`): a second index, session id -> owners, resolves
+the calls that name no user.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from uuid import UUID
 
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
-from .base import SessionLimits, new_entity_values, ownership_error, session_limits
+from .base import SessionLimits, new_entity_values, resolve_owner, session_limits
 
 __all__ = ["Clock", "SessionStore", "estimated_bytes"]
+
+_Key = tuple[UUID | None, str]
+"""A session's key: its owner (None: anonymous) and its id."""
 
 Clock = Callable[[], float]
 """Returns seconds on a monotonic scale; `time.monotonic` by default, a fake one in tests."""
@@ -70,8 +74,7 @@ class SessionStore(SessionLimits):
 
     Thread- and coroutine-safe: every public method takes one short lock and never awaits, so concurrent
     coroutines (or threads) see each operation as atomic. Every method takes the caller's `user_id`
-    (keyword, None for an anonymous session) and raises `SessionOwnershipError` when the session belongs
-    to someone else (`session/base.py`).
+    (keyword); a call without one is resolved by `resolve_owner` (`session/base.py`).
     """
 
     blocking: bool = False
@@ -105,7 +108,9 @@ class SessionStore(SessionLimits):
         self.max_bytes = max_bytes
         self.max_bytes_per_user = max_bytes_per_user
         self._clock = clock
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._sessions: OrderedDict[_Key, _Session] = OrderedDict()
+        self._owners: dict[str, dict[UUID | None, None]] = {}
+        """Session id -> the owners with a live session of that id (resolves calls without a user)."""
         self._by_owner: dict[UUID, OrderedDict[str, None]] = {}
         """Each user's sessions, least recently active first (anonymous sessions are not listed)."""
         self._owner_bytes: dict[UUID, int] = {}
@@ -136,9 +141,10 @@ class SessionStore(SessionLimits):
             return len(self._sessions)
 
     def __contains__(self, session_id: object) -> bool:
+        """Whether some owner has a live session `session_id`."""
         with self._lock:
             self._expire_due(self._clock())
-            return session_id in self._sessions
+            return session_id in self._owners
 
     @property
     def bytes_used(self) -> int:
@@ -153,7 +159,7 @@ class SessionStore(SessionLimits):
         Returns how many messages the session has seen in total, which drives the extraction cadence.
         """
         with self._lock:
-            session = self._touch(session_id, user_id)
+            key, session = self._touch(session_id, user_id)
             messages = session.messages
             # One size update per message, and the budgets walked only when one is exceeded: this is the
             # hottest path of the store (~2 µs a message).
@@ -170,7 +176,7 @@ class SessionStore(SessionLimits):
             if self._bytes > self.max_bytes or (
                 owner is not None and self._owner_bytes[owner] > self.max_bytes_per_user
             ):
-                self._enforce_budgets(session_id, session)
+                self._enforce_budgets(key, session)
             return session.messages_seen
 
     def update_entities(
@@ -183,17 +189,17 @@ class SessionStore(SessionLimits):
         past `max_entity_values`, raises `SessionLimitError` and keeps none of its values."""
         with self._lock:
             self._expire_due(self._clock())
-            existing = self._owned(session_id, user_id)
-            known = existing.entities if existing else {}
+            owner = self._owner(session_id, user_id, write=True)
+            existing = self._sessions.get((owner, session_id))
             added = new_entity_values(
                 session_id,
-                known,
+                existing.entities if existing else {},
                 entities,
                 known_total=existing.entity_values if existing else 0,
                 max_per_kind=self.max_entity_values_per_kind,
                 max_total=self.max_entity_values,
             )
-            session = self._touch(session_id, user_id)
+            key, session = self._touch(session_id, owner)
             for kind_key, new in added.items():
                 if new:
                     if kind_key not in session.entities:
@@ -202,7 +208,7 @@ class SessionStore(SessionLimits):
                     session.entities[kind_key].update(new)
                     session.entity_values += len(new)
                     self._grow(session, sum(_ENTITY_BYTES + 2 * len(text) for text in new.values()))
-            self._enforce_budgets(session_id, session)
+            self._enforce_budgets(key, session)
 
     def add_intent(self, session_id: str, intent: str, *, user_id: UUID | None = None) -> None:
         """Record an intent detected in the session (kept once, in first-seen order); a new intent past
@@ -210,35 +216,41 @@ class SessionStore(SessionLimits):
         text = intent.strip()
         with self._lock:
             self._expire_due(self._clock())
-            existing = self._owned(session_id, user_id)
+            owner = self._owner(session_id, user_id, write=True)
+            existing = self._sessions.get((owner, session_id))
             if existing is not None:
                 self.check_intent_room(session_id, existing.intents, text)
-            session = self._touch(session_id, user_id)
+            key, session = self._touch(session_id, owner)
             if text not in session.intents:
                 session.intents[text] = None
                 self._grow(session, _INTENT_BYTES + len(text))
-                self._enforce_budgets(session_id, session)
+                self._enforce_budgets(key, session)
 
     def drop(self, session_id: str, *, user_id: UUID | None = None) -> bool:
         """Forget a session now. Returns whether it existed."""
         with self._lock:
             self._expire_due(self._clock())
-            session = self._owned(session_id, user_id)
+            key = (self._owner(session_id, user_id, write=False), session_id)
+            session = self._sessions.get(key)
             if session is None:
                 return False
-            self._remove(session_id, session)
+            self._remove(key, session)
             return True
 
     # --- reads --------------------------------------------------------------------------------------------
-    def snapshot(self, session_id: str, *, user_id: UUID | None = None) -> ShortTermMemory:
-        """A copy of the session's state (empty if unknown or expired). Reading counts as activity."""
+    def snapshot(self, session_id: str, *, user_id: UUID | None = None, bind: bool = False) -> ShortTermMemory:
+        """A copy of the session's state (empty if unknown or expired). Reading counts as activity; with `bind`
+        and a `user_id`, an unknown session is created for that user."""
         with self._lock:
             now = self._clock()
             self._expire_due(now)
-            session = self._owned(session_id, user_id)
+            key = (self._owner(session_id, user_id, write=False), session_id)
+            session = self._sessions.get(key)
             if session is None:
+                if bind and user_id is not None:
+                    self._touch(session_id, user_id)
                 return ShortTermMemory()
-            self._mark_active(session_id, session, now)
+            self._mark_active(key, session, now)
             return ShortTermMemory(
                 messages=list(session.messages),
                 entities={kind: list(values.values()) for kind, values in session.entities.items()},
@@ -249,7 +261,7 @@ class SessionStore(SessionLimits):
         """Messages the session has seen in total (0 if unknown or expired)."""
         with self._lock:
             self._expire_due(self._clock())
-            session = self._owned(session_id, user_id)
+            session = self._sessions.get((self._owner(session_id, user_id, write=False), session_id))
             return session.messages_seen if session else 0
 
     # --- housekeeping -----------------------------------------------------------------------------------------
@@ -271,41 +283,43 @@ class SessionStore(SessionLimits):
         self.expired_total += removed
         return removed
 
-    def _owned(self, session_id: str, user_id: UUID | None) -> _Session | None:
-        """The live session (None if unknown), after checking it belongs to `user_id`."""
-        session = self._sessions.get(session_id)
-        if session is not None and session.owner != user_id:
-            raise ownership_error(session_id, anonymous=session.owner is None, user_id=user_id)
-        return session
+    def _owner(self, session_id: str, user_id: UUID | None, *, write: bool) -> UUID | None:
+        """The owner of the session the call means (`resolve_owner`). Caller holds the lock."""
+        if user_id is not None:
+            return user_id
+        return resolve_owner(session_id, None, self._owners.get(session_id, ()), write=write)
 
-    def _touch(self, session_id: str, user_id: UUID | None) -> _Session:
-        """The session, created for `user_id` if new, marked as the most recently active. Caller checked
-        ownership (or does so here) and holds the lock."""
+    def _touch(self, session_id: str, user_id: UUID | None) -> tuple[_Key, _Session]:
+        """The session the call means (`user_id`, else resolved as a write), created if new, marked as the most
+        recently active. Caller holds the lock."""
         now = self._clock()
         self._expire_due(now)
-        session = self._owned(session_id, user_id)
+        owner = user_id if user_id is not None else self._owner(session_id, None, write=True)
+        key = (owner, session_id)
+        session = self._sessions.get(key)
         if session is not None:
-            self._mark_active(session_id, session, now)
-            return session
-        if user_id is not None:
-            mine = self._by_owner.get(user_id)
+            self._mark_active(key, session, now)
+            return key, session
+        if owner is not None:
+            mine = self._by_owner.get(owner)
             if mine is not None and len(mine) >= self.max_sessions_per_user:
-                self._evict(next(iter(mine)))
+                self._evict((owner, next(iter(mine))))
         if len(self._sessions) >= self.max_sessions:
             self._evict(next(iter(self._sessions)))
-        session = _Session(owner=user_id, messages=deque(maxlen=self.max_messages), last_active=now)
-        self._sessions[session_id] = session
+        session = _Session(owner=owner, messages=deque(maxlen=self.max_messages), last_active=now)
+        self._sessions[key] = session
+        self._owners.setdefault(session_id, {})[owner] = None
         self._bytes += session.size
-        if user_id is not None:
-            self._by_owner.setdefault(user_id, OrderedDict())[session_id] = None
-            self._owner_bytes[user_id] = self._owner_bytes.get(user_id, 0) + session.size
-        return session
+        if owner is not None:
+            self._by_owner.setdefault(owner, OrderedDict())[session_id] = None
+            self._owner_bytes[owner] = self._owner_bytes.get(owner, 0) + session.size
+        return key, session
 
-    def _mark_active(self, session_id: str, session: _Session, now: float) -> None:
+    def _mark_active(self, key: _Key, session: _Session, now: float) -> None:
         session.last_active = now
-        self._sessions.move_to_end(session_id)
+        self._sessions.move_to_end(key)
         if session.owner is not None:
-            self._by_owner[session.owner].move_to_end(session_id)
+            self._by_owner[session.owner].move_to_end(key[1])
 
     def _grow(self, session: _Session, delta: int) -> None:
         session.size += delta
@@ -313,28 +327,32 @@ class SessionStore(SessionLimits):
         if session.owner is not None:
             self._owner_bytes[session.owner] += delta
 
-    def _enforce_budgets(self, current_id: str, current: _Session) -> None:
+    def _enforce_budgets(self, current_key: _Key, current: _Session) -> None:
         """Evict least recently active sessions until the budgets hold; never the session just written (it is
         the most recently active, so it goes only when it alone is over a budget, and then stays)."""
         owner = current.owner
         if owner is not None:
             mine = self._by_owner[owner]
             while self._owner_bytes[owner] > self.max_bytes_per_user and len(mine) > 1:
-                self._evict(next(iter(mine)))
+                self._evict((owner, next(iter(mine))))
         while self._bytes > self.max_bytes and len(self._sessions) > 1:
             oldest = next(iter(self._sessions))
-            if oldest == current_id:  # pragma: no cover - the current session is always the last one
+            if oldest == current_key:  # pragma: no cover - the current session is always the last one
                 break
             self._evict(oldest)
 
-    def _evict(self, session_id: str) -> None:
-        self._remove(session_id, self._sessions[session_id])
+    def _evict(self, key: _Key) -> None:
+        self._remove(key, self._sessions[key])
         self.evicted_total += 1
 
-    def _remove(self, session_id: str, session: _Session) -> None:
-        del self._sessions[session_id]
+    def _remove(self, key: _Key, session: _Session) -> None:
+        del self._sessions[key]
+        owner, session_id = key
+        owners = self._owners[session_id]
+        del owners[owner]
+        if not owners:
+            del self._owners[session_id]
         self._bytes -= session.size
-        owner = session.owner
         if owner is not None:
             mine = self._by_owner[owner]
             del mine[session_id]
