@@ -35,7 +35,9 @@ from .conversions import fact_from_record
 from .database.connector import DatabaseConnector
 from .database.urls import masked_url
 from .embeddings import MemoryEmbedder, default_embedder
+from .embeddings.reembed import reembed_user
 from .errors import InvalidMemoryInputError, ManagerClosedError, MemoryPluginError
+from .export import ImportReport, export_from_url, import_into_url
 from .extraction import FactExtractor, default_extractor
 from .extraction.policy import ExtractionPolicy, ExtractionRun
 from .extraction.runner import ExtractionRunner, ScheduledExtraction
@@ -787,6 +789,33 @@ class MemoryManager:
             if forgotten:
                 await queue.forget(uid, forgotten)
         return await self.store.delete(uid, record_id)
+
+    def export_user(self, user_id: str | UUID) -> AsyncIterator[str]:
+        """Everything stored about the user, as the text chunks of one versioned JSON document (docs/export.md):
+        `async for chunk in memory.export_user(user_id): out.write(chunk)`. Read as the user under row-level
+        security, in pages of one consistent snapshot, so memory stays bounded whatever the user holds."""
+        self._check_open()
+        uid = parse_user_id(user_id)
+        url = self._postgres_url("an export")
+        return export_from_url(url, uid, as_user=True, connect_timeout=self.settings.connect_timeout_seconds)
+
+    async def import_user(self, document: str | bytes | Mapping[str, Any]) -> ImportReport:
+        """Restore an export into this database, which must hold nothing of that user (`ImportConflictError`
+        otherwise; `ExportFormatError` for a file that is not a readable export): all of it, or nothing. Runs on
+        the service path (`admin_database_url`, else the manager's own URL), then gives the restored facts
+        vectors of this manager's embedding model (vectors are not part of an export)."""
+        self._check_open()
+        admin = self.settings.admin_database_url
+        url = admin.get_secret_value() if admin is not None else self._postgres_url("an import")
+        report = await import_into_url(url, document, connect_timeout=self.settings.connect_timeout_seconds)
+        if self.embedder is not None and report.rows.get("memories"):
+            await reembed_user(self.store, self.embedder, report.user_id)
+        return report
+
+    def _postgres_url(self, what: str) -> str:
+        if self.database_url is None:
+            raise MemoryPluginError(f"{what} needs the Postgres backend (a manager opened without store=)")
+        return self.database_url
 
     async def backend_status(self) -> BackendStatus:
         """Which backend serves long-term memory, whether the database answers (pinged now), the journal's

@@ -22,6 +22,7 @@ from ..database.migrations import migrate
 from ..database.pooler import connection_kwargs
 from ..embeddings.factory import default_embedder
 from ..errors import MemoryPluginError
+from ..export.service import PoolExporter
 from ..settings import MemorySettings
 from ..store.postgres import PostgresStore
 from .app import ApiServices, create_app
@@ -67,7 +68,7 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
     )
     try:
         chats = ChatService(PostgresChatStore(store.pool), embedder, summarizer)
-        yield ApiServices(chats=chats, verifier=verifier, memory=store)
+        yield ApiServices(chats=chats, verifier=verifier, memory=store, exporter=PoolExporter(store.pool))
     finally:
         await store.close()
 
