@@ -469,15 +469,14 @@ class MemoryManager:
         """
         if self._closed:
             self._check_open()
-        # The hot path (~2.5 µs a message in RAM): a session id is validated once, then remembered; a `Message` is
-        # storable text by construction (its validator), so only the settings' size limit is checked here.
+        # The hot path (~2.5 µs a message in RAM): a session id is validated once, then remembered. The content
+        # is scanned again (one regex pass): a `Message.model_construct` skips the model's own validator.
         if session_id not in self._valid_session_ids:
             self._remember_session_id(session_id)
         uid = user_id if user_id is None or type(user_id) is UUID else parse_user_id(user_id)
         if not isinstance(message, Message):
             raise InvalidMemoryInputError(f"message must be a Message, got {type(message).__name__}")
-        if len(message.content) > self.settings.max_message_chars:
-            check_text(message.content, "message content", self.settings.max_message_chars)
+        check_text(message.content, "message content", self.settings.max_message_chars)
         self._messages_added += 1
         sessions = self.sessions
         if not sessions.blocking:
