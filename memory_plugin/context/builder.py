@@ -310,9 +310,11 @@ class ContextBuilder:
         if uid is None:
             return None
         try:
-            return await self._summarizer.current(uid, session_scope(session_id)) or await self._summarizer.current(
-                uid, USER_SCOPE
+            # Both at once: a session without its own summary yet starts from the user's (one round trip).
+            session, user = await asyncio.gather(
+                self._summarizer.current(uid, session_scope(session_id)), self._summarizer.current(uid, USER_SCOPE)
             )
+            return session or user
         except StoreError as exc:
             logger.warning("%s rolling summary unavailable for this turn: %s", LOG_PREFIX, exc)
             return None
