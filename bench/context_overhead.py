@@ -127,7 +127,9 @@ def main(argv: list[str] | None = None) -> None:
         extra = [m - p for m, p in zip(memory, plain, strict=True)]
         cells = [_percentile(v, q) * 1000 for v in (memory, plain, extra) for q in (0.5, 0.95)]
         print(f"| {side} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
-    overhead = {s: statistics.median(t["memory"]) - statistics.median(t["plain"]) for s, t in times.items()}
+    overhead = {
+        s: statistics.median([m - p for m, p in zip(t["memory"], t["plain"], strict=True)]) for s, t in times.items()
+    }
     first, *_, last = overhead
     print(f"median overhead, {last} / {first}: {overhead[last] / overhead[first]:.2f}x")
 
