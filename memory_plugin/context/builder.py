@@ -182,7 +182,10 @@ class ContextBuilder:
         the first connection (the manager's own builder: a database down now is reported per turn)."""
         store: ContextStore = (
             await PostgresContextStore.connect(
-                database_url, connect_timeout=settings.connect_timeout_seconds, wait=wait
+                database_url,
+                connect_timeout=settings.connect_timeout_seconds,
+                wait=wait,
+                pooler=settings.database_pooler,
             )
             if database_url
             else InMemoryContextStore()
