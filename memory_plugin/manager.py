@@ -249,7 +249,6 @@ class MemoryManager:
         manager._start_sweeper()
         try:
             await manager._start_background(connector.url if connector is not None else None)
-            await manager.context_builder()  # it follows the jobs' facts from the first one on
         except BaseException:
             await manager.close()
             raise
