@@ -142,6 +142,13 @@ def test_the_cached_graph_is_reused_without_writing(cache: Path) -> None:
     assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == before  # nothing written
 
 
+def test_another_data_dir_in_the_same_process_reuses_the_loaded_graph(cache: Path, tmp_path: Path) -> None:
+    loaded = local.onnx_encoder(cache)
+
+    assert local.onnx_encoder(tmp_path / "onnx") is loaded  # no second export (~10 s with torch's import)
+    assert not (tmp_path / "onnx").exists()
+
+
 @pytest.mark.slow
 async def test_the_first_use_without_a_graph_exports_it_once_and_says_so(
     cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture

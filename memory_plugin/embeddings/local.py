@@ -61,12 +61,16 @@ def load_sentence_transformer() -> Any:
 
 
 def onnx_encoder(cache_dir: Path) -> Any:
-    """The process's ONNX encoder for `cache_dir` (an `onnx_graph.OnnxEncoder`): the cached graph, exported
-    first (with torch, once, announced by one log line) when there is none or it no longer checks out; None,
-    after one warning, when onnxruntime cannot be used."""
+    """The process's ONNX encoder for `cache_dir` (an `onnx_graph.OnnxEncoder`): the one already loaded in this
+    process, else the cached graph, exported first (with torch, once, announced by one log line) when there is
+    none or it no longer checks out; None, after one warning, when onnxruntime cannot be used."""
     with _onnx_lock:
         if cache_dir not in _encoders:
-            _encoders[cache_dir] = _open_or_export(cache_dir)
+            # The graph is the same whatever the directory (its name is a key of the model's files): a process
+            # that already runs it (a service with several data dirs, a test run with one per test) reuses it
+            # instead of exporting it again.
+            loaded = next((e for e in _encoders.values() if e is not None), None)
+            _encoders[cache_dir] = loaded if loaded is not None else _open_or_export(cache_dir)
         return _encoders[cache_dir]
 
 
