@@ -20,9 +20,11 @@ from ..chats.service import ChatService
 from ..chats.summarizer import AgentSummarizer, ChatSummarizer
 from ..database import EmbeddedPostgres
 from ..database.migrations import migrate
+from ..database.pooler import connection_kwargs
 from ..database.roles import ensure_app_role
 from ..embeddings.factory import default_embedder
 from ..errors import MemoryPluginError
+from ..export.service import PoolExporter
 from ..settings import MemorySettings
 from ..store.postgres import PostgresStore
 from .app import ApiServices, create_app
@@ -43,7 +45,8 @@ async def _database(settings: MemorySettings) -> tuple[str, EmbeddedPostgres | N
         url = await asyncio.to_thread(embedded.start)
     if settings.auto_migrate:
         admin = settings.admin_database_url.get_secret_value() if settings.admin_database_url else url
-        async with await psycopg.AsyncConnection.connect(admin, autocommit=True) as conn:
+        pooled = connection_kwargs(admin, settings.database_pooler)
+        async with await psycopg.AsyncConnection.connect(admin, autocommit=True, **pooled) as conn:
             await migrate(conn)
     if embedded is not None:
         url = await ensure_app_role(url, connect_timeout=settings.connect_timeout_seconds)
@@ -67,7 +70,9 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
         AgentSummarizer(settings.chat_summary_model) if settings.chat_summary_model else None
     )
     url, embedded = await _database(settings)
-    store = await PostgresStore.connect(url, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
+    store = await PostgresStore.connect(
+        url, min_size=settings.pool_min_size, max_size=settings.pool_max_size, pooler=settings.database_pooler
+    )
     # The embedded server is restarted whenever it dies while the API runs, as the manager does.
     supervisor = (
         asyncio.get_running_loop().create_task(
@@ -78,7 +83,7 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
     )
     try:
         chats = ChatService(PostgresChatStore(store.pool), embedder, summarizer)
-        yield ApiServices(chats=chats, verifier=verifier, memory=store)
+        yield ApiServices(chats=chats, verifier=verifier, memory=store, exporter=PoolExporter(store.pool))
     finally:
         await store.close()
         if supervisor is not None:

@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, UserPreferences, utc_now
@@ -270,12 +271,24 @@ class PostgresContextStore:
 
     @classmethod
     async def connect(
-        cls, url: str, *, max_size: int = 4, connect_timeout: float = 5.0, wait: bool = True
+        cls,
+        url: str,
+        *,
+        max_size: int = 4,
+        connect_timeout: float = 5.0,
+        wait: bool = True,
+        pooler: PoolerMode = "auto",
     ) -> PostgresContextStore:
-        """A store with its own small pool on `url` (close it with `close`); `wait=False` connects in the
-        background (a failure then surfaces as `StoreError` on use)."""
+        """A store with its own small pool on `url` (close it with `close`; `pooler`: see `database.pooler`);
+        `wait=False` connects in the background (a failure then surfaces as `StoreError` on use)."""
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            url, min_size=1, max_size=max_size, timeout=connect_timeout, open=False, name="memory_plugin_context"
+            url,
+            min_size=1,
+            max_size=max_size,
+            timeout=connect_timeout,
+            open=False,
+            kwargs=connection_kwargs(url, pooler),
+            name="memory_plugin_context",
         )
         try:
             await pool.open(wait=wait, timeout=connect_timeout)
