@@ -33,6 +33,8 @@ from .background.worker import wait_settled
 from .context.reader import ContextReader
 from .conversions import fact_from_record
 from .database.connector import DatabaseConnector
+from .database.pooler import transaction_pooled
+from .database.roles import library_url, worker_role_url
 from .database.urls import masked_url
 from .embeddings import MemoryEmbedder, default_embedder
 from .embeddings.reembed import reembed_user
@@ -71,6 +73,14 @@ if TYPE_CHECKING:
     from .context.receipt import ContextReceipt
 
 __all__ = ["MemoryManager", "MemoryStats"]
+
+
+def _library_url(settings: MemorySettings, connector: DatabaseConnector | None) -> str | None:
+    """The URL the manager's other pools (job queue, Postgres sessions) use: the store's own role, never the
+    embedded server's superuser (None without a database)."""
+    if connector is None or connector.url is None:
+        return None
+    return library_url(connector.url, embedded=settings.database_url is None)
 
 
 class MemoryManager:
@@ -228,13 +238,17 @@ class MemoryManager:
         if settings.session_backend == "postgres":  # shared by every worker: on the database in use
             from .session.postgres_store import postgres_sessions_from_settings
 
-            url = connector.url if connector is not None else None
+            url = _library_url(settings, connector)
             if url is None:
                 await store.close()
                 raise MemoryPluginError(
                     "MEMORY_SESSION_BACKEND=postgres keeps sessions in the manager's own database: set"
                     " MEMORY_DATABASE_URL or let the manager start the embedded one (do not pass store=)"
                 )
+            # As memory_worker (a startup option, which a transaction-mode pooler may not pass on: there the
+            # URL's own role is used).
+            if not transaction_pooled(url, settings.database_pooler):
+                url = worker_role_url(url)
             sessions = await asyncio.to_thread(postgres_sessions_from_settings, settings, url)
         elif settings.session_backend == "redis":  # shared by every worker: on the deployment's Redis
             from .session.redis_store import redis_sessions_from_settings
@@ -248,7 +262,7 @@ class MemoryManager:
         manager._connector = connector
         manager._start_sweeper()
         try:
-            await manager._start_background(connector.url if connector is not None else None)
+            await manager._start_background(_library_url(settings, connector))
         except BaseException:
             await manager.close()
             raise
@@ -595,9 +609,8 @@ class MemoryManager:
             if self._context is None:
                 from .context.builder import ContextBuilder
 
-                self._context = await ContextBuilder.open(
-                    self, self.settings, database_url=self.database_url, wait=False
-                )
+                url = _library_url(self.settings, self._connector) if self._connector else self._database_url
+                self._context = await ContextBuilder.open(self, self.settings, database_url=url, wait=False)
                 self._context.follow(self.extraction)
         return self._context
 
