@@ -266,10 +266,18 @@ def test_checkpoints_per_user_across_sessions(conn: Conn, admin_conn: Conn) -> N
         "insert into memory_private.workflow_checkpoints (user_id, session_id, step, state)"
         " values (%s, %s, 'route', '{}')"
     )
-    for session in range(5):
+    for session in range(7):
         with as_user(conn, user):
             conn.execute(insert, (user, f"s{session}"))
-    assert refused(conn, user, insert, (user, "s5")).sqlstate == "PT413"
+    # Past the limit the user's oldest checkpoints go (a new session's run is never refused).
+    sessions = admin_conn.execute(
+        "select session_id from memory_private.workflow_checkpoints where user_id = %s order by id", (user,)
+    ).fetchall()
+    assert sessions == [("s2",), ("s3",), ("s4",), ("s5",), ("s6",)]
+    usage = admin_conn.execute(
+        "select n from memory_private.memory_usage where user_id = %s and counted = 'checkpoints_per_user'", (user,)
+    ).fetchone()
+    assert usage == (5,)
 
 
 def test_a_counted_row_cannot_change_owner(admin_conn: Conn) -> None:

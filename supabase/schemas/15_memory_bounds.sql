@@ -3,11 +3,11 @@
 --
 -- How each table is bounded (the triggers and size checks are in 90_memory_bounds.sql, after every table):
 --  - counts per user (facts, chats, conversations and their entries, checkpoints, summaries): a statement trigger
---    adds the rows a statement inserted to the user's row in memory_usage and refuses the statement when the
---    count passes the limit. The counter row is updated, hence locked, in the writing transaction: concurrent
---    writers of one user queue on it and each sees the others' committed rows, so the limit holds exactly (20
---    concurrent writes of 10 facts against a limit of 100 store exactly 100). One update per statement and
---    user: the cost does not grow with what the user has stored (no count(*) over their rows).
+--    adds the rows a statement inserted to the user's row in memory_usage and refuses the statement when the count
+--    passes the limit (checkpoints: the user's oldest go instead). The counter row is updated, hence locked, in the
+--    writing transaction: concurrent writers of one user queue on it and each sees the others' committed rows, so the
+--    limit holds exactly (20 concurrent writes of 10 facts against a limit of 100 store exactly 100). One update per
+--    statement and user: the cost does not grow with what the user has stored (no count(*) over their rows).
 --  - the write rate: a token bucket per user (memory_write_buckets), charged with the rows a statement inserts
 --    into or changes in user_memory (superseding and archiving, which retire rows, are free).
 --  - sizes (metadata, histories, documents): CHECK constraints on the tables.
