@@ -9,8 +9,11 @@ from pydantic import ValidationError
 
 __all__ = [
     "EmbeddingError",
+    "ExportFormatError",
+    "ExportVersionError",
     "ExtractionError",
     "IdempotencyKeyReusedError",
+    "ImportConflictError",
     "InvalidMemoryInputError",
     "InvalidModelInputError",
     "ManagerClosedError",
@@ -115,3 +118,18 @@ class ExtractionError(MemoryPluginError):
 class EmbeddingError(MemoryPluginError):
     """The embedding model failed or returned unusable vectors. Writes still store the facts (without a vector,
     counted in `MemoryManager.stats.embedding_failures`) and searches fall back to text signals."""
+
+
+class ExportFormatError(InvalidMemoryInputError):
+    """A file given to import is not a memory export this release can restore: not JSON, not the export
+    format, or a row that does not fit its table. Nothing was written."""
+
+
+class ExportVersionError(ExportFormatError):
+    """An export of another format version than this release reads (`memory_plugin.export.EXPORT_VERSION`).
+    Nothing was written; import it with the release that wrote it, or a later one that reads its version."""
+
+
+class ImportConflictError(MemoryPluginError):
+    """An import found memory of the user already in the database (or a row id of the file in use): imports
+    never merge. Nothing was written; erase the user first to replace their memory with the file's."""

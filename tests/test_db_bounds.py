@@ -18,6 +18,7 @@ from memory_plugin.database.calls import postgres_errors
 from memory_plugin.errors import MemoryLimitError, StoreError, StoreLimitError
 from memory_plugin.models import MemorizedFact
 from memory_plugin.write.items import items_from_update
+from tests.postgrest_transport import supabase_store
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -276,3 +277,25 @@ def test_a_counted_row_cannot_change_owner(admin_conn: Conn) -> None:
     admin_conn.execute("insert into public.chats (user_id, title) values (%s, 'mine')", (user,))
     with pytest.raises(psycopg.errors.CheckViolation):
         admin_conn.execute("update public.chats set user_id = %s where user_id = %s", (uuid4(), user))
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_postgrest_client_gets_the_refusal_as_a_limit_error(database_url: str, admin_conn: Conn) -> None:
+    """`SupabaseStore` (through the PostgREST emulator): HTTP 413 with PT413 becomes `StoreLimitError`."""
+    user = uuid4()
+    limit(admin_conn, user, "facts_per_user", 1)
+    store = supabase_store(database_url)
+    try:
+        items = [
+            i
+            for text in ("Prefiere el latón", "Prefiere el titanio")
+            for i in items_from_update(
+                [MemorizedFact(content=text, category="preference", confidence=0.9, source="explicit")],
+                None, None, [], None,
+            )
+        ]  # fmt: skip
+        with pytest.raises(StoreLimitError, match="facts_per_user"):
+            await store.upsert(user, items)
+    finally:
+        await store.close()
+    assert count(admin_conn, "public.user_memory", user) == 0

@@ -1,21 +1,22 @@
 """The REST API: the signed-in user's chats and memory, every statement run as that user under RLS.
 
 `create_app(ApiServices(...))` builds the FastAPI app; `memory-plugin serve` runs it with uvicorn. Routes:
-`POST/GET /api/chats`, `GET/PATCH/DELETE /api/chats/{id}`, `GET /api/memory/records`. Errors always have the
-body `{"error": {"code", "message"}}`; someone else's chat is 404, exactly like a chat that does not exist.
+`POST/GET /api/chats`, `GET/PATCH/DELETE /api/chats/{id}`, `GET /api/memory/records`, `GET /api/memory/export`.
+Errors always have the body `{"error": {"code", "message"}}`; someone else's chat is 404, exactly like a chat
+that does not exist.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from pydantic_ai.messages import (
     ModelMessage,
@@ -31,6 +32,7 @@ from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
 from ..errors import IdempotencyKeyReusedError, MemoryPluginError, StoreUnavailableError
+from ..export.service import PoolExporter
 from ..rows import MemoryKind
 from ..store.base import LongTermStore
 from .auth import AuthenticationError, TokenVerifier
@@ -84,6 +86,8 @@ class ApiServices:
     chats: ChatService
     verifier: TokenVerifier
     memory: LongTermStore | None = None
+    exporter: PoolExporter | None = None
+    """Streams the user's export (`GET /api/memory/export`); None: the route answers 404."""
 
 
 class ApiError(Exception):
@@ -281,5 +285,26 @@ def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_
             )
             for r in records
         ]
+
+    @app.get(
+        "/api/memory/export",
+        tags=["memory"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"application/json": {}}, "description": "The export (docs/export.md)"}},
+    )
+    async def memory_export(user: User) -> StreamingResponse:
+        """Everything stored about the signed-in user, as one versioned JSON document (streamed)."""
+        if services.exporter is None:
+            raise ApiError(404, "no_export", "this server serves no export")
+        chunks = services.exporter.chunks(user)
+        first = await anext(chunks)  # a failure to start (database down) is still an error response
+
+        async def body() -> AsyncIterator[bytes]:
+            yield first.encode()
+            async for chunk in chunks:
+                yield chunk.encode()
+
+        disposition = f'attachment; filename="memory-export-{user}.json"'
+        return StreamingResponse(body(), media_type="application/json", headers={"Content-Disposition": disposition})
 
     return app

@@ -1,5 +1,5 @@
 """`memory-plugin`: the command line (demo, chat, inspect, status, db-url, stop, migrate, erase, maintain,
-reembed).
+export, import, reembed).
 
     memory-plugin demo                      # two sessions; session 1 shapes the answer in session 2
     memory-plugin chat --user UUID          # talk to the budget agent
@@ -708,6 +708,46 @@ def maintain(data_dir: DataDirOption = None) -> None:
     settings = _settings(data_dir)
     report = _run(_maintain(_admin_url(settings), settings))
     _out().print(f"archived {report.decayed} decayed and {report.expired} expired fact(s)")
+
+
+# --- export, import (memory_plugin/export/cli_commands.py) ---------------------------------------------------
+
+
+@app.command("export")
+def export_command(
+    user: UserOption,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).", dir_okay=False)
+    ] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Write everything stored about a user as one versioned JSON document (docs/export.md), as the
+    administrative role: memory-plugin export --user UUID > user.json"""
+    from ..export.cli_commands import export_to
+
+    uid = _user(user)
+    written = _run(export_to(_admin_url(_settings(data_dir)), uid, output))
+    if output is not None:
+        _err().print(f"exported user {uid} to {escape(str(output))} ({written} characters)")
+
+
+@app.command("import")
+def import_command(
+    path: Annotated[Path, typer.Argument(help="An export written by `memory-plugin export` (`-` for stdin).")],
+    data_dir: DataDirOption = None,
+) -> None:
+    """Restore an export into a database that holds nothing of its user (erase the user first to replace their
+    memory), as the administrative role: all of it or nothing."""
+    from ..export.cli_commands import import_from, read_export_file
+
+    try:
+        raw = read_export_file(path)
+    except MemoryPluginError as exc:
+        raise _fail(str(exc)) from None
+    report = _run(import_from(_admin_url(_settings(data_dir)), raw))
+    counts = ", ".join(f"{n} {name}" for name, n in report.rows.items() if n)
+    _out().print(f"imported {report.total} row(s) of user {report.user_id}" + (f": {counts}" if counts else ""))
+    _out().print(f"vectors of the embedding model in use: memory-plugin reembed --user {report.user_id}")
 
 
 # --- embeddings: reembed ------------------------------------------------------------------------------------

@@ -120,6 +120,8 @@ as $$
 $$;
 
 -- Add p_delta rows to the user's count of p_counted; with p_enforce, refuse (PT413) a count past the limit.
+-- A removal only lowers an existing count: it never creates a row (erasing a user deletes their counts, then
+-- their rows, whose deletion must not leave a count behind).
 create function memory_private.memory_usage_add(p_user_id uuid, p_counted text, p_delta bigint, p_enforce boolean)
     returns bigint
     language plpgsql
@@ -129,11 +131,17 @@ declare
     v_n     bigint;
     v_limit double precision;
 begin
+    if p_delta <= 0 then
+        update memory_private.memory_usage u set n = greatest(0, u.n + p_delta)
+         where u.user_id = p_user_id and u.counted = p_counted
+        returning u.n into v_n;
+        return coalesce(v_n, 0);
+    end if;
     insert into memory_private.memory_usage as u (user_id, counted, n)
-    values (p_user_id, p_counted, greatest(p_delta, 0))
-    on conflict (user_id, counted) do update set n = greatest(0, u.n + p_delta)
+    values (p_user_id, p_counted, p_delta)
+    on conflict (user_id, counted) do update set n = u.n + p_delta
     returning u.n into v_n;
-    if p_enforce and p_delta > 0 then
+    if p_enforce then
         v_limit := memory_private.memory_limit(p_user_id, p_counted);
         if v_n > v_limit then
             raise exception using
