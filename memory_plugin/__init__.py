@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ExtractionError,
+    IdempotencyKeyReusedError,
     InvalidMemoryInputError,
     ManagerClosedError,
     MemoryLimitError,
@@ -21,12 +22,14 @@ from .errors import (
     SessionAmbiguousError,
     SessionLimitError,
     SessionOwnershipError,
+    StatementLimitError,
     StoreError,
     StoreUnavailableError,
 )
 
 if TYPE_CHECKING:
     from .capability import MemoryCapability, MemoryDeps
+    from .context.receipt import ContextReceipt
     from .formatting import format_memory_for_agent
     from .manager import MemoryManager, MemoryStats
     from .models import (
@@ -54,9 +57,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendStatus",
+    "ContextReceipt",
     "ExtractionError",
     "FactCategory",
     "FactSource",
+    "IdempotencyKeyReusedError",
     "InMemoryStore",
     "InvalidMemoryInputError",
     "LongTermMemory",
@@ -84,6 +89,7 @@ __all__ = [
     "SessionOwnershipError",
     "SessionStore",
     "ShortTermMemory",
+    "StatementLimitError",
     "StoreError",
     "StoreUnavailableError",
     "SupabaseStore",
@@ -95,6 +101,7 @@ __all__ = [
 
 _LAZY: dict[str, str] = {
     "BackendStatus": "store.status",
+    "ContextReceipt": "context.receipt",
     "FactCategory": "models",
     "FactSource": "models",
     "InMemoryStore": "store",

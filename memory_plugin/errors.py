@@ -9,7 +9,11 @@ from pydantic import ValidationError
 
 __all__ = [
     "EmbeddingError",
+    "ExportFormatError",
+    "ExportVersionError",
     "ExtractionError",
+    "IdempotencyKeyReusedError",
+    "ImportConflictError",
     "InvalidMemoryInputError",
     "InvalidModelInputError",
     "ManagerClosedError",
@@ -18,7 +22,9 @@ __all__ = [
     "SessionAmbiguousError",
     "SessionLimitError",
     "SessionOwnershipError",
+    "StatementLimitError",
     "StoreError",
+    "StoreLimitError",
     "StoreUnavailableError",
 ]
 
@@ -50,6 +56,11 @@ class SessionLimitError(InvalidMemoryInputError):
     `max_session_entity_values` and `max_session_intents`."""
 
 
+class IdempotencyKeyReusedError(InvalidMemoryInputError):
+    """An idempotency key was sent again with a different request (another body for the same chat). Nothing
+    was appended: a retry must send the same request with its key, and a new request needs a new key."""
+
+
 class InvalidModelInputError(InvalidMemoryInputError, ValidationError):
     """A public model (`Message`, `MemorizedFact`, `MemoryUpdate`, `Note`…) was built from bad values. It is
     pydantic's `ValidationError` too, so its message lists each field and the reason, and code that catches
@@ -78,6 +89,24 @@ class StoreUnavailableError(StoreError):
     """The long-term store cannot be reached (database down, network, pool exhausted)."""
 
 
+class StatementLimitError(StoreError):
+    """The database is reachable but cancelled or refused one statement for its duration or size (its
+    `statement_timeout`, `lock_timeout`, or a server limit such as memory or statement complexity). Nothing of
+    that statement was written, and sending it again fails the same way: write fewer items per call, or raise
+    the limit (`limit` names it). Never an outage: it is raised to the caller, not journaled."""
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        """The limit that stopped the statement, e.g. "statement_timeout", "lock_timeout", "out_of_memory"."""
+
+
+class StoreLimitError(MemoryLimitError, StoreError):
+    """The database refused a write past one of the bounds it enforces itself (a count per user, the write rate,
+    a size: `supabase/schemas/15_memory_bounds.sql`); nothing of that write was stored. Both a `MemoryLimitError`
+    (what the caller can act on) and a `StoreError` (the database refused it, as the outage journal expects)."""
+
+
 class ExtractionError(MemoryPluginError):
     """Fact extraction failed: the model errored or its output could not be used at all.
 
@@ -89,3 +118,18 @@ class ExtractionError(MemoryPluginError):
 class EmbeddingError(MemoryPluginError):
     """The embedding model failed or returned unusable vectors. Writes still store the facts (without a vector,
     counted in `MemoryManager.stats.embedding_failures`) and searches fall back to text signals."""
+
+
+class ExportFormatError(InvalidMemoryInputError):
+    """A file given to import is not a memory export this release can restore: not JSON, not the export
+    format, or a row that does not fit its table. Nothing was written."""
+
+
+class ExportVersionError(ExportFormatError):
+    """An export of another format version than this release reads (`memory_plugin.export.EXPORT_VERSION`).
+    Nothing was written; import it with the release that wrote it, or a later one that reads its version."""
+
+
+class ImportConflictError(MemoryPluginError):
+    """An import found memory of the user already in the database (or a row id of the file in use): imports
+    never merge. Nothing was written; erase the user first to replace their memory with the file's."""
