@@ -230,6 +230,10 @@ class MemorySettings(BaseSettings):
     time). The default is domain-free; pass a domain's own, e.g. `MemorySettings(vocabulary=SHOP_VOCABULARY)`
     (`agents/vocabulary.py`). Code only, not read from the environment."""
 
+    vocabulary_module: str | None = None
+    """`package.module:NAME` of the `Vocabulary` the command line's processes (`worker`, `serve`, `inspect`…)
+    use instead of the generic one, e.g. `agents.vocabulary:SHOP_VOCABULARY`; code passes `vocabulary` instead."""
+
     max_rejections_in_context: int = Field(default=20, ge=0)
     """Current rejections ("never suggest X") placed in the context after the ranked facts, newest first."""
 
