@@ -19,7 +19,7 @@ __all__ = ["LocalRuntime", "MemorySettings"]
 
 
 LocalRuntime = Literal["auto", "onnx", "torch"]
-"""What runs the offline embedding model for a single question (`MemorySettings.local_embedding_runtime`)."""
+"""What runs the offline embedding model (`MemorySettings.local_embedding_runtime`)."""
 
 
 def _a_vocabulary(value: object) -> Vocabulary:
@@ -73,6 +73,12 @@ class MemorySettings(BaseSettings):
 
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
     """How long to wait for a connection before raising `StoreUnavailableError`."""
+
+    database_pooler: Literal["auto", "transaction", "session", "none"] = "auto"
+    """The connection pooler in front of the database URLs (docs/supabase.md): `transaction` (Supavisor's port
+    6543, PgBouncer's transaction mode) turns psycopg's prepared statements off on every connection the plugin
+    opens, which such a pooler cannot keep; `session` and `none` change nothing; `auto`: `transaction` when the
+    URL's port is 6543. Env `MEMORY_DATABASE_POOLER`."""
 
     # --- Supabase API (SupabaseStore) ------------------------------------------------------------------
     # For deployments that reach the database only through the project's REST API (PostgREST) with the
@@ -273,12 +279,11 @@ class MemorySettings(BaseSettings):
     """Facts embedded per model call at write time and by `reembed`."""
 
     local_embedding_runtime: LocalRuntime = "auto"
-    """What runs the offline model (`local`) for a single question, i.e. every search: `auto` (onnxruntime when
-    importable, else torch; a missing onnxruntime is logged once, as the `[local]` extra includes it), `onnx`
-    (onnxruntime, or torch with a warning when it cannot be used), `torch`.
-    onnxruntime gives the same vectors (checked against torch at startup) in ~4 ms instead of ~10; its graph
-    is exported on first use and cached in `data_dir/onnx/`. Batches of facts always run on torch. Env
-    `MEMORY_LOCAL_EMBEDDING_RUNTIME`."""
+    """What runs the offline model (`local`), for facts and questions: `auto` and `onnx` (onnxruntime; torch, with
+    one warning, when it cannot be used), `torch`. onnxruntime gives the same vectors (checked against torch
+    when its graph is exported), a question in ~4 ms instead of ~10, and a new process's first vector without
+    torch's import (~4 s); the graph is exported once (bootstrap, or the first use) and cached in
+    `data_dir/onnx/`. Env `MEMORY_LOCAL_EMBEDDING_RUNTIME`."""
 
     search_weight_text: float = Field(default=1.0, ge=0)
     """Full-text relevance (BM25 over English stems, Spanish and English stop words dropped; normalised by the
@@ -394,6 +399,11 @@ class MemorySettings(BaseSettings):
     background_max_pending_jobs: int = Field(default=10_000, ge=1)
     """Waiting jobs beyond which a trigger that would add a job is refused: its messages stay pending in the
     session and go with its next trigger (a session's waiting job always absorbs new messages)."""
+
+    background_max_pending_jobs_per_user: int = Field(default=100, ge=1)
+    """Waiting jobs of one user beyond which that user's trigger is refused as above. A user at this limit, or
+    one filling the whole queue, never refuses another user's extraction: the queue's limit refuses only users
+    already holding a waiting job. 100: a user's sessions each hold one waiting job at most."""
 
     background_lease_seconds: float = Field(default=120.0, gt=0)
     """How long a claimed job is reserved for its worker (renewed while it runs); a crashed worker's jobs are

@@ -19,8 +19,10 @@ from ..chats.service import ChatService
 from ..chats.summarizer import AgentSummarizer, ChatSummarizer
 from ..database import EmbeddedPostgres
 from ..database.migrations import migrate
+from ..database.pooler import connection_kwargs
 from ..embeddings.factory import default_embedder
 from ..errors import MemoryPluginError
+from ..export.service import PoolExporter
 from ..settings import MemorySettings
 from ..store.postgres import PostgresStore
 from .app import ApiServices, create_app
@@ -36,7 +38,8 @@ async def _database_url(settings: MemorySettings) -> str:
         url = await asyncio.to_thread(EmbeddedPostgres.from_settings(settings, keep_running=True).start)
     if settings.auto_migrate:
         admin = settings.admin_database_url.get_secret_value() if settings.admin_database_url else url
-        async with await psycopg.AsyncConnection.connect(admin, autocommit=True) as conn:
+        pooled = connection_kwargs(admin, settings.database_pooler)
+        async with await psycopg.AsyncConnection.connect(admin, autocommit=True, **pooled) as conn:
             await migrate(conn)
     return url
 
@@ -58,11 +61,14 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
         AgentSummarizer(settings.chat_summary_model) if settings.chat_summary_model else None
     )
     store = await PostgresStore.connect(
-        await _database_url(settings), min_size=settings.pool_min_size, max_size=settings.pool_max_size
+        await _database_url(settings),
+        min_size=settings.pool_min_size,
+        max_size=settings.pool_max_size,
+        pooler=settings.database_pooler,
     )
     try:
         chats = ChatService(PostgresChatStore(store.pool), embedder, summarizer)
-        yield ApiServices(chats=chats, verifier=verifier, memory=store)
+        yield ApiServices(chats=chats, verifier=verifier, memory=store, exporter=PoolExporter(store.pool))
     finally:
         await store.close()
 

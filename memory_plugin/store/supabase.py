@@ -25,6 +25,7 @@ from uuid import UUID
 
 import httpx
 
+from ..database.calls import bound_refusal
 from ..errors import StoreError, StoreUnavailableError
 from ..quality.rules import WriteRules
 from ..retrieval.scored import ScoredMemory
@@ -219,6 +220,9 @@ class SupabaseStore(StoreBase):
         except httpx.TransportError as exc:  # connection refused or reset, timeouts, DNS...
             raise StoreUnavailableError(f"Supabase API unreachable while {doing}: {exc!r}") from exc
         except APIError as exc:
+            refusal = bound_refusal(exc.code, str(exc.message), exc.details, None)
+            if refusal is not None:
+                raise refusal from exc
             raise StoreError(f"Supabase API refused {doing}: {exc.code}: {exc.message}") from exc
         except httpx.HTTPError as exc:
             raise StoreError(f"Supabase API request failed while {doing}: {exc!r}") from exc
