@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 __all__ = [
+    "ConfigurationError",
     "EmbeddingError",
     "ExtractionError",
     "InvalidMemoryInputError",
@@ -82,3 +83,8 @@ class ExtractionError(MemoryPluginError):
 class EmbeddingError(MemoryPluginError):
     """The embedding model failed or returned unusable vectors. Writes still store the facts (without a vector,
     counted in `MemoryManager.stats.embedding_failures`) and searches fall back to text signals."""
+
+
+class ConfigurationError(MemoryPluginError, ValidationError):
+    """A `MEMORY_*` environment variable (or `MemorySettings` argument) cannot be used: its message names the
+    variable and shows a valid value. It is pydantic's `ValidationError` too, like every other bad setting."""
