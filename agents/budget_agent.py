@@ -62,7 +62,8 @@ def build_budget_agent(memory: MemoryManager, model: Model | str) -> Agent[Memor
         deps_type=MemoryDeps,
         output_type=str,
         instructions=BUDGET_INSTRUCTIONS,
-        capabilities=[MemoryCapability(memory, record_messages=False, extract_facts=False)],
+        # The workflow reads this block back (`read_memory_block`): the one-block format, not the budgeted one.
+        capabilities=[MemoryCapability(memory, record_messages=False, extract_facts=False, memory_block=True)],
         name="budget_agent",
     )
 

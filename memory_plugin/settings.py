@@ -362,6 +362,10 @@ class MemorySettings(BaseSettings):
     """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
     takes half as many, at least the search's limit, when it goes through the HNSW index)."""
 
+    search_rerank_candidates: int = Field(default=100, ge=0, le=1000)
+    """The hybrid score's best this many facts are re-ranked by how they cluster (same session, neighbouring
+    turns) and the names the question holds (`retrieval/rerank.py`); 0 turns the reranker off."""
+
     search_exact_scan_below: int = Field(default=2000, ge=0)
     """Users with fewer vectors than this are scanned exactly; above, through the HNSW index, unless they are a
     small share of their partition of the search table: the threshold grows by `k / (share × ef_search)`, as
@@ -433,6 +437,11 @@ class MemorySettings(BaseSettings):
     background_max_pending_jobs: int = Field(default=10_000, ge=1)
     """Waiting jobs beyond which a trigger that would add a job is refused: its messages stay pending in the
     session and go with its next trigger (a session's waiting job always absorbs new messages)."""
+
+    background_max_pending_jobs_per_user: int = Field(default=100, ge=1)
+    """Waiting jobs of one user beyond which that user's trigger is refused as above. A user at this limit, or
+    one filling the whole queue, never refuses another user's extraction: the queue's limit refuses only users
+    already holding a waiting job. 100: a user's sessions each hold one waiting job at most."""
 
     background_lease_seconds: float = Field(default=120.0, gt=0)
     """How long a claimed job is reserved for its worker (renewed while it runs); a crashed worker's jobs are

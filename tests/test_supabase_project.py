@@ -152,8 +152,9 @@ async def test_erasing_a_user_is_an_admin_operation_that_removes_only_them(
     await pg_memory.update_memory(MemoryUpdate(user_id=bob, new_facts=[_fact("Bob prefiere acero")]))
     async with await MemoryAdmin.connect(database_url) as admin:
         # her fact, its search row (memory_search_docs), the record of the write (memory_applied_writes) and
-        # her row count (memory_search_counts)
-        assert await admin.erase_user(alice) == 4
+        # her row count (memory_search_counts), her fact count and write bucket (memory_usage,
+        # memory_write_buckets: the database's bounds)
+        assert await admin.erase_user(alice) == 6
         assert await admin.erase_user(alice) == 0
     assert await pg_memory.list_memory(alice) == []
     assert [r.content for r in await pg_memory.list_memory(bob)] == ["Bob prefiere acero"]

@@ -74,6 +74,8 @@ class SearchWeights:
     candidates: int = 50
     """Facts taken from each channel (vector, text, date) before the final ranking (through the HNSW index
     the vector channel takes half as many, at least the limit)."""
+    rerank_candidates: int = 100
+    """The hybrid score's best this many facts go to the reranker (`rerank.py`); 0: no reranker."""
     exact_scan_below: int = 2000
     """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan), unless
     they are a small share of their partition (then the threshold is higher: `MEMORY_SEARCH_EXACT_SCAN_BELOW`)."""
@@ -97,6 +99,7 @@ class SearchWeights:
             recency_window_days=settings.recency_window_days,
             date_slack_days=settings.search_date_slack_days,
             candidates=settings.search_candidates,
+            rerank_candidates=settings.search_rerank_candidates,
             exact_scan_below=settings.search_exact_scan_below,
             text_scan_limit=settings.search_text_scan_limit,
         )

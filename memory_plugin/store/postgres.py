@@ -29,7 +29,7 @@ from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_after_pr
 from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import StoreError, StoreUnavailableError
 from ..quality.rules import WriteRules
-from ..retrieval.scored import ScoreComponents, ScoredMemory
+from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import (
     BacklogItem,
     EmbeddingUpdate,
@@ -229,9 +229,7 @@ class PostgresStore(StoreBase):
         arguments the Supabase store sends (`search_params`)."""
         params = search_params(user_id, query)
         rows = await self._fetch(user_id, _search_sql(tuple(params)), tuple(params.values()))
-        return [
-            ScoredMemory(record_from_json(r["memory"]), float(r["score"]), ScoreComponents.from_row(r)) for r in rows
-        ]
+        return [ScoredMemory.from_search_row(r, record_from_json(r["memory"])) for r in rows]
 
     async def set_embeddings(self, user_id: UUID, model: str, items: Sequence[EmbeddingUpdate]) -> int:
         """All vectors in one `public.memory_set_embeddings` call."""

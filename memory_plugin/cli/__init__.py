@@ -1,5 +1,5 @@
 """`memory-plugin`: the command line (demo, chat, inspect, status, db-url, stop, migrate, erase, maintain,
-reembed).
+export, import, reembed).
 
     memory-plugin demo                      # two sessions; session 1 shapes the answer in session 2
     memory-plugin chat --user UUID          # talk to the budget agent
@@ -44,21 +44,21 @@ from rich.table import Table
 
 from agents.vocabulary import with_shop_vocabulary
 
-from .background import QueueStatus
-from .database import EmbeddedPostgres
-from .database.admin import ArchiveReport, MemoryAdmin
-from .database.connector import DatabaseConnector
-from .database.embedded import stop_embedded
-from .database.migrations import migrate
-from .database.urls import masked_url
-from .errors import InvalidMemoryInputError, MemoryPluginError
-from .extraction.rules import RuleBasedExtractor
-from .manager import MemoryManager
-from .outage.journal import WriteJournal
-from .quality.decay import DecayPolicy
-from .rows import MemoryRecord
-from .settings import MemorySettings
-from .store.status import BackendStatus
+from ..background import QueueStatus
+from ..database import EmbeddedPostgres
+from ..database.admin import ArchiveReport, MemoryAdmin
+from ..database.connector import DatabaseConnector
+from ..database.embedded import stop_embedded
+from ..database.migrations import migrate
+from ..database.urls import masked_url
+from ..errors import InvalidMemoryInputError, MemoryPluginError
+from ..extraction.rules import RuleBasedExtractor
+from ..manager import MemoryManager
+from ..outage.journal import WriteJournal
+from ..quality.decay import DecayPolicy
+from ..rows import MemoryRecord
+from ..settings import MemorySettings
+from ..store.status import BackendStatus
 
 if TYPE_CHECKING:
     from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
@@ -421,7 +421,7 @@ async def _inspect(
         records = await memory.list_memory(user, limit=limit)
         if session is None:
             return records, None
-        from .context.builder import ContextBuilder  # imports pydantic-ai: only for the budget report
+        from ..context.builder import ContextBuilder  # imports pydantic-ai: only for the budget report
 
         # How the token budget would be spent on this user's next turn in that session.
         builder = await ContextBuilder.open(memory, settings, database_url=memory.database_url)
@@ -500,7 +500,7 @@ def _queue_rows(table: Table, queue: QueueStatus | None) -> None:
 
 
 async def _worker(settings: MemorySettings, *, retry_dead: bool, drain: bool) -> None:
-    from .context.builder import ContextBuilder
+    from ..context.builder import ContextBuilder
 
     settings = settings.model_copy(update={"background_worker": True})
     context: ContextBuilder | None = None
@@ -645,7 +645,7 @@ def _erase_redis_sessions(settings: MemorySettings, user: UUID) -> int | None:
     """Short-term sessions kept in Redis are outside the database: erase them too (None: not on Redis)."""
     if settings.session_backend != "redis":
         return None
-    from .session.redis_store import redis_sessions_from_settings  # the `redis` extra
+    from ..session.redis_store import redis_sessions_from_settings  # the `redis` extra
 
     try:
         sessions = redis_sessions_from_settings(settings)
@@ -710,13 +710,53 @@ def maintain(data_dir: DataDirOption = None) -> None:
     _out().print(f"archived {report.decayed} decayed and {report.expired} expired fact(s)")
 
 
+# --- export, import (memory_plugin/export/cli_commands.py) ---------------------------------------------------
+
+
+@app.command("export")
+def export_command(
+    user: UserOption,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).", dir_okay=False)
+    ] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Write everything stored about a user as one versioned JSON document (docs/export.md), as the
+    administrative role: memory-plugin export --user UUID > user.json"""
+    from ..export.cli_commands import export_to
+
+    uid = _user(user)
+    written = _run(export_to(_admin_url(_settings(data_dir)), uid, output))
+    if output is not None:
+        _err().print(f"exported user {uid} to {escape(str(output))} ({written} characters)")
+
+
+@app.command("import")
+def import_command(
+    path: Annotated[Path, typer.Argument(help="An export written by `memory-plugin export` (`-` for stdin).")],
+    data_dir: DataDirOption = None,
+) -> None:
+    """Restore an export into a database that holds nothing of its user (erase the user first to replace their
+    memory), as the administrative role: all of it or nothing."""
+    from ..export.cli_commands import import_from, read_export_file
+
+    try:
+        raw = read_export_file(path)
+    except MemoryPluginError as exc:
+        raise _fail(str(exc)) from None
+    report = _run(import_from(_admin_url(_settings(data_dir)), raw))
+    counts = ", ".join(f"{n} {name}" for name, n in report.rows.items() if n)
+    _out().print(f"imported {report.total} row(s) of user {report.user_id}" + (f": {counts}" if counts else ""))
+    _out().print(f"vectors of the embedding model in use: memory-plugin reembed --user {report.user_id}")
+
+
 # --- embeddings: reembed ------------------------------------------------------------------------------------
 
 
 async def _reembed(settings: MemorySettings, user: UUID | None, console: Console) -> tuple[int, int]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from .embeddings.reembed import reembed_user, users_with_backlog
+    from ..embeddings.reembed import reembed_user, users_with_backlog
 
     async with MemoryManager.open(settings) as memory:
         embedder = memory.embedder
@@ -765,7 +805,7 @@ def serve(
 ) -> None:
     """Serve the REST API for chats and memory (needs the `api` extra and MEMORY_JWT_SECRET or MEMORY_JWT_JWKS_URL)."""
     try:
-        from .api.server import serve as serve_api
+        from ..api.server import serve as serve_api
     except ImportError as exc:
         raise _fail(f"the API needs its extra: pip install 'memory-plugin[api]' ({exc})") from None
     try:
