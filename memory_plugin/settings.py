@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
-from pydantic import AliasChoices, Field, PlainSerializer, PlainValidator, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    AliasChoices,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
-from .errors import MemoryPluginError
+from .errors import ConfigurationError, MemoryPluginError
 from .privacy.policy import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 from .quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
@@ -236,6 +248,32 @@ class MemorySettings(BaseSettings):
 
     max_rejections_in_context: int = Field(default=20, ge=0)
     """Current rejections ("never suggest X") placed in the context after the ranked facts, newest first."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except SettingsError as exc:
+            # pydantic-settings fails before validation, with a traceback naming neither the variable nor a
+            # valid value, when a MEMORY_* holding JSON (a dict or list setting) is not JSON.
+            raise _not_json(exc) from None
+        except ConfigurationError:
+            raise
+        except ValidationError as exc:
+            # The plugin's error for bad input, still pydantic's for code that catches that.
+            names = sorted({f"MEMORY_{e['loc'][0]}".upper() for e in exc.errors() if e["loc"]})
+            title = f"{exc.title} ({', '.join(names)})" if names else exc.title
+            raise ConfigurationError.from_exception_data(title, exc.errors()) from None  # type: ignore[arg-type]
+
+    @field_validator("data_dir", "database_url", "admin_database_url", mode="before")
+    @classmethod
+    def _not_empty(cls, value: object, info: Any) -> object:
+        # An empty variable is a mistake, not a choice: MEMORY_DATA_DIR="" made a cluster in the current
+        # directory, MEMORY_DATABASE_URL="" ran without any database. Unset means the default.
+        if isinstance(value, str) and not value.strip():
+            name = f"MEMORY_{info.field_name.upper()}"
+            example = _EMPTY_EXAMPLES[info.field_name]
+            raise ValueError(f"{name} is empty: unset it for the default, or give a value, e.g. {name}={example}")
+        return value
 
     @model_validator(mode="after")
     def _fact_limit_within_note_limit(self) -> MemorySettings:
@@ -545,3 +583,26 @@ class MemorySettings(BaseSettings):
 
     redis_url: SecretStr | None = None
     """The Redis server of `session_backend="redis"` (`redis://host:6379/0`; may carry a password)."""
+
+
+_EMPTY_EXAMPLES = {
+    "data_dir": "~/.local/share/memory-plugin",
+    "database_url": "postgresql://memory_plugin_app.<project ref>:<password>@<pooler host>:6543/postgres",
+    "admin_database_url": "postgresql://postgres.<project ref>:<password>@<pooler host>:5432/postgres",
+}
+
+
+def _not_json(exc: SettingsError) -> ConfigurationError:
+    """A `ConfigurationError` for a JSON setting whose environment value is not JSON, with an example."""
+    match = re.search(r'field "(\w+)"', str(exc))
+    field = match.group(1) if match else "settings"
+    name = f"MEMORY_{field.upper()}"
+    raw = next((v for k, v in os.environ.items() if k.upper() == name), None)
+    info = MemorySettings.model_fields.get(field)
+    default = info.get_default(call_default_factory=True) if info is not None else None
+    sample = dict(list(default.items())[:1]) if isinstance(default, dict) else list(default or [])[:1]
+    message = f"{name} must be JSON, e.g. {name}='{json.dumps(sample)}'; got {raw!r}"
+    return ConfigurationError.from_exception_data(
+        "MemorySettings",
+        [{"type": "value_error", "loc": (field,), "input": raw, "ctx": {"error": ValueError(message)}}],
+    )
