@@ -18,6 +18,7 @@ from ..database.migrations import migrate
 from ..errors import MemoryPluginError
 from ..outage.journal import WriteJournal
 from ..quality.decay import DecayPolicy
+from ..retention.policy import RetentionReport
 from ..settings import MemorySettings
 from .common import DataDirOption, UserOption, app, fail, load_settings, out, parse_user, run
 
@@ -132,16 +133,23 @@ def _erase_redis_sessions(settings: MemorySettings, user: UUID) -> int | None:
         raise fail(f"the database rows are erased, but not the Redis sessions: {exc}") from None
 
 
-async def _maintain(url: str, settings: MemorySettings) -> ArchiveReport:
+async def _maintain(url: str, settings: MemorySettings) -> tuple[ArchiveReport, RetentionReport]:
+    from ..retention import RetentionPolicy, apply_retention
+
     policy = DecayPolicy(half_life_days=dict(settings.half_life_days), floor=settings.decay_floor)
     async with await MemoryAdmin.connect(url) as admin:
-        return await admin.archive_decayed(policy)
+        archived = await admin.archive_decayed(policy)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        return archived, await apply_retention(conn, RetentionPolicy.from_settings(settings))
 
 
 @app.command("maintain")
 def maintain(data_dir: DataDirOption = None) -> None:
-    """Archive facts whose decayed confidence fell below MEMORY_DECAY_FLOOR, and expired facts (all users), as
-    the administrative role. Optional: they are already hidden from every context; this shrinks the index."""
+    """Archive facts whose decayed confidence fell below MEMORY_DECAY_FLOOR, and expired facts, then apply the
+    retention policy (MEMORY_RETENTION_*: raw conversation data, dead jobs, applied-write records), for all
+    users, as the administrative role. Safe from cron while applications run; running it again removes nothing
+    more."""
     settings = load_settings(data_dir)
-    report = run(_maintain(admin_url(settings), settings))
+    report, retention = run(_maintain(admin_url(settings), settings))
     out().print(f"archived {report.decayed} decayed and {report.expired} expired fact(s)")
+    out().print(f"retention removed {retention.describe()}")
