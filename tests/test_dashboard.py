@@ -1,0 +1,232 @@
+"""The memory dashboard in headless Chromium (Debian's `chromium`, driven by Playwright): a user signs in with
+the development sign-in, sees their memory grouped by kind, corrects a fact, deletes one, exports, and erases
+everything, and the database is checked after each step; another user's fact or chat is never shown nor changed,
+whatever id is put in a URL or a form. Every page is screenshotted into the test's tmp dir."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import httpx
+import jwt
+import psycopg
+import pytest
+import pytest_asyncio
+import uvicorn
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from memory_plugin.api.app import ApiServices, create_app
+from memory_plugin.api.auth import TokenVerifier
+from memory_plugin.chats import ChatService, PostgresChatStore
+from memory_plugin.dashboard import add_dashboard
+from memory_plugin.export.service import PoolExporter
+from memory_plugin.models import MemorizedFact, UserPreferences
+from memory_plugin.store.postgres import PostgresStore
+from memory_plugin.write.items import items_from_update
+from tests.chat_helpers import word_embedder
+from tests.test_api import free_port
+
+playwright_api = pytest.importorskip("playwright.async_api")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+]
+
+SECRET = "dashboard-secret-with-at-least-32-bytes-of-entropy"
+
+
+def mint(user: UUID) -> str:
+    claims = {"sub": str(user), "role": "authenticated", "aud": "authenticated", "exp": int(time.time()) + 600}
+    return jwt.encode(claims, SECRET, "HS256")
+
+
+@dataclass
+class Served:
+    url: str
+    store: PostgresStore
+    chats: ChatService
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def served(database_url: str) -> AsyncIterator[Served]:
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+        database_url, min_size=1, max_size=6, open=False, kwargs={"autocommit": True, "row_factory": dict_row}
+    )
+    await pool.open(wait=True)
+    store = PostgresStore(pool)
+    chats = ChatService(PostgresChatStore(pool), word_embedder())
+    services = ApiServices(
+        chats=chats, verifier=TokenVerifier(secret=SECRET), memory=store, exporter=PoolExporter(pool)
+    )
+    app = create_app(services)
+    add_dashboard(app, services, pool, dev_login=mint)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(1500):
+        if server.started or task.done():
+            break
+        await asyncio.sleep(0.02)
+    assert server.started, "uvicorn did not start"
+    yield Served(f"http://127.0.0.1:{port}", store, chats)
+    server.should_exit = True
+    await task
+    await pool.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def page(tmp_path: Path) -> AsyncIterator[Any]:
+    async with playwright_api.async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        context = await browser.new_context(
+            locale="en-US", accept_downloads=True, viewport={"width": 1100, "height": 900}
+        )
+        yield await context.new_page()
+        await browser.close()
+
+
+async def seed(served: Served, user: UUID, facts: list[str]) -> None:
+    memorized = [
+        MemorizedFact(content=f, category="fact", confidence=0.8, source="explicit", source_message_ids=(f"m{i}",))
+        for i, f in enumerate(facts)
+    ]
+    prefs = UserPreferences(preferred_materials=["aluminio 7075"])
+    await served.store.upsert(user, items_from_update(memorized, prefs, None, [], "s1"))
+    await served.chats.create(user, title=f"Soportes {str(user)[:4]}", turns=[])
+    slots = {
+        "goal": [{"text": "Entregar 200 soportes en diciembre", "message_ids": ["m7"], "at": "2026-11-20T10:00:00Z"}]
+    }
+    async with served.store.pool.connection() as conn:
+        await conn.execute(
+            "insert into public.memory_slots (user_id, slots) values (%s, %s::jsonb)", (user, json.dumps(slots))
+        )
+        for version, summary in ((1, "Pidió soportes."), (2, "Pidió 200 soportes de aluminio 7075 para diciembre.")):
+            await conn.execute(
+                "insert into public.memory_summaries (user_id, scope, version, content, kind)"
+                " values (%s, 'user', %s, %s, 'extractive')",
+                (user, version, summary),
+            )
+
+
+async def sign_in(page: Any, served: Served, user: UUID) -> None:
+    await page.goto(f"{served.url}/dashboard")
+    await page.get_by_label("User id (UUID)").fill(str(user))
+    await page.locator("form[action='/dashboard/dev-login'] button").click()
+    await page.wait_for_url(f"{served.url}/dashboard")
+
+
+async def facts_of(served: Served, user: UUID) -> dict[str, bool]:
+    """content -> current, as the database holds them."""
+    rows = await served.store.list_records(user, kind="fact")
+    return {r.content: r.invalid_at is None for r in rows}
+
+
+async def test_see_correct_delete_export_and_erase(served: Served, page: Any, tmp_path: Path) -> None:
+    user = uuid4()
+    await seed(served, user, ["Trabaja en el taller de Bilbao", "Prefiere entregas los lunes"])
+    await sign_in(page, served, user)
+    await page.screenshot(path=tmp_path / "memory.png", full_page=True)
+    body = await page.locator("main").inner_text()
+    assert "Trabaja en el taller de Bilbao" in body
+    assert "Prefiere entregas los lunes" in body
+    assert "aluminio 7075" in body
+    assert "Soportes" in body
+    assert "Entregar 200 soportes en diciembre" in body
+    assert "Pidió 200 soportes de aluminio 7075" in body
+
+    bilbao = page.locator("li", has_text="Trabaja en el taller de Bilbao").first
+    await bilbao.get_by_label("Corrected text").fill("Trabaja en el taller de Vitoria")
+    await bilbao.get_by_role("button", name="Correct").click()
+    await page.wait_for_url("**/dashboard?done=corrected")
+    assert await facts_of(served, user) == {
+        "Trabaja en el taller de Vitoria": True,
+        "Trabaja en el taller de Bilbao": False,  # superseded, kept as history
+        "Prefiere entregas los lunes": True,
+    }
+    await page.screenshot(path=tmp_path / "corrected.png", full_page=True)
+
+    await page.get_by_role("button", name="Delete: Prefiere entregas los lunes").click()
+    await page.wait_for_url("**/dashboard?done=deleted")
+    assert "Prefiere entregas los lunes" not in await facts_of(served, user)
+
+    async with page.expect_download() as download_info:
+        await page.get_by_role("link", name="Export everything (JSON)").click()
+    saved = await (await download_info.value).path()
+    exported = json.loads(await asyncio.to_thread(Path(saved).read_text))
+    assert "Trabaja en el taller de Vitoria" in json.dumps(exported)
+    assert str(user) in json.dumps(exported)
+
+    await page.get_by_role("link", name="Erase everything").click()
+    await page.screenshot(path=tmp_path / "erase.png", full_page=True)
+    await page.get_by_label("Type ERASE to confirm").fill("nope")
+    await page.get_by_role("button", name="Erase everything").click()
+    assert await facts_of(served, user)  # a wrong confirmation erases nothing
+    await page.get_by_label("Type ERASE to confirm").fill("ERASE")
+    await page.get_by_role("button", name="Erase everything").click()
+    await page.wait_for_url("**/dashboard?done=erased*")
+    await page.screenshot(path=tmp_path / "erased.png", full_page=True)
+    assert await facts_of(served, user) == {}
+    assert await served.chats.list_chats(user, limit=10, offset=0) == ([], 0)
+    async with served.store.pool.connection() as conn:
+        for table in ("public.user_memory", "public.memory_slots", "public.memory_summaries", "public.chats"):
+            row = await (
+                await conn.execute(f"select count(*) as n from {table} where user_id = %s", (user,))
+            ).fetchone()
+            assert row is not None
+            assert row["n"] == 0, table
+
+
+async def test_another_users_memory_is_never_shown_nor_changed(served: Served, page: Any, tmp_path: Path) -> None:
+    alice, bob = uuid4(), uuid4()
+    await seed(served, alice, ["Alice trabaja con latón"])
+    await seed(served, bob, ["Bob trabaja con titanio"])
+    [bob_fact] = await served.store.list_records(bob, kind="fact")
+    [bob_chat], _ = await served.chats.list_chats(bob, limit=1, offset=0)
+    await sign_in(page, served, alice)
+    assert "titanio" not in await page.content()
+
+    response = await page.goto(f"{served.url}/dashboard/chats/{bob_chat.id}")
+    assert response.status == 404
+    assert "Soportes" not in await page.content()
+    await page.screenshot(path=tmp_path / "not-found.png", full_page=True)
+
+    # Alice's own forms, aimed at Bob's fact: same CSRF token, someone else's id.
+    await page.goto(f"{served.url}/dashboard")
+    for form in ("correct", "delete"):
+        await page.evaluate(
+            "([form, id]) => { const f = document.querySelector(`form[action$='/${form}']`);"
+            " f.action = `/dashboard/facts/${id}/${form}`; f.submit(); }",
+            [form, str(bob_fact.id)],
+        )
+        await page.wait_for_load_state()
+        assert "Not found" in await page.locator("main").inner_text()
+        await page.goto(f"{served.url}/dashboard")
+    assert await facts_of(served, bob) == {"Bob trabaja con titanio": True}
+
+
+async def test_forms_need_the_sessions_csrf_token_and_dev_login_can_be_off(served: Served) -> None:
+    user = uuid4()
+    await seed(served, user, ["Usa fresadora de 5 ejes"])
+    [fact] = await served.store.list_records(user, kind="fact")
+    cookies = {"memory_dashboard": mint(user)}
+    async with httpx.AsyncClient(base_url=served.url, cookies=cookies) as client:
+        forged = await client.post(f"/dashboard/facts/{fact.id}/delete", data={"csrf": "0" * 64})
+        assert forged.status_code == 403
+        assert (await client.post("/dashboard/erase", data={"confirm": "ERASE"})).status_code == 403
+        spanish = await client.get("/dashboard", headers={"Accept-Language": "es-ES,es;q=0.9"})
+        assert "Tu memoria" in spanish.text
+        assert 'lang="es"' in spanish.text
+    assert await facts_of(served, user) == {"Usa fresadora de 5 ejes": True}
+    async with httpx.AsyncClient(base_url=served.url) as client:
+        assert (await client.get("/dashboard")).status_code == 200  # the sign-in page
+        assert (await client.get("/dashboard/export")).status_code == 401
