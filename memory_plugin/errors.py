@@ -18,6 +18,7 @@ __all__ = [
     "InvalidModelInputError",
     "ManagerClosedError",
     "MemoryLimitError",
+    "MemoryPausedError",
     "MemoryPluginError",
     "SessionAmbiguousError",
     "SessionLimitError",
@@ -133,3 +134,8 @@ class ExportVersionError(ExportFormatError):
 class ImportConflictError(MemoryPluginError):
     """An import found memory of the user already in the database (or a row id of the file in use): imports
     never merge. Nothing was written; erase the user first to replace their memory with the file's."""
+
+
+class MemoryPausedError(MemoryPluginError):
+    """The user paused their memory (`MemoryManager.pause_memory`): nothing new is stored about them until they
+    resume it. Nothing was written; reads still work."""

@@ -1,5 +1,5 @@
 """`memory-plugin`: the command line (demo, chat, inspect, status, db-url, stop, migrate, erase, maintain,
-export, import, reembed).
+export, import, pause, reembed).
 
     memory-plugin demo                      # two sessions; session 1 shapes the answer in session 2
     memory-plugin chat --user UUID          # talk to the budget agent
@@ -756,6 +756,29 @@ def import_command(
     counts = ", ".join(f"{n} {name}" for name, n in report.rows.items() if n)
     _out().print(f"imported {report.total} row(s) of user {report.user_id}" + (f": {counts}" if counts else ""))
     _out().print(f"vectors of the embedding model in use: memory-plugin reembed --user {report.user_id}")
+
+
+@app.command("pause")
+def pause_command(
+    user: UserOption,
+    resume: Annotated[bool, typer.Option("--resume", help="Resume the user's memory instead.")] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Pause a user's memory (nothing new is stored about them; reads go on), or with --resume turn it back on.
+    Kept in the database: every process of the application sees it at its next write."""
+    from ..consent import ConsentStore
+
+    uid = _user(user)
+
+    async def switch(url: str) -> None:
+        consent = ConsentStore(url)
+        try:
+            await consent.set_paused(uid, not resume)
+        finally:
+            await consent.close()
+
+    _run(switch(_admin_url(_settings(data_dir))))
+    _out().print(f"memory of user {uid} is {'on' if resume else 'paused: nothing new is stored'}")
 
 
 # --- embeddings: reembed ------------------------------------------------------------------------------------
