@@ -1,7 +1,8 @@
 """The REST API: the signed-in user's chats and memory, every statement run as that user under RLS.
 
 `create_app(ApiServices(...))` builds the FastAPI app; `memory-plugin serve` runs it with uvicorn. Routes:
-`POST/GET /api/chats`, `GET/PATCH/DELETE /api/chats/{id}`, `GET /api/memory/records`, `GET /api/memory/export`.
+`POST/GET /api/chats`, `GET/PATCH/DELETE /api/chats/{id}`, `GET /api/memory/records`, `GET /api/memory/export`,
+`GET/PUT /api/memory/pause`.
 Errors always have the body `{"error": {"code", "message"}}`; someone else's chat is 404, exactly like a chat
 that does not exist.
 """
@@ -31,6 +32,7 @@ from starlette.exceptions import HTTPException
 from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
+from ..consent import ConsentStore, memory_notice
 from ..errors import IdempotencyKeyReusedError, MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
 from ..rows import MemoryKind
@@ -45,6 +47,8 @@ from .schemas import (
     ChatSearchResult,
     ChatSummaryOut,
     ErrorBody,
+    MemorySwitch,
+    MemorySwitchIn,
     RecordOut,
     SimpleTurn,
     Turn,
@@ -88,6 +92,8 @@ class ApiServices:
     memory: LongTermStore | None = None
     exporter: PoolExporter | None = None
     """Streams the user's export (`GET /api/memory/export`); None: the route answers 404."""
+    consent: ConsentStore | None = None
+    """The user's memory switch (`GET/PUT /api/memory/pause`); None: the routes answer 404."""
 
 
 class ApiError(Exception):
@@ -306,5 +312,21 @@ def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_
 
         disposition = f'attachment; filename="memory-export-{user}.json"'
         return StreamingResponse(body(), media_type="application/json", headers={"Content-Disposition": disposition})
+
+    def consent() -> ConsentStore:
+        if services.consent is None:
+            raise ApiError(404, "no_memory_switch", "this server serves no memory switch")
+        return services.consent
+
+    @app.get("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
+    async def memory_switch(user: User) -> MemorySwitch:
+        """Whether the signed-in user's memory is paused (nothing new stored), and the notice to show them."""
+        return MemorySwitch(paused=await consent().paused(user), notice=memory_notice("en"))
+
+    @app.put("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
+    async def set_memory_switch(body: MemorySwitchIn, user: User) -> MemorySwitch:
+        """Pause (`{"paused": true}`) or resume the signed-in user's memory; reads work either way."""
+        await consent().set_paused(user, body.paused)
+        return MemorySwitch(paused=body.paused, notice=memory_notice("en"))
 
     return app

@@ -1,5 +1,5 @@
 """`memory-plugin`: the command line (inspect, status, journal, worker, serve, db-url, stop, migrate, erase,
-maintain, export, import, reembed), plus the commands applications register (`cli/plugins.py`; the machining
+maintain, export, import, pause, reembed), plus the commands applications register (`cli/plugins.py`; the machining
 shop's `demo` and `chat` from a checkout of this repository).
 
     memory-plugin inspect --user UUID       # what is stored about a user
@@ -14,7 +14,7 @@ database in DIR" instead. Errors print one line on stderr and exit non-zero, wit
 
 One module per concept: `common` (the app, console, settings, errors), `memory` (inspect, reembed), `status`
 (status, journal), `services` (worker, serve), `database` (db-url, stop, migrate, erase, maintain), `transfer`
-(export, import), `plugins`.
+(export, import, pause), `plugins`.
 """
 
 from __future__ import annotations
