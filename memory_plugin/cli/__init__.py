@@ -59,6 +59,7 @@ from ..quality.decay import DecayPolicy
 from ..rows import MemoryRecord
 from ..settings import MemorySettings
 from ..store.status import BackendStatus
+from .token import register_token_command
 
 if TYPE_CHECKING:
     from workflows.budget_request import BudgetRequestWorkflow, BudgetTurn
@@ -820,6 +821,8 @@ def _reflow(doc: str) -> str:
     paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(doc))
     return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
 
+
+register_token_command(app)
 
 for _command in app.registered_commands:
     if _command.help is None and _command.callback is not None and _command.callback.__doc__:
