@@ -30,6 +30,7 @@ from ..settings import MemorySettings
 from ..store.postgres import PostgresStore
 from .app import ApiServices, create_app
 from .auth import TokenVerifier
+from .cors import parse_origins
 
 __all__ = ["build_app", "serve"]
 
@@ -106,7 +107,11 @@ def build_app(settings: MemorySettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with open_services(settings) as services:
-            inner = create_app(services, max_body_bytes=settings.api_max_body_bytes)
+            inner = create_app(
+                services,
+                max_body_bytes=settings.api_max_body_bytes,
+                cors_origins=parse_origins(settings.api_cors_origins),
+            )
             holder["app"] = inner
             outer.mount("/", inner)
             yield

@@ -1,5 +1,5 @@
-"""The commands that move a user's memory between databases, as the administrative role: `export` (one versioned
-JSON document, docs/export.md) and `import` (restored into a database that holds nothing of that user)."""
+"""The commands that move or switch a user's memory, as the administrative role: `export` (one versioned
+JSON document, docs/export.md), `import` (restored into a database that holds nothing of that user) and `pause`."""
 
 from __future__ import annotations
 
