@@ -68,6 +68,9 @@ async def test_serve_command_answers_over_http(database_url: str, tmp_path: Path
             )
             assert found.json()["chosen"]["id"] == created.json()["id"]
             assert (await client.get("/api/chats")).status_code == 401
+            dashboard = await client.get("/dashboard")  # the sign-in page; no development sign-in unless enabled
+            assert dashboard.status_code == 200
+            assert "dev-login" not in dashboard.text
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)

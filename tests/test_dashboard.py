@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
+from memory_plugin.consent import ConsentStore
 from memory_plugin.dashboard import add_dashboard
 from memory_plugin.export.service import PoolExporter
 from memory_plugin.models import MemorizedFact, UserPreferences
@@ -55,6 +56,7 @@ class Served:
     url: str
     store: PostgresStore
     chats: ChatService
+    consent: ConsentStore | None
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
@@ -65,8 +67,9 @@ async def served(database_url: str) -> AsyncIterator[Served]:
     await pool.open(wait=True)
     store = PostgresStore(pool)
     chats = ChatService(PostgresChatStore(pool), word_embedder())
+    consent = ConsentStore(pool=pool)
     services = ApiServices(
-        chats=chats, verifier=TokenVerifier(secret=SECRET), memory=store, exporter=PoolExporter(pool)
+        chats=chats, verifier=TokenVerifier(secret=SECRET), memory=store, exporter=PoolExporter(pool), consent=consent
     )
     app = create_app(services)
     add_dashboard(app, services, pool, dev_login=mint)
@@ -78,7 +81,7 @@ async def served(database_url: str) -> AsyncIterator[Served]:
             break
         await asyncio.sleep(0.02)
     assert server.started, "uvicorn did not start"
-    yield Served(f"http://127.0.0.1:{port}", store, chats)
+    yield Served(f"http://127.0.0.1:{port}", store, chats, consent)
     server.should_exit = True
     await task
     await pool.close()
@@ -158,6 +161,14 @@ async def test_see_correct_delete_export_and_erase(served: Served, page: Any, tm
     await page.get_by_role("button", name="Delete: Prefiere entregas los lunes").click()
     await page.wait_for_url("**/dashboard?done=deleted")
     assert "Prefiere entregas los lunes" not in await facts_of(served, user)
+
+    await page.get_by_role("button", name="Pause memory").click()
+    await page.wait_for_url("**/dashboard?done=paused")
+    assert served.consent is not None
+    assert await served.consent.paused(user)
+    await page.get_by_role("button", name="Resume memory").click()
+    await page.wait_for_url("**/dashboard?done=resumed")
+    assert not await served.consent.paused(user)
 
     async with page.expect_download() as download_info:
         await page.get_by_role("link", name="Export everything (JSON)").click()

@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..api.app import ApiServices
 from ..api.auth import AuthenticationError
+from ..consent import memory_notice
 from ..context.receipt import ContextReceipt
 from ..models import MemorizedFact
 from ..privacy.policy import sanitize_fact_text
@@ -43,7 +44,7 @@ SESSION_SECONDS = 3600
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
 """No script, no external resource: the pages are HTML and one inline stylesheet."""
 
-_DONE = ("corrected", "deleted", "erased")
+_DONE = ("corrected", "deleted", "erased", "paused", "resumed")
 _TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=select_autoescape(["html"]),
@@ -141,10 +142,13 @@ def _router(dash: Dashboard) -> APIRouter:
         records = await dash.api.memory.list_records(user, limit=1000) if dash.api.memory else []
         chats, total = await dash.api.chats.list_chats(user, limit=100, offset=0)
         receipt = dash.receipts(user) if dash.receipts is not None else None
+        consent = dash.api.consent
         return page(
             request,
             "memory.html",
             user=user,
+            notice=memory_notice(language(request)),
+            paused=await consent.paused(user) if consent is not None else None,
             csrf=csrf.for_session(bearer),
             done=done if done in _DONE else None,
             erased_rows=n,
@@ -249,6 +253,18 @@ def _router(dash: Dashboard) -> APIRouter:
         if record is None or dash.api.memory is None or not await dash.api.memory.delete(outcome[0], record):
             return not_found(request)
         return _see("/dashboard?done=deleted")
+
+    @router.post("/pause")
+    async def pause(request: Request) -> Response:
+        outcome = await checked(request)
+        if isinstance(outcome, Response):
+            return outcome
+        user, form = outcome
+        if dash.api.consent is None:
+            return not_found(request)
+        paused = form.get("paused") == "1"
+        await dash.api.consent.set_paused(user, paused)
+        return _see(f"/dashboard?done={'paused' if paused else 'resumed'}")
 
     @router.get("/export")
     async def export(request: Request) -> Response:

@@ -17,6 +17,17 @@ _TEXT: dict[str, tuple[str, str]] = {
         "El asistente guarda lo que le cuentas para ayudarte después. Aquí puedes verlo, corregirlo, exportarlo o"
         " borrarlo.",
     ),
+    "switch": ("Memory switch", "Interruptor de memoria"),
+    "is_on": ("Memory is on: new facts are stored.", "La memoria está activa: se guardan hechos nuevos."),
+    "is_paused": (
+        "Memory is paused: nothing new is stored; what is kept is still used.",
+        "La memoria está en pausa: no se guarda nada nuevo; lo guardado se sigue usando.",
+    ),
+    "pause": ("Pause memory", "Pausar la memoria"),
+    "resume": ("Resume memory", "Reanudar la memoria"),
+    "paused": ("Memory paused.", "Memoria en pausa."),
+    "resumed": ("Memory resumed.", "Memoria reanudada."),
+    "scope_user": ("About you", "Sobre ti"),
     "sign_in": ("Sign in", "Iniciar sesión"),
     "token_label": ("Access token (your Supabase session's)", "Token de acceso (el de tu sesión de Supabase)"),
     "dev_title": ("Development sign-in", "Acceso de desarrollo"),
