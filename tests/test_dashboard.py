@@ -23,6 +23,7 @@ import pytest_asyncio
 import uvicorn
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
@@ -105,7 +106,11 @@ async def seed(served: Served, user: UUID, facts: list[str]) -> None:
     ]
     prefs = UserPreferences(preferred_materials=["aluminio 7075"])
     await served.store.upsert(user, items_from_update(memorized, prefs, None, [], "s1"))
-    await served.chats.create(user, title=f"Soportes {str(user)[:4]}", turns=[])
+    turns = [
+        ModelRequest(parts=[UserPromptPart("Necesito 200 soportes de aluminio 7075 para diciembre.")]),
+        ModelResponse(parts=[TextPart("Anotado: 200 soportes en 7075, entrega en diciembre.")]),
+    ]
+    await served.chats.create(user, title=f"Soportes {str(user)[:4]}", turns=turns)
     slots = {
         "goal": [{"text": "Entregar 200 soportes en diciembre", "message_ids": ["m7"], "at": "2026-11-20T10:00:00Z"}]
     }
@@ -121,8 +126,10 @@ async def seed(served: Served, user: UUID, facts: list[str]) -> None:
             )
 
 
-async def sign_in(page: Any, served: Served, user: UUID) -> None:
+async def sign_in(page: Any, served: Served, user: UUID, screenshot: Path | None = None) -> None:
     await page.goto(f"{served.url}/dashboard")
+    if screenshot is not None:
+        await page.screenshot(path=screenshot, full_page=True)
     await page.get_by_label("User id (UUID)").fill(str(user))
     await page.locator("form[action='/dashboard/dev-login'] button").click()
     await page.wait_for_url(f"{served.url}/dashboard")
@@ -137,7 +144,7 @@ async def facts_of(served: Served, user: UUID) -> dict[str, bool]:
 async def test_see_correct_delete_export_and_erase(served: Served, page: Any, tmp_path: Path) -> None:
     user = uuid4()
     await seed(served, user, ["Trabaja en el taller de Bilbao", "Prefiere entregas los lunes"])
-    await sign_in(page, served, user)
+    await sign_in(page, served, user, tmp_path / "sign-in.png")
     await page.screenshot(path=tmp_path / "memory.png", full_page=True)
     body = await page.locator("main").inner_text()
     assert "Trabaja en el taller de Bilbao" in body
@@ -146,6 +153,15 @@ async def test_see_correct_delete_export_and_erase(served: Served, page: Any, tm
     assert "Soportes" in body
     assert "Entregar 200 soportes en diciembre" in body
     assert "Pidió 200 soportes de aluminio 7075" in body
+
+    await page.get_by_role("link", name=f"Soportes {str(user)[:4]}").click()
+    await page.screenshot(path=tmp_path / "chat.png", full_page=True)
+    assert await page.get_by_role("heading", name=f"Soportes {str(user)[:4]}").is_visible()
+    assert "Anotado: 200 soportes en 7075" in await page.locator("main").inner_text()
+    await page.get_by_role("link", name="Español").click()
+    await page.screenshot(path=tmp_path / "memory-es.png", full_page=True)
+    assert "Hechos (2)" in await page.locator("main").inner_text()
+    await page.get_by_role("link", name="English").click()
 
     bilbao = page.locator("li", has_text="Trabaja en el taller de Bilbao").first
     await bilbao.get_by_label("Corrected text").fill("Trabaja en el taller de Vitoria")

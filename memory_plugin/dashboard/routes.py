@@ -97,7 +97,7 @@ def _router(dash: Dashboard) -> APIRouter:
     def page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         lang = language(request)
         html = _TEMPLATES.get_template(template).render(
-            t=lambda key, **kw: text(lang, key, **kw), lang=lang, path=request.url.path, **values
+            t=lambda key, **kw: text(lang, key, **kw), lang=lang, notice=memory_notice(lang), **values
         )
         response = HTMLResponse(html, status_code=status)
         response.headers["Cache-Control"] = "no-store"
@@ -147,7 +147,6 @@ def _router(dash: Dashboard) -> APIRouter:
             request,
             "memory.html",
             user=user,
-            notice=memory_notice(language(request)),
             paused=await consent.paused(user) if consent is not None else None,
             csrf=csrf.for_session(bearer),
             done=done if done in _DONE else None,

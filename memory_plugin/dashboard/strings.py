@@ -11,12 +11,9 @@ LANGUAGES: tuple[Language, ...] = ("en", "es")
 
 _TEXT: dict[str, tuple[str, str]] = {
     "title": ("Your memory", "Tu memoria"),
-    "notice": (
-        "The assistant keeps what you tell it so it can help you later. Here you can see it, correct it, export it"
-        " or erase it.",
-        "El asistente guarda lo que le cuentas para ayudarte después. Aquí puedes verlo, corregirlo, exportarlo o"
-        " borrarlo.",
-    ),
+    "role_user": ("You", "Tú"),
+    "role_assistant": ("Assistant", "Asistente"),
+    "chat_summary": ("Summary", "Resumen"),
     "switch": ("Memory switch", "Interruptor de memoria"),
     "is_on": ("Memory is on: new facts are stored.", "La memoria está activa: se guardan hechos nuevos."),
     "is_paused": (
