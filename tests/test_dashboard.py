@@ -11,6 +11,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -29,6 +30,8 @@ from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.consent import ConsentStore
+from memory_plugin.context.budget import ContextReport
+from memory_plugin.context.receipt import ContextReceipt, ReceiptFact
 from memory_plugin.dashboard import add_dashboard
 from memory_plugin.export.service import PoolExporter
 from memory_plugin.models import MemorizedFact, UserPreferences
@@ -257,3 +260,87 @@ async def test_forms_need_the_sessions_csrf_token_and_dev_login_can_be_off(serve
     async with httpx.AsyncClient(base_url=served.url) as client:
         assert (await client.get("/dashboard")).status_code == 200  # the sign-in page
         assert (await client.get("/dashboard/export")).status_code == 401
+
+
+def bare_app(served: Served, **options: Any) -> httpx.AsyncClient:
+    """A second app over the same services, called in-process, with other dashboard options."""
+    services = ApiServices(chats=served.chats, verifier=TokenVerifier(secret=SECRET), memory=served.store)
+    app = create_app(services)
+    add_dashboard(app, services, served.store.pool, **options)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://dashboard.test")
+
+
+async def test_sign_in_with_an_access_token_sets_a_strict_cookie_and_dev_sign_in_is_off_by_default(
+    served: Served,
+) -> None:
+    user = uuid4()
+    async with bare_app(served) as client:
+        login = await client.get("/dashboard")
+        assert "dev-login" not in login.text
+        nonce = login.cookies["memory_dashboard_login"]
+        refused = await client.post("/dashboard/dev-login", data={"user": str(user), "nonce": nonce})
+        assert refused.status_code == 403
+        assert "memory_dashboard" not in refused.cookies
+
+        nonce = client.cookies["memory_dashboard_login"]
+        bad = await client.post("/dashboard/login", data={"token": "not-a-token", "nonce": nonce})
+        assert bad.status_code == 401
+        assert "not accepted" in bad.text
+        forged = await client.post("/dashboard/login", data={"token": mint(user), "nonce": "other"})
+        assert forged.status_code == 403  # login CSRF: the nonce must match the page's cookie
+
+        nonce = client.cookies["memory_dashboard_login"]  # each sign-in page sets a new one
+        signed = await client.post("/dashboard/login", data={"token": mint(user), "nonce": nonce})
+        assert signed.status_code == 303
+        cookie = signed.headers["set-cookie"].lower()
+        assert "httponly" in cookie
+        assert "samesite=strict" in cookie
+        assert "path=/dashboard" in cookie
+        home = await client.get("/dashboard")
+        assert str(user) in home.text
+        assert home.headers["cache-control"] == "no-store"
+        assert "default-src 'none'" in home.headers["content-security-policy"]
+
+
+async def test_the_last_receipt_is_shown_when_the_agent_runs_in_this_process(served: Served) -> None:
+    user = uuid4()
+    shown = ReceiptFact(
+        id=uuid4(), content="Prefiere aluminio 7075", category="preference", reason="search", tokens=9, score=0.8123
+    )
+    cut = ReceiptFact(id=uuid4(), content="Visitó Bilbao en 2024", category="fact", reason="ranked", tokens=7)
+    receipt = ContextReceipt(
+        session_id="s-42", user_id=user, at=datetime.now(UTC),
+        report=ContextReport(budget=2000, counter="chars", facts=9),
+        injected=(shown,), in_slots=(), cut=(cut,), standing_tokens=40, turn_tokens=20, messages_kept=4,
+        messages_dropped=0, summary_cut=False,
+    )  # fmt: skip
+    receipts = {user: receipt}
+    async with bare_app(served, dev_login=mint, receipts=receipts.get) as client:
+        client.cookies.set("memory_dashboard", mint(user))
+        page = (await client.get("/dashboard")).text
+        assert "Prefiere aluminio 7075" in page
+        assert "0.812" in page
+        assert "Visitó Bilbao en 2024" in page
+        assert "s-42" in page
+        client.cookies.set("memory_dashboard", mint(uuid4()))
+        other = (await client.get("/dashboard")).text
+        assert "Prefiere aluminio 7075" not in other
+        assert "No turn yet" in other
+
+
+async def test_the_pages_work_from_the_keyboard(served: Served, page: Any) -> None:
+    user = uuid4()
+    await seed(served, user, ["Usa tornillos M6"])
+    await sign_in(page, served, user)
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.textContent") == "Skip to content"
+    await page.keyboard.press("Enter")
+    # Tab order from the content: the export link first, then the erase link.
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.textContent.trim()") == "Export everything (JSON)"
+    field = page.get_by_label("Corrected text")
+    await field.focus()
+    await field.fill("Usa tornillos M8")
+    await page.keyboard.press("Enter")  # submits the correction form
+    await page.wait_for_url("**/dashboard?done=corrected")
+    assert await facts_of(served, user) == {"Usa tornillos M8": True, "Usa tornillos M6": False}
