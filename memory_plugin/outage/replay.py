@@ -13,10 +13,10 @@ import contextlib
 import random
 from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
-from ..errors import StatementLimitError, StoreError, StoreUnavailableError
+from ..errors import MemoryLimitError, StatementLimitError, StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..store.base import LongTermStore
 from .health import PrimaryHealth
@@ -24,6 +24,8 @@ from .journal import JournalEntry, WriteJournal
 
 __all__ = ["JournalReplay", "backoff_delay"]
 
+_State = Literal["done", "held", "down"]
+"""What became of an entry: done with (applied or set aside), held (its user waits), or down (an outage)."""
 _RNG = random.Random()
 _MAX_REFUSALS = 3
 """Replays of one entry the database refuses (an error other than unavailability) before it is set aside."""
@@ -117,25 +119,33 @@ class JournalReplay(PrimaryHealth):
     async def _replay_entries(
         self, primary: LongTermStore, entries: Sequence[JournalEntry]
     ) -> tuple[list[UUID], int, bool]:
-        """(write ids done with, how many the database applied, whether all of `entries` were done with)."""
+        """(write ids done with, how many the database applied, whether all of `entries` were done with).
+
+        An outage stops the pass. A user whose entry must wait (over the write rate, or refused and not yet
+        set aside) is held: that user's later entries wait behind it (order), everyone else's go on."""
         done: list[UUID] = []
         applied = 0
+        held: set[UUID] = set()
         for entry in entries:
-            finished, count, complete = await self._replay_entry(primary, entry)
+            if entry.user_id in held:
+                continue
+            finished, count, state = await self._replay_entry(primary, entry)
             done += finished
             applied += count
-            if not complete:
-                return done, applied, False  # later entries of the user must not overtake it
-        return done, applied, True
+            if state == "down":
+                return done, applied, False
+            if state == "held":
+                held.add(entry.user_id)
+        return done, applied, not held
 
-    async def _replay_entry(self, primary: LongTermStore, entry: JournalEntry) -> tuple[list[UUID], int, bool]:
-        """Replay one entry: (write ids done with, entries applied, whether it is done with)."""
+    async def _replay_entry(self, primary: LongTermStore, entry: JournalEntry) -> tuple[list[UUID], int, _State]:
+        """Replay one entry: (write ids done with, entries applied, "done", "held" or "down")."""
         try:
             await primary.upsert(entry.user_id, entry.items, entry.rules, write_id=entry.write_id)
         except StoreUnavailableError as exc:
             self.replay_failures += 1
             self._failed("replaying the journal", exc)
-            return [], 0, False
+            return [], 0, "down"
         except StatementLimitError as exc:
             # Reachable, and this entry is over a limit: every replay of it whole would fail the same way (and
             # hold the replay for the whole timeout). It was acknowledged, so it is applied in halves (each
@@ -144,19 +154,23 @@ class JournalReplay(PrimaryHealth):
             self.replay_failures += 1
             if len(entry.items) < 2:
                 await self._set_aside(entry, exc, attempts=1)
-                return [entry.write_id], 0, True
+                return [entry.write_id], 0, "done"
             return await self._replay_halves(primary, entry)
         except StoreError as exc:
             self.replay_failures += 1
+            if isinstance(exc, MemoryLimitError) and exc.retry_after is not None:
+                # The user's write rate (the database's token bucket): the entry is fine, it must wait.
+                logger.info("%s replay of user %s waits for the write rate: %s", LOG_PREFIX, entry.user_id, exc)
+                return [], 0, "held"
             if not await self._refused(entry, exc):
-                return [], 0, False
-            return [entry.write_id], 0, True
+                return [], 0, "held"
+            return [entry.write_id], 0, "done"
         self.replayed_writes += 1
         self._refusals.pop(entry.write_id, None)
         self._succeeded()
-        return [entry.write_id], 1, True
+        return [entry.write_id], 1, "done"
 
-    async def _replay_halves(self, primary: LongTermStore, entry: JournalEntry) -> tuple[list[UUID], int, bool]:
+    async def _replay_halves(self, primary: LongTermStore, entry: JournalEntry) -> tuple[list[UUID], int, _State]:
         parts = entry.halves()
         await asyncio.to_thread(self.journal.split, entry, parts)
         self._untrack(entry.write_id)
@@ -171,12 +185,12 @@ class JournalReplay(PrimaryHealth):
         done: list[UUID] = []
         applied = 0
         for part in parts:
-            finished, count, complete = await self._replay_entry(primary, part)
+            finished, count, state = await self._replay_entry(primary, part)
             done += finished
             applied += count
-            if not complete:
-                return done, applied, False
-        return done, applied, True
+            if state != "done":
+                return done, applied, state
+        return done, applied, "done"
 
     async def _refused(self, entry: JournalEntry, exc: StoreError) -> bool:
         """The database refused an entry (not a connection error). Retried a few times (it may be transient),
