@@ -29,6 +29,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .capability import MemoryCapability, MemoryDeps
+    from .context.receipt import ContextReceipt
     from .formatting import format_memory_for_agent
     from .manager import MemoryManager, MemoryStats
     from .models import (
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendStatus",
+    "ContextReceipt",
     "ExtractionError",
     "FactCategory",
     "FactSource",
@@ -99,6 +101,7 @@ __all__ = [
 
 _LAZY: dict[str, str] = {
     "BackendStatus": "store.status",
+    "ContextReceipt": "context.receipt",
     "FactCategory": "models",
     "FactSource": "models",
     "InMemoryStore": "store",

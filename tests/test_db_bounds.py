@@ -18,6 +18,7 @@ from memory_plugin.database.calls import postgres_errors
 from memory_plugin.errors import MemoryLimitError, StoreError, StoreLimitError
 from memory_plugin.models import MemorizedFact
 from memory_plugin.write.items import items_from_update
+from tests.postgrest_transport import supabase_store
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -265,10 +266,18 @@ def test_checkpoints_per_user_across_sessions(conn: Conn, admin_conn: Conn) -> N
         "insert into memory_private.workflow_checkpoints (user_id, session_id, step, state)"
         " values (%s, %s, 'route', '{}')"
     )
-    for session in range(5):
+    for session in range(7):
         with as_user(conn, user):
             conn.execute(insert, (user, f"s{session}"))
-    assert refused(conn, user, insert, (user, "s5")).sqlstate == "PT413"
+    # Past the limit the user's oldest checkpoints go (a new session's run is never refused).
+    sessions = admin_conn.execute(
+        "select session_id from memory_private.workflow_checkpoints where user_id = %s order by id", (user,)
+    ).fetchall()
+    assert sessions == [("s2",), ("s3",), ("s4",), ("s5",), ("s6",)]
+    usage = admin_conn.execute(
+        "select n from memory_private.memory_usage where user_id = %s and counted = 'checkpoints_per_user'", (user,)
+    ).fetchone()
+    assert usage == (5,)
 
 
 def test_a_counted_row_cannot_change_owner(admin_conn: Conn) -> None:
@@ -276,3 +285,25 @@ def test_a_counted_row_cannot_change_owner(admin_conn: Conn) -> None:
     admin_conn.execute("insert into public.chats (user_id, title) values (%s, 'mine')", (user,))
     with pytest.raises(psycopg.errors.CheckViolation):
         admin_conn.execute("update public.chats set user_id = %s where user_id = %s", (uuid4(), user))
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_postgrest_client_gets_the_refusal_as_a_limit_error(database_url: str, admin_conn: Conn) -> None:
+    """`SupabaseStore` (through the PostgREST emulator): HTTP 413 with PT413 becomes `StoreLimitError`."""
+    user = uuid4()
+    limit(admin_conn, user, "facts_per_user", 1)
+    store = supabase_store(database_url)
+    try:
+        items = [
+            i
+            for text in ("Prefiere el latón", "Prefiere el titanio")
+            for i in items_from_update(
+                [MemorizedFact(content=text, category="preference", confidence=0.9, source="explicit")],
+                None, None, [], None,
+            )
+        ]  # fmt: skip
+        with pytest.raises(StoreLimitError, match="facts_per_user"):
+            await store.upsert(user, items)
+    finally:
+        await store.close()
+    assert count(admin_conn, "public.user_memory", user) == 0

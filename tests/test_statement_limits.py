@@ -257,3 +257,36 @@ def test_a_split_is_durable_and_keeps_the_provisional_ids(tmp_path: Path) -> Non
     # Halves of a half keep the whole write's ids, and derived write ids are stable.
     assert {e.record_id(i) for e in second.halves() for i in e.items} == {second.record_id(i) for i in second.items}
     assert entry.halves()[0].write_id == first.write_id
+
+
+async def test_a_user_over_the_write_rate_waits_in_the_journal_and_holds_back_no_one_else(
+    database_url: str, tmp_path: Path, admin_conn: AdminConn
+) -> None:
+    slow_user, other = uuid4(), uuid4()
+    for name, value in (("write_burst", 1), ("write_rate_per_second", 0.001)):
+        admin_conn.execute(
+            "insert into memory_private.memory_limits (name, user_id, value) values (%s, %s, %s)",
+            (name, slow_user, value),
+        )
+    journal = WriteJournal(tmp_path / "journal" / "writes.jsonl")
+    journal.append(slow_user, items("Prefiere latón"), WriteRules())
+    waiting = journal.append(slow_user, items("Prefiere titanio"), WriteRules())
+    journal.append(other, items("Usa tornillos M8"), WriteRules())
+    store = ResilientStore(await PostgresStore.connect(database_url, max_size=2), journal, background=False)
+    try:
+        await store.start()
+        # The second write of the user is over the rate: it waits (acknowledged, not refused); the other user's
+        # write behind it is applied.
+        assert contents(admin_conn, slow_user) == {"Prefiere latón"}
+        assert contents(admin_conn, other) == {"Usa tornillos M8"}
+        assert [e.write_id for e in journal.entries()] == [waiting.write_id]
+        assert journal.rejected() == []
+        for _ in range(3):  # however often it is retried meanwhile, it is never set aside
+            await store.replay()
+        assert (await store.status()).set_aside_writes == 0
+        admin_conn.execute("delete from memory_private.memory_limits where user_id = %s", (slow_user,))
+        await store.replay()
+        assert contents(admin_conn, slow_user) == {"Prefiere latón", "Prefiere titanio"}
+        assert journal.entries() == []
+    finally:
+        await store.close()

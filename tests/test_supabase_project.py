@@ -20,11 +20,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import SecretStr
 
 from memory_plugin import MemorizedFact, MemoryManager, MemorySettings, MemoryUpdate
-from memory_plugin.cli import DEMO_USER_ID
 from memory_plugin.database.admin import USER_TABLES_SQL, MemoryAdmin
 from memory_plugin.errors import StoreError
 from memory_plugin.outage import ResilientStore
 from memory_plugin.store import PostgresStore
+from workflows.cli import DEMO_USER_ID
 
 SUPABASE = Path(__file__).resolve().parents[1] / "supabase"
 AdminConn = psycopg.Connection[tuple[Any, ...]]

@@ -47,6 +47,7 @@ async def open_job_queue(settings: MemorySettings, database_url: str | None) -> 
             max_messages=settings.max_messages_per_session,
             max_pending_per_user=settings.background_max_pending_jobs_per_user,
             connect_timeout=settings.connect_timeout_seconds,
+            pooler=settings.database_pooler,
         )
     except StoreError as exc:
         logger.warning("%s memory jobs queue in this process's RAM (not durable): %s", LOG_PREFIX, exc)

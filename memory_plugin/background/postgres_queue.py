@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..database.calls import postgres_errors, run_after_prelude
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import StoreUnavailableError
 from ..models import Message
 from ..privacy import redact_sensitive
@@ -88,15 +89,21 @@ class PostgresJobQueue:
         max_pending_per_user: int = 100,
         max_size: int = 4,
         connect_timeout: float = 5.0,
+        pooler: PoolerMode = "auto",
     ) -> PostgresJobQueue:
-        """Open the queue's pool on `url` (the store's database)."""
+        """Open the queue's pool on `url` (the store's database; `pooler`: see `database.pooler`)."""
         pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
             url,
             min_size=1,
             max_size=max_size,
             timeout=connect_timeout,
             open=False,
-            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": max(1, round(connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": max(1, round(connect_timeout)),
+                **connection_kwargs(url, pooler),
+            },
             name="memory_plugin-queue",
         )
         try:

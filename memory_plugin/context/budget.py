@@ -61,8 +61,10 @@ class BudgetSettings:
     min_recent_messages: int = 4
     """Recent messages always kept (moved back to keep a tool call with its result)."""
     refill_ratio: float = 0.6
-    """With an anchor that no longer fits: the share of the history's room the restarted history takes. At
-    0.6 a history of ~100-token exchanges in a 1,000-token budget stays append-only for 3-4 turns per miss."""
+    """With an anchor that no longer fits: the share of the history's room the restarted history takes. On
+    `bench.context_cache` (60 turns) the share of a request reused from the previous one, on turns without a
+    durable change, was 85.6 % at 0.4, 84.6 % at 0.6, 74.2 % at 0.8; 0.6 keeps more history (733 tokens per
+    request on average, against 658 at 0.4)."""
 
 
 @dataclass(frozen=True)

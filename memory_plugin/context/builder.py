@@ -140,8 +140,11 @@ class ContextBuilder:
     summarizer: RollingSummarizer | None = None
     """Writes summaries; None: an extractive one (no model) with the default policy."""
 
-    _anchors: OrderedDict[str, datetime | None] = field(default_factory=OrderedDict, init=False, repr=False)
-    """Per session, when the first message of the last history sent was made (bounded LRU)."""
+    _anchors: OrderedDict[tuple[str, UUID | None], tuple[datetime | None, str]] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
+    """Per session and user, when the first message of the last history sent was made, and the instructions
+    sent (bounded LRU)."""
     _receipts: OrderedDict[tuple[str, UUID | None], ContextReceipt] = field(
         default_factory=OrderedDict, init=False, repr=False
     )
@@ -179,7 +182,10 @@ class ContextBuilder:
         the first connection (the manager's own builder: a database down now is reported per turn)."""
         store: ContextStore = (
             await PostgresContextStore.connect(
-                database_url, connect_timeout=settings.connect_timeout_seconds, wait=wait
+                database_url,
+                connect_timeout=settings.connect_timeout_seconds,
+                wait=wait,
+                pooler=settings.database_pooler,
             )
             if database_url
             else InMemoryContextStore()
@@ -236,8 +242,32 @@ class ContextBuilder:
             notice=notice,
             notes=_notes(context),
             prompt_tokens=prompt_tokens,
-            anchor=self._anchor(session_id, messages) if keep_prefix else None,
+            anchor=self._anchor((session_id, uid), messages) if keep_prefix else None,
         )
+        assembled = self._assemble(inputs, summary)
+        previous = self._anchors.get((session_id, uid))
+        if inputs.anchor is not None and inputs.anchor >= 0 and previous and previous[1] != assembled.standing:
+            # The instructions changed (slots or summary rewritten): the provider's cache misses this turn
+            # anyway, so the history restarts now, with room to grow, instead of on a turn that would hit.
+            assembled = self._assemble(dataclasses.replace(inputs, anchor=-1), summary)
+        logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())
+        trace.get_current_span().set_attributes(assembled.report.as_attributes())
+        if keep_prefix:
+            start = message_time(assembled.history[0]) if assembled.history else None
+            _remember(self._anchors, (session_id, uid), (start, assembled.standing))
+        receipt = receipt_for(session_id, uid, assembled, context.fact_scores, self.counter)
+        _remember(self._receipts, (session_id, uid), receipt)
+        return assembled
+
+    def _anchor(self, key: tuple[str, UUID | None], messages: Sequence[ModelMessage]) -> int | None:
+        """Where this session's previous history started in `messages` (-1: no longer there; None: no
+        previous build, or its first message had no timestamp)."""
+        previous = self._anchors.get(key)
+        if previous is None or previous[0] is None:
+            return None
+        return next((i for i, m in enumerate(messages) if message_time(m) == previous[0]), -1)
+
+    def _assemble(self, inputs: ContextInputs, summary: SummaryVersion | None) -> AssembledContext:
         assembled = assemble_context(inputs, self.counter, self.budget)
         if summary is not None and summary.covered_from is not None:
             # When the history, given the summary's room, reaches back to the summary's first message, the
@@ -247,21 +277,7 @@ class ContextBuilder:
             if oldest is not None and oldest <= summary.covered_from:
                 # Compaction later in the run may still drop messages: it hands over the summary then.
                 assembled = dataclasses.replace(lean, summary=summary.content)
-        logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())
-        trace.get_current_span().set_attributes(assembled.report.as_attributes())
-        if keep_prefix:
-            _remember(self._anchors, session_id, message_time(assembled.history[0]) if assembled.history else None)
-        receipt = receipt_for(session_id, uid, assembled, context.fact_scores, self.counter)
-        _remember(self._receipts, (session_id, uid), receipt)
         return assembled
-
-    def _anchor(self, session_id: str, messages: Sequence[ModelMessage]) -> int | None:
-        """Where this session's previous history started in `messages` (-1: no longer there; None: no
-        previous build, or its first message had no timestamp)."""
-        start = self._anchors.get(session_id)
-        if start is None:
-            return None
-        return next((i for i, m in enumerate(messages) if message_time(m) == start), -1)
 
     def last_receipt(self, session_id: str, user_id: str | UUID | None) -> ContextReceipt | None:
         """The receipt of the last context built in this process for `session_id` and `user_id` (None when
@@ -299,9 +315,11 @@ class ContextBuilder:
         if uid is None:
             return None
         try:
-            return await self._summarizer.current(uid, session_scope(session_id)) or await self._summarizer.current(
-                uid, USER_SCOPE
+            # Both at once: a session without its own summary yet starts from the user's (one round trip).
+            session, user = await asyncio.gather(
+                self._summarizer.current(uid, session_scope(session_id)), self._summarizer.current(uid, USER_SCOPE)
             )
+            return session or user
         except StoreError as exc:
             logger.warning("%s rolling summary unavailable for this turn: %s", LOG_PREFIX, exc)
             return None

@@ -85,11 +85,18 @@ class DatabaseConnector:
     async def _connect(self, url: str) -> PostgresStore:
         s = self.settings
         return await PostgresStore.connect(
-            url, min_size=s.pool_min_size, max_size=s.pool_max_size, connect_timeout=s.connect_timeout_seconds
+            url,
+            min_size=s.pool_min_size,
+            max_size=s.pool_max_size,
+            connect_timeout=s.connect_timeout_seconds,
+            pooler=s.database_pooler,
         )
 
     async def _migrate_as_admin(self, admin_url: str) -> None:
-        async with await MemoryAdmin.connect(admin_url, connect_timeout=self.settings.connect_timeout_seconds) as admin:
+        s = self.settings
+        async with await MemoryAdmin.connect(
+            admin_url, connect_timeout=s.connect_timeout_seconds, pooler=s.database_pooler
+        ) as admin:
             await admin.migrate()
 
     def _supervise(self, store: PostgresStore) -> None:

@@ -25,6 +25,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import StoreUnavailableError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
@@ -96,11 +97,13 @@ class PostgresSessionStore(SessionLimits):
         self._clock = clock
 
     @classmethod
-    def connect(cls, url: str, *, max_size: int = 4, **limits: Any) -> PostgresSessionStore:
-        """A store on a new pool to `url` (the service path: its role enforces nothing, this class does)."""
-        pool: ConnectionPool[Conn] = ConnectionPool(
-            url, min_size=1, max_size=max_size, open=False, kwargs={"row_factory": dict_row}
-        )
+    def connect(
+        cls, url: str, *, max_size: int = 4, pooler: PoolerMode = "auto", **limits: Any
+    ) -> PostgresSessionStore:
+        """A store on a new pool to `url` (the service path: its role enforces nothing, this class does;
+        `pooler`: see `database.pooler`)."""
+        kwargs = {"row_factory": dict_row, **connection_kwargs(url, pooler)}
+        pool: ConnectionPool[Conn] = ConnectionPool(url, min_size=1, max_size=max_size, open=False, kwargs=kwargs)
         try:
             pool.open(wait=True, timeout=10)
         except (PoolTimeout, psycopg.OperationalError) as exc:
@@ -254,4 +257,4 @@ class PostgresSessionStore(SessionLimits):
 
 def postgres_sessions_from_settings(settings: MemorySettings, url: str) -> PostgresSessionStore:
     """The Postgres session store `settings` describe (window, TTL, per-user cap, entity and intent limits)."""
-    return PostgresSessionStore.connect(url, **session_limits(settings))
+    return PostgresSessionStore.connect(url, pooler=settings.database_pooler, **session_limits(settings))

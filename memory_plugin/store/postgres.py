@@ -26,6 +26,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_after_prelude, user_claims
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import StoreError, StoreUnavailableError
 from ..quality.rules import WriteRules
 from ..retrieval.scored import ScoredMemory
@@ -99,9 +100,15 @@ class PostgresStore(StoreBase):
 
     @classmethod
     async def connect(
-        cls, url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 5.0
+        cls,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 5.0,
+        pooler: PoolerMode = "auto",
     ) -> PostgresStore:
-        """Open a pool on `url` and check that the database answers."""
+        """Open a pool on `url` and check that the database answers (`pooler`: see `database.pooler`)."""
         pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -109,7 +116,12 @@ class PostgresStore(StoreBase):
             timeout=connect_timeout,
             open=False,
             # autocommit: every operation is a single statement, so no BEGIN/COMMIT round trips.
-            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": max(1, round(connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": max(1, round(connect_timeout)),
+                **connection_kwargs(url, pooler),
+            },
             name="memory_plugin",
         )
         try:

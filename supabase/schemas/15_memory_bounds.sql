@@ -3,11 +3,11 @@
 --
 -- How each table is bounded (the triggers and size checks are in 90_memory_bounds.sql, after every table):
 --  - counts per user (facts, chats, conversations and their entries, checkpoints, summaries): a statement trigger
---    adds the rows a statement inserted to the user's row in memory_usage and refuses the statement when the
---    count passes the limit. The counter row is updated, hence locked, in the writing transaction: concurrent
---    writers of one user queue on it and each sees the others' committed rows, so the limit holds exactly (20
---    concurrent writes of 10 facts against a limit of 100 store exactly 100). One update per statement and
---    user: the cost does not grow with what the user has stored (no count(*) over their rows).
+--    adds the rows a statement inserted to the user's row in memory_usage and refuses the statement when the count
+--    passes the limit (checkpoints: the user's oldest go instead). The counter row is updated, hence locked, in the
+--    writing transaction: concurrent writers of one user queue on it and each sees the others' committed rows, so the
+--    limit holds exactly (20 concurrent writes of 10 facts against a limit of 100 store exactly 100). One update per
+--    statement and user: the cost does not grow with what the user has stored (no count(*) over their rows).
 --  - the write rate: a token bucket per user (memory_write_buckets), charged with the rows a statement inserts
 --    into or changes in user_memory (superseding and archiving, which retire rows, are free).
 --  - sizes (metadata, histories, documents): CHECK constraints on the tables.
@@ -120,6 +120,8 @@ as $$
 $$;
 
 -- Add p_delta rows to the user's count of p_counted; with p_enforce, refuse (PT413) a count past the limit.
+-- A removal only lowers an existing count: it never creates a row (erasing a user deletes their counts, then
+-- their rows, whose deletion must not leave a count behind).
 create function memory_private.memory_usage_add(p_user_id uuid, p_counted text, p_delta bigint, p_enforce boolean)
     returns bigint
     language plpgsql
@@ -129,11 +131,17 @@ declare
     v_n     bigint;
     v_limit double precision;
 begin
+    if p_delta <= 0 then
+        update memory_private.memory_usage u set n = greatest(0, u.n + p_delta)
+         where u.user_id = p_user_id and u.counted = p_counted
+        returning u.n into v_n;
+        return coalesce(v_n, 0);
+    end if;
     insert into memory_private.memory_usage as u (user_id, counted, n)
-    values (p_user_id, p_counted, greatest(p_delta, 0))
-    on conflict (user_id, counted) do update set n = greatest(0, u.n + p_delta)
+    values (p_user_id, p_counted, p_delta)
+    on conflict (user_id, counted) do update set n = u.n + p_delta
     returning u.n into v_n;
-    if p_enforce and p_delta > 0 then
+    if p_enforce then
         v_limit := memory_private.memory_limit(p_user_id, p_counted);
         if v_n > v_limit then
             raise exception using
