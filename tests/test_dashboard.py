@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import time
 from collections.abc import AsyncIterator
@@ -22,10 +23,12 @@ import psycopg
 import pytest
 import pytest_asyncio
 import uvicorn
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+from memory_plugin import MemoryManager
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
@@ -33,11 +36,13 @@ from memory_plugin.consent import ConsentStore
 from memory_plugin.context.budget import ContextReport
 from memory_plugin.context.receipt import ContextReceipt, ReceiptFact
 from memory_plugin.dashboard import add_dashboard
+from memory_plugin.database.admin import USER_TABLES_SQL
 from memory_plugin.export.service import PoolExporter
 from memory_plugin.models import MemorizedFact, UserPreferences
 from memory_plugin.store.postgres import PostgresStore
 from memory_plugin.write.items import items_from_update
 from tests.chat_helpers import word_embedder
+from tests.export_helpers import fill_user
 from tests.test_api import free_port
 
 playwright_api = pytest.importorskip("playwright.async_api")
@@ -144,6 +149,20 @@ async def facts_of(served: Served, user: UUID) -> dict[str, bool]:
     return {r.content: r.invalid_at is None for r in rows}
 
 
+async def rows_left(served: Served, user: UUID) -> dict[str, int]:
+    """Rows of `user` in every table with a `user_id` column (the catalog's list, as `erase_user` uses)."""
+    left: dict[str, int] = {}
+    async with served.store.pool.connection() as conn:
+        tables = await (await conn.execute(USER_TABLES_SQL)).fetchall()
+        for row in tables:
+            schema, name = row.values()
+            query = sql.SQL("select count(*) as n from {} where user_id = %s").format(sql.Identifier(schema, name))
+            counted = await (await conn.execute(query, (user,))).fetchone()
+            if counted is not None and counted["n"]:
+                left[f"{schema}.{name}"] = counted["n"]
+    return left
+
+
 async def test_see_correct_delete_export_and_erase(served: Served, page: Any, tmp_path: Path) -> None:
     user = uuid4()
     await seed(served, user, ["Trabaja en el taller de Bilbao", "Prefiere entregas los lunes"])
@@ -207,13 +226,15 @@ async def test_see_correct_delete_export_and_erase(served: Served, page: Any, tm
     await page.screenshot(path=tmp_path / "erased.png", full_page=True)
     assert await facts_of(served, user) == {}
     assert await served.chats.list_chats(user, limit=10, offset=0) == ([], 0)
+    # What a user may not change stays (RLS: select only), holding no content: the per-table row counters, now
+    # zero, and the write-rate bucket, so erasing cannot reset a rate limit. `memory-plugin erase` removes them.
+    assert set(await rows_left(served, user)) <= {"memory_private.memory_usage", "memory_private.memory_write_buckets"}
     async with served.store.pool.connection() as conn:
-        for table in ("public.user_memory", "public.memory_slots", "public.memory_summaries", "public.chats"):
-            row = await (
-                await conn.execute(f"select count(*) as n from {table} where user_id = %s", (user,))
-            ).fetchone()
-            assert row is not None
-            assert row["n"] == 0, table
+        counted = await (
+            await conn.execute("select sum(n) as n from memory_private.memory_usage where user_id = %s", (user,))
+        ).fetchone()
+    assert counted is not None
+    assert not counted["n"]
 
 
 async def test_another_users_memory_is_never_shown_nor_changed(served: Served, page: Any, tmp_path: Path) -> None:
@@ -344,3 +365,26 @@ async def test_the_pages_work_from_the_keyboard(served: Served, page: Any) -> No
     await page.keyboard.press("Enter")  # submits the correction form
     await page.wait_for_url("**/dashboard?done=corrected")
     assert await facts_of(served, user) == {"Usa tornillos M8": True, "Usa tornillos M6": False}
+
+
+async def test_erase_from_the_dashboard_leaves_no_content_in_any_table(
+    served: Served, pg_memory: MemoryManager, admin_conn: psycopg.Connection[Any]
+) -> None:
+    user, other = uuid4(), uuid4()
+    await fill_user(pg_memory, admin_conn, user)  # a row in every exported table
+    await seed(served, other, ["Otro usuario usa titanio"])
+    async with bare_app(served) as client:
+        client.cookies.set("memory_dashboard", mint(user))
+        confirm = (await client.get("/dashboard/erase")).text
+        token = re.search(r'name="csrf" value="([0-9a-f]+)"', confirm)
+        assert token is not None
+        erased = await client.post("/dashboard/erase", data={"csrf": token.group(1), "confirm": "ERASE"})
+        assert erased.status_code == 303
+    # Left: what a user may read but not change, holding no content (row counters at zero, the write-rate bucket,
+    # the operator's per-user limits); `memory-plugin erase`, the service path, removes them too.
+    assert set(await rows_left(served, user)) <= {
+        "memory_private.memory_usage",
+        "memory_private.memory_write_buckets",
+        "memory_private.memory_limits",
+    }
+    assert await facts_of(served, other) == {"Otro usuario usa titanio": True}

@@ -92,9 +92,11 @@ class UserData:
         return [SummaryVersion(*_values(r, 6)) for r in rows]
 
     async def erase(self, user: UUID) -> int:
-        """Delete everything the user may delete of theirs, in one transaction; returns the rows deleted.
+        """Delete every row of the user that RLS lets them delete, in one transaction; returns the rows deleted.
 
-        Two passes, as `erase_user`: deleting facts re-creates the user's counter row through a trigger."""
+        Left, holding no content: the per-table row counters (zero afterwards), the write-rate bucket and the
+        operator's per-user limits, which a user may read but not change (so erasing cannot reset a limit);
+        `memory-plugin erase` (the service path) removes them."""
         with postgres_errors("listing the user's tables"):
             async with self._pool.connection() as conn:
                 tables = [_values(r, 2) for r in await (await conn.execute(_DELETABLE_SQL)).fetchall()]
@@ -102,8 +104,7 @@ class UserData:
                     sql.SQL("delete from {} where user_id = %(user)s").format(sql.Identifier(s, t)).as_string(conn)
                     for s, t in tables
                 ]
-        results = await self._as_user(user, deletes + deletes, {})
-        return sum(count for _, count in results[: len(deletes)])
+        return sum(count for _, count in await self._as_user(user, deletes, {}))
 
 
 def _values(row: Any, n: int) -> list[Any]:
