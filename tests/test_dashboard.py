@@ -36,6 +36,7 @@ from memory_plugin.consent import ConsentStore
 from memory_plugin.context.budget import ContextReport
 from memory_plugin.context.receipt import ContextReceipt, ReceiptFact
 from memory_plugin.dashboard import add_dashboard
+from memory_plugin.dashboard.routes import FACTS_PER_PAGE
 from memory_plugin.database.admin import USER_TABLES_SQL
 from memory_plugin.export.service import PoolExporter
 from memory_plugin.models import MemorizedFact, UserPreferences
@@ -321,6 +322,19 @@ async def test_sign_in_with_an_access_token_sets_a_strict_cookie_and_dev_sign_in
         assert str(user) in home.text
         assert home.headers["cache-control"] == "no-store"
         assert "default-src 'none'" in home.headers["content-security-policy"]
+
+
+async def test_facts_are_shown_a_page_at_a_time(served: Served) -> None:
+    user = uuid4()
+    await seed(served, user, [f"Pedido número {i} de bridas" for i in range(FACTS_PER_PAGE + 5)])
+    async with bare_app(served) as client:
+        client.cookies.set("memory_dashboard", mint(user))
+        first = (await client.get("/dashboard")).text
+        second = (await client.get("/dashboard", params={"page": 2})).text
+    assert first.count("/correct") == FACTS_PER_PAGE
+    assert second.count("/correct") == 5
+    assert f"({FACTS_PER_PAGE + 5})" in first
+    assert "page 2 of 2" in second
 
 
 async def test_the_last_receipt_is_shown_when_the_agent_runs_in_this_process(served: Served) -> None:

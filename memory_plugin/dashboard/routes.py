@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs
 from uuid import UUID
 
-from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from psycopg_pool import AsyncConnectionPool
@@ -37,6 +37,10 @@ __all__ = ["add_dashboard"]
 
 MAX_FACT_CHARS = 2000
 """Longest corrected fact accepted (the write path's own limit is checked again by the store)."""
+
+FACTS_PER_PAGE = 100
+"""Current facts on one page: measured, a page of 1,000 facts is 1.6 MB of HTML (each has its correction
+form); 100 keep it under 200 kB (`python -m bench.dashboard`)."""
 
 SESSION_SECONDS = 3600
 """Cookie lifetime: Supabase's default access-token lifetime; the token's own `exp` still decides."""
@@ -134,7 +138,9 @@ def _router(dash: Dashboard) -> APIRouter:
         return page(request, "message.html", 404, message=text(language(request), "not_found"))
 
     @router.get("", response_class=HTMLResponse)
-    async def home(request: Request, done: str | None = None, n: int = 0) -> Response:
+    async def home(
+        request: Request, done: str | None = None, n: int = 0, page_no: Annotated[int, Query(alias="page")] = 1
+    ) -> Response:
         session = await signed_in(request)
         if session is None:
             return login_page(request)
@@ -151,7 +157,7 @@ def _router(dash: Dashboard) -> APIRouter:
             csrf=csrf.for_session(bearer),
             done=done if done in _DONE else None,
             erased_rows=n,
-            **_grouped(records),
+            **_grouped(records, max(1, page_no)),
             slots=await dash.data.slots(user),
             summaries=await dash.data.summaries(user),
             chats=chats,
@@ -324,12 +330,17 @@ def _uuid(value: str) -> UUID | None:
         return None
 
 
-def _grouped(records: list[MemoryRecord]) -> dict[str, Any]:
-    """Rows by kind: current facts, earlier versions, preferences, the rest."""
+def _grouped(records: list[MemoryRecord], page_no: int) -> dict[str, Any]:
+    """Rows by kind: one page of current facts, earlier versions, preferences, the rest."""
     now = datetime.now(UTC)
     facts = [r for r in records if r.kind == "fact"]
+    current = [r for r in facts if r.is_current(now)]
+    start = (page_no - 1) * FACTS_PER_PAGE
     return {
-        "facts": [r for r in facts if r.is_current(now)],
+        "facts": current[start : start + FACTS_PER_PAGE],
+        "fact_total": len(current),
+        "fact_page": page_no,
+        "fact_pages": max(1, -(-len(current) // FACTS_PER_PAGE)),
         "history": [r for r in facts if not r.is_current(now)],
         "preferences": [r for r in records if r.kind == "preference"],
         "others": [r for r in records if r.kind not in ("fact", "preference")],

@@ -11,6 +11,9 @@ LANGUAGES: tuple[Language, ...] = ("en", "es")
 
 _TEXT: dict[str, tuple[str, str]] = {
     "title": ("Your memory", "Tu memoria"),
+    "previous": ("Previous facts", "Hechos anteriores"),
+    "next": ("More facts", "Más hechos"),
+    "page": ("page {n} of {of}", "página {n} de {of}"),
     "role_user": ("You", "Tú"),
     "role_assistant": ("Assistant", "Asistente"),
     "chat_summary": ("Summary", "Resumen"),
