@@ -33,7 +33,60 @@ _API_KEY_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_-]{5,}+\.eyJ[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{10,}+")),
     # Supabase's newer opaque keys.
     (("sb_secret_", "sb_publishable_"), re.compile(r"\bsb_(?:secret|publishable)_[A-Za-z0-9_-]{20,}+")),
+    # Stripe publishable keys: not secret by design, but they name the account; kept out of memory too.
+    (("pk_live_", "pk_test_"), re.compile(r"\bpk_(?:live|test)_[A-Za-z0-9]{10,}+")),
+    # GitLab personal, deploy, runner, trigger, CI-job and OAuth tokens.
+    (
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "gloas-"),
+        re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}+"),
+    ),
+    # Slack incoming-webhook URLs (the path is the secret).
+    (("hooks.slack.com",), re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{20,}+")),
+    # SendGrid, npm, PyPI, Hugging Face, Google OAuth access tokens.
+    (("SG.",), re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}+\.[A-Za-z0-9_-]{16,}+")),
+    (("npm_",), re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
+    (("pypi-",), re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{50,}+")),
+    (("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,}+")),
+    (("ya29.",), re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}+")),
+    # Azure storage / service-bus connection strings and SAS signatures.
+    (
+        ("AccountKey=", "SharedAccessKey=", "sig="),
+        re.compile(r"(?:AccountKey|SharedAccessKey|\bsig)=[A-Za-z0-9+/%=]{20,}+"),
+    ),
+    # HTTP bearer tokens as pasted from a request.
+    (("Bearer", "bearer", "BEARER"), re.compile(r"\b[Bb](?:earer|EARER)\s++[A-Za-z0-9._~+/-]{20,}+=*+")),
+    # Twilio API key secrets, Shopify, DigitalOcean, Databricks, Square, Telegram bot tokens.
+    (("SK",), re.compile(r"\bSK[0-9a-f]{32}\b")),
+    (("shpat_", "shpca_", "shppa_", "shpss_"), re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b")),
+    (("dop_v1_", "doo_v1_", "dor_v1_"), re.compile(r"\bdo[por]_v1_[a-f0-9]{64}\b")),
+    (("dapi",), re.compile(r"\bdapi[a-f0-9]{32}(?:-\d)?\b")),
+    (("sq0atp-", "sq0csp-"), re.compile(r"\bsq0(?:atp|csp)-[A-Za-z0-9_-]{22,}+")),
+    ((":AA",), re.compile(r"\b\d{8,10}:AA[A-Za-z0-9_-]{30,}+")),
+    # PEM / OpenSSH / PGP private keys, whole block (also with escaped "\\n" inside JSON), at most 16,000
+    # characters: an unterminated header takes the rest of that stretch.
+    (
+        ("PRIVATE KEY",),
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:[^-]|-(?!----END)){0,16000}+(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+        ),
+    ),
+    # A Google service-account file's key id.
+    (("private_key_id",), re.compile(r"(?:(?<=\"private_key_id\": \")|(?<=\"private_key_id\":\"))[a-f0-9]{40}")),
+    # Authenticator (TOTP) seeds: base32 after a word saying what they are.
+    (
+        ("totp", "TOTP", "2fa", "2FA", "otp", "OTP", "mfa", "MFA"),
+        re.compile(
+            r"(?i:\b(?:totp|otp|2fa|mfa|authenticator)\s++(?:secret|seed|key|code|clave|semilla)\s*+(?:[:=]|is|es)?\s*+)"
+            r"[A-Z2-7]{16,}+=*+"
+        ),
+    ),
 )
+
+# Discord bot tokens: base64 user id, a dot, a timestamp, a dot, an HMAC. No literal prefix: gated by a run of
+# 24 base64url characters (checked in C) and held to the shape.
+_DISCORD = re.compile(r"\b[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}\b")
+_BASE64URL_BYTES = _byte_class(string.ascii_letters + string.digits + "_-", non_ascii=False)
 
 # Each pattern with the character all its literals hold ("" when they share none).
 _API_KEY_GATES = tuple(
@@ -106,6 +159,9 @@ def _redact_api_keys(text: str) -> tuple[str, bool]:
         found = True
         return match.group(0)[: match.start("secret") - match.start()] + _placeholder("api_key")
 
+    if _has_run(text, _BASE64URL_BYTES, 24):
+        text, count = _DISCORD.subn(_placeholder("api_key"), text)
+        found = found or count > 0
     if _has_run(text, _BASE64_BYTES, 40):
         text = _AWS_SECRET.sub(aws_secret, text)
     text = _sub_at_triggers(text, _API_TRIGGER, _KEYWORD_TOKEN, keyword_token)

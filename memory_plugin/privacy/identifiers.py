@@ -194,3 +194,73 @@ def _redact_ssns(text: str) -> tuple[str, bool]:
         return _placeholder("ssn")
 
     return _SSN.sub(replace, text), found
+
+
+# --- passports and other countries' ids ----------------------------------------------------------------------
+# A passport number (6-10 letters and digits, at least 4 digits) right after a word naming the document; a UK
+# National Insurance number (two prefix letters the HMRC issues, three digit pairs, a suffix A-D, upper case);
+# a Brazilian CPF with its two check digits, written "123.456.789-09" or after the word "CPF".
+_PASSPORT = re.compile(
+    r"\b(?i:passport|pasaporte|passeport|reisepass)(?:\s+(?i:number|no\.?|n[ºo°]\.?|num(?:ero|ber)?|#))?"
+    r"\s*+(?:[:=#]|\b(?:is|es|was|era)\b)?\s*+(?P<id>[A-Za-z0-9]{6,10})\b"
+)
+_NINO = re.compile(r"\b(?P<prefix>[A-Z]{2})(?P<sep> ?)\d{2}(?P=sep)\d{2}(?P=sep)\d{2}(?P=sep)[A-D]\b")
+# Letters the HMRC issues as a prefix: a part number shaped like one ("AB123456C") is taken for a NINO only spaced
+# in pairs or after a word naming it.
+_NINO_PREFIX = re.compile(r"[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]")
+_NINO_CONTEXT = re.compile(r"\b(?:national\s+insurance|nino|ni\s+(?:number|no))\b", re.IGNORECASE)
+_CPF = re.compile(r"(?<![\d.])(?P<num>\d{3}(?P<dot>\.?)\d{3}(?P=dot)\d{3}-?\d{2})(?![\d-])")
+_CPF_CONTEXT = re.compile(r"\bcpf\b", re.IGNORECASE)
+
+
+def _cpf_valid(number: str) -> bool:
+    """The two mod-11 check digits of a Brazilian CPF (all-equal digits are never issued)."""
+    digits = [int(c) for c in number if c.isdigit()]
+    if len(digits) != 11 or len(set(digits)) == 1:
+        return False
+    for size in (9, 10):
+        check = sum(d * w for d, w in zip(digits[:size], range(size + 1, 1, -1), strict=True)) * 10 % 11 % 10
+        if check != digits[size]:
+            return False
+    return True
+
+
+def _redact_other_ids(text: str) -> tuple[str, bool]:
+    found = False
+
+    def passport(match: re.Match[str]) -> str:
+        nonlocal found
+        value = match.group("id")
+        if sum(c.isdigit() for c in value) < 4:
+            return match.group(0)
+        found = True
+        start = match.start("id") - match.start()
+        return match.group(0)[:start] + _placeholder("national_id")
+
+    def nino(match: re.Match[str]) -> str:
+        nonlocal found
+        if not _has_context(text, match.start(), _NINO_CONTEXT) and not (
+            match.group("sep") and _NINO_PREFIX.fullmatch(match.group("prefix"))
+        ):
+            return match.group(0)
+        found = True
+        return _placeholder("national_id")
+
+    def cpf(match: re.Match[str]) -> str:
+        nonlocal found
+        written = match.group("num")
+        if not ("." in written and "-" in written) and not _has_context(text, match.start(), _CPF_CONTEXT):
+            return written
+        if not _cpf_valid(written):
+            return written
+        found = True
+        return _placeholder("national_id")
+
+    lowered = text.lower()
+    if "pass" in lowered or "pasaporte" in lowered:
+        text = _PASSPORT.sub(passport, text)
+    if _has_run(text, _DIGIT_BYTES, 2):
+        text = _NINO.sub(nino, text)
+        if _has_run(text, _DIGIT_OR_DOT_BYTES, 11):
+            text = _CPF.sub(cpf, text)
+    return text, found
