@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 __all__ = [
+    "ConfigurationError",
     "EmbeddingError",
     "ExportFormatError",
     "ExportVersionError",
@@ -18,6 +19,7 @@ __all__ = [
     "InvalidModelInputError",
     "ManagerClosedError",
     "MemoryLimitError",
+    "MemoryPausedError",
     "MemoryPluginError",
     "SessionAmbiguousError",
     "SessionLimitError",
@@ -133,3 +135,13 @@ class ExportVersionError(ExportFormatError):
 class ImportConflictError(MemoryPluginError):
     """An import found memory of the user already in the database (or a row id of the file in use): imports
     never merge. Nothing was written; erase the user first to replace their memory with the file's."""
+
+
+class ConfigurationError(MemoryPluginError, ValidationError):
+    """A `MEMORY_*` environment variable (or `MemorySettings` argument) cannot be used: its message names the
+    variable and shows a valid value. It is pydantic's `ValidationError` too, like every other bad setting."""
+
+
+class MemoryPausedError(MemoryPluginError):
+    """The user paused their memory (`MemoryManager.pause_memory`): nothing new is stored about them until they
+    resume it. Nothing was written; reads still work."""
