@@ -16,19 +16,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
+import psycopg
 from fastapi import Depends, FastAPI, Header, Query, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic import ValidationError
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    UserPromptPart,
-)
+from pydantic_ai.messages import ModelMessage
 from starlette.exceptions import HTTPException
 
 from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
@@ -56,10 +49,10 @@ from .schemas import (
     MemorySwitch,
     MemorySwitchIn,
     RecordOut,
-    SimpleTurn,
     Turn,
 )
 from .security import BEARER
+from .turns import TurnRefused, check_text, client_turns
 
 __all__ = ["ApiServices", "create_app"]
 
@@ -118,29 +111,19 @@ def _error(status: int, code: str, message: str, headers: dict[str, str] | None 
 
 
 def _turns(raw: Sequence[Turn]) -> list[ModelMessage]:
-    """Plain turns become a user request or an assistant response; other entries must be pydantic-ai messages."""
-    out: list[ModelMessage] = []
-    for index, turn in enumerate(raw):
-        if isinstance(turn, SimpleTurn):
-            if turn.role == "user":
-                out.append(ModelRequest(parts=[UserPromptPart(turn.content)]))
-            else:
-                out.append(ModelResponse(parts=[TextPart(turn.content)]))
-            continue
-        if "kind" not in turn and "role" in turn:  # meant as a plain turn: say what is wrong with it
-            try:
-                SimpleTurn.model_validate(turn)
-            except ValidationError as exc:
-                raise ApiError(422, "invalid_turn", plain_error(exc.errors()[0], ("turns", index))) from exc
-        try:
-            out.extend(ModelMessagesTypeAdapter.validate_python([turn]))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise ApiError(
-                422, "invalid_turn", f"turns[{index}] is neither {{role, content}} nor a pydantic-ai message:"
-                f" {first['msg']} at {'.'.join(map(str, first['loc']))}",
-            ) from exc  # fmt: skip
-    return out
+    """The messages to store for a request's turns (`turns.client_turns`), refusals as the API's 422."""
+    try:
+        return client_turns(raw)
+    except TurnRefused as exc:
+        raise ApiError(422, exc.code, exc.message) from exc
+
+
+def _text(value: str | None, where: str) -> None:
+    """Refuse a NUL or an unpaired surrogate in a text field (Postgres stores neither) with 422 `invalid_text`."""
+    try:
+        check_text(value, where)
+    except TurnRefused as exc:
+        raise ApiError(422, exc.code, exc.message) from exc
 
 
 def _summary(row: ChatRow | ChatHit) -> ChatSummaryOut:
@@ -215,6 +198,16 @@ def create_app(
         first = exc.errors()[0] if exc.errors() else {"msg": "invalid request", "loc": ()}
         return _error(422, "invalid_request", plain_error(first))
 
+    @app.exception_handler(UnicodeError)
+    async def bad_text(request: Request, exc: UnicodeError) -> JSONResponse:
+        return _error(422, "invalid_text", "the request holds text that is not valid UTF-8: send valid UTF-8 text")
+
+    @app.exception_handler(psycopg.DataError)
+    async def bad_data(request: Request, exc: psycopg.DataError) -> JSONResponse:
+        # Postgres's own message quotes the statement: logged, never answered.
+        logger.warning("API request refused by the database: %s", type(exc).__name__)
+        return _error(422, "invalid_text", "the database cannot store a value of this request (a NUL or invalid text)")
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return _error(exc.status_code, "http_error", str(exc.detail))
@@ -228,6 +221,7 @@ def create_app(
     @app.post("/api/chats", status_code=201, response_model=ChatOut, tags=["chats"])
     async def create_chat(body: ChatCreate, user: User) -> ChatOut:
         """Start a chat (optionally with a title and first turns)."""
+        _text(body.title, "title")
         row = await services.chats.create(user, title=body.title, turns=_turns(body.turns))
         return _chat(row)
 
@@ -243,6 +237,7 @@ def create_app(
         if id is not None:
             return _chat(await own_chat(user, id))
         if search is not None:
+            _text(search, "query parameter search")
             match = await services.chats.find(user, search)
             return ChatSearchResult(
                 chosen=_summary(match.chosen) if match.chosen else None,
@@ -265,6 +260,7 @@ def create_app(
     ) -> ChatOut:
         """Append turns (compaction runs when needed) and/or rename the chat. Send an `Idempotency-Key` header
         to make a retried append store its turns once."""
+        _text(body.title, "title")
         turns = _turns(body.turns)
         # The writes answer "no such chat" themselves, and the append returns the chat after it (compacted,
         # summarised): a read is needed only when nothing was appended.
