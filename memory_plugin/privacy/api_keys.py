@@ -33,6 +33,10 @@ _API_KEY_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_-]{5,}+\.eyJ[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{10,}+")),
     # Supabase's newer opaque keys.
     (("sb_secret_", "sb_publishable_"), re.compile(r"\bsb_(?:secret|publishable)_[A-Za-z0-9_-]{20,}+")),
+)
+
+# More providers' formats, gated the same way.
+_MORE_KEY_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     # Stripe publishable keys: not secret by design, but they name the account; kept out of memory too.
     (("pk_live_", "pk_test_"), re.compile(r"\bpk_(?:live|test)_[A-Za-z0-9]{10,}+")),
     # GitLab personal, deploy, runner, trigger, CI-job and OAuth tokens.
@@ -85,13 +89,17 @@ _API_KEY_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
 
 # Discord bot tokens: base64 user id, a dot, a timestamp, a dot, an HMAC. No literal prefix: gated by a run of
 # 24 base64url characters (checked in C) and held to the shape.
-_DISCORD = re.compile(r"\b[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}\b")
+_DISCORD = re.compile(
+    r"[MNO](?<![A-Za-z0-9_-][MNO])[A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![A-Za-z0-9_-])"
+)
 _BASE64URL_BYTES = _byte_class(string.ascii_letters + string.digits + "_-", non_ascii=False)
 
-# Each pattern with the character all its literals hold ("" when they share none).
+# Each pattern with the character all its literals hold ("" when they share none): text without "_", "-", "."
+# or "=" skips the literal searches of the patterns needing it.
+_GATE_CHARS = "_-.="
 _API_KEY_GATES = tuple(
-    (next((c for c in "_-" if all(c in literal for literal in literals)), ""), literals, pattern)
-    for literals, pattern in _API_KEY_PATTERNS
+    (next((c for c in _GATE_CHARS if all(c in literal for literal in literals)), ""), literals, pattern)
+    for literals, pattern in (*_API_KEY_PATTERNS, *_MORE_KEY_PATTERNS)
 )
 
 # AWS secret access keys: exactly 40 base64 characters. Checked for randomness and for upper case, lower case
@@ -134,7 +142,7 @@ _API_TRIGGER = _trigger(("api", "access", "secret", "token", "key", "clave"))
 def _redact_api_keys(text: str) -> tuple[str, bool]:
     found = False
     # Most key prefixes hold "_" or "-": text without one skips their literal searches (~0.01 ms each).
-    present = {char: char in text for char in "_-"}
+    present = {char: char in text for char in _GATE_CHARS}
     for required, literals, pattern in _API_KEY_GATES:
         if required and not present[required]:
             continue

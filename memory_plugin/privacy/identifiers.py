@@ -210,6 +210,11 @@ _NINO = re.compile(r"\b(?P<prefix>[A-Z]{2})(?P<sep> ?)\d{2}(?P=sep)\d{2}(?P=sep)
 _NINO_PREFIX = re.compile(r"[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]")
 _NINO_CONTEXT = re.compile(r"\b(?:national\s+insurance|nino|ni\s+(?:number|no))\b", re.IGNORECASE)
 _CPF = re.compile(r"(?<![\d.])(?P<num>\d{3}(?P<dot>\.?)\d{3}(?P=dot)\d{3}-?\d{2})(?![\d-])")
+_PASSPORT_WORDS = ("passport", "pasaporte", "passeport", "reisepass")
+# The suffix letter after a digit: a character class first, so the engine skips digits and other letters in C.
+_NINO_GATE = re.compile(r"[A-D](?:(?<=\d[A-D])|(?<=\d [A-D]))(?!\w)")
+# The written CPF's ".ddd-dd" end: a literal first, so the engine jumps between dots.
+_CPF_GATE = re.compile(r"\.\d{3}-\d{2}(?![\d-])")
 _CPF_CONTEXT = re.compile(r"\bcpf\b", re.IGNORECASE)
 
 
@@ -257,10 +262,15 @@ def _redact_other_ids(text: str) -> tuple[str, bool]:
         return _placeholder("national_id")
 
     lowered = text.lower()
-    if "pass" in lowered or "pasaporte" in lowered:
+    if any(word in lowered for word in _PASSPORT_WORDS):
         text = _PASSPORT.sub(passport, text)
-    if _has_run(text, _DIGIT_BYTES, 2):
-        text = _NINO.sub(nino, text)
-        if _has_run(text, _DIGIT_OR_DOT_BYTES, 11):
-            text = _CPF.sub(cpf, text)
+    # The gates start with a digit (the engine skips to the next one in C); the full patterns run from the first
+    # hit on: a NINO's prefix is at most 3 characters before its digits.
+    gate = _NINO_GATE.search(text) if _has_run(text, _DIGIT_BYTES, 2) else None
+    if gate is not None:
+        text = _sub_from(_NINO, nino, text, max(0, gate.start() - 12))
+    if "cpf" in lowered:
+        text = _CPF.sub(cpf, text)
+    elif (gate := _CPF_GATE.search(text)) is not None:
+        text = _sub_from(_CPF, cpf, text, max(0, gate.start() - 11))
     return text, found
