@@ -203,7 +203,8 @@ async def _bench(url: str, turns: int, chats: int, seconds: float) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app(services, rate_per_second=0)  # measures the server, not the per-user rate limit
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     for _ in range(1500):
         if server.started:

@@ -11,6 +11,7 @@ that does not exist.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -28,7 +29,7 @@ from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
 from ..consent import ConsentStore, memory_notice
-from ..errors import IdempotencyKeyReusedError, MemoryPluginError, StoreUnavailableError
+from ..errors import IdempotencyKeyReusedError, MemoryLimitError, MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
 from ..rows import MemoryKind
 from ..store.base import LongTermStore
@@ -36,7 +37,7 @@ from . import health
 from .auth import AuthenticationError, TokenVerifier
 from .cors import add_cors
 from .docs import add_docs
-from .limits import BodySizeLimit
+from .limits import DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND, BodySizeLimit, RateLimiter
 from .messages import plain_error
 from .schemas import (
     ChatCreate,
@@ -66,6 +67,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such chat for this user"},
     413: {"model": ErrorBody, "description": "Body too large"},
     422: {"model": ErrorBody, "description": "Invalid request"},
+    429: {"model": ErrorBody, "description": "Request rate or a per-user limit reached (see Retry-After)"},
     503: {"model": ErrorBody, "description": "Database unavailable"},
 }
 
@@ -97,13 +99,14 @@ class ApiServices:
 
 
 class ApiError(Exception):
-    """An error answered with the API's error body."""
+    """An error answered with the API's error body (and `headers`, e.g. `Retry-After`)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -154,7 +157,19 @@ async def current_user(
 ) -> UUID:
     """The user of the request's bearer token (401 otherwise); `BEARER` puts the scheme in the OpenAPI schema."""
     services: ApiServices = request.app.state.services
-    return await services.verifier.user_of(request.headers.get("authorization"))
+    user = await services.verifier.user_of(request.headers.get("authorization"))
+    limiter: RateLimiter = request.app.state.rate_limiter
+    wait = limiter.wait(user)
+    if wait > 0:
+        seconds = max(1, math.ceil(wait))
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"too many requests: at most {limiter.rate:g} a second after a burst of {limiter.burst}; retry in"
+            f" {seconds} s",
+            {"Retry-After": str(seconds)},
+        )
+    return user
 
 
 # Module level: FastAPI resolves the (postponed) annotations of the routes in this module's globals.
@@ -162,11 +177,18 @@ User = Annotated[UUID, Depends(current_user)]
 
 
 def create_app(
-    services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, cors_origins: Sequence[str] = ()
+    services: ApiServices,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    cors_origins: Sequence[str] = (),
+    rate_per_second: float = DEFAULT_RATE_PER_SECOND,
+    rate_burst: int = DEFAULT_RATE_BURST,
 ) -> FastAPI:
-    """The FastAPI app serving `services`; `cors_origins`: browser origins allowed to call it (none: no CORS)."""
+    """The FastAPI app serving `services`; `cors_origins`: browser origins allowed to call it (none: no CORS);
+    `rate_per_second` / `rate_burst`: each user's request rate (`limits.RateLimiter`; 0: no limit)."""
     app = FastAPI(title="memory_plugin API", version="1", responses=_ERRORS, docs_url=None, redoc_url=None)
     app.state.services = services
+    app.state.rate_limiter = RateLimiter(rate_per_second, rate_burst)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     add_cors(app, cors_origins)  # added last: outermost, so preflights and error answers carry its headers
     add_docs(app)
@@ -174,7 +196,7 @@ def create_app(
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message)
+        return _error(exc.status, exc.code, exc.message, exc.headers)
 
     @app.exception_handler(AuthenticationError)
     async def auth_error(request: Request, exc: AuthenticationError) -> JSONResponse:
@@ -187,6 +209,12 @@ def create_app(
     @app.exception_handler(IdempotencyKeyReusedError)
     async def key_reused(request: Request, exc: IdempotencyKeyReusedError) -> JSONResponse:
         return _error(422, "idempotency_key_reused", str(exc))
+
+    @app.exception_handler(MemoryLimitError)
+    async def limit_reached(request: Request, exc: MemoryLimitError) -> JSONResponse:
+        # A count per user (chats, …) or the write rate, enforced by the library or the database.
+        wait = None if exc.retry_after is None else str(max(1, math.ceil(exc.retry_after)))
+        return _error(429, "limit_reached", str(exc), {"Retry-After": wait} if wait else None)
 
     @app.exception_handler(MemoryPluginError)
     async def plugin_error(request: Request, exc: MemoryPluginError) -> JSONResponse:

@@ -1,0 +1,62 @@
+"""The API's growth is bounded per user: a request rate answered with 429 and `Retry-After`, and the per-user
+counts the database enforces (chats per user) answered with 429 `limit_reached`, never a 500 or a stored row
+past the limit. The real app over the test database."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import uuid4
+
+import httpx
+import psycopg
+
+from memory_plugin.api.app import create_app
+from memory_plugin.api.limits import RateLimiter
+from tests.test_api import auth
+from tests.test_api_web import Pool, _services, pool  # noqa: F401 (the fixture)
+
+
+def client(pool_: Pool, **limits: Any) -> httpx.AsyncClient:
+    app = create_app(_services(pool_), **limits)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api.test")
+
+
+async def test_a_user_past_the_request_rate_gets_429_with_retry_after_and_others_do_not(
+    pool: Pool,  # noqa: F811
+) -> None:
+    greedy, other = uuid4(), uuid4()
+    async with client(pool, rate_per_second=0.01, rate_burst=3) as api:
+        answers = [(await api.get("/api/chats", headers=auth(greedy))).status_code for _ in range(4)]
+        refused = await api.get("/api/chats", headers=auth(greedy))
+        assert (await api.get("/api/chats", headers=auth(other))).status_code == 200
+    assert answers == [200, 200, 200, 429]
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "rate_limited"
+    assert int(refused.headers["Retry-After"]) >= 1
+
+
+def test_the_bucket_refills_at_the_rate_and_forgets_idle_users_first() -> None:
+    now = [0.0]
+    limiter = RateLimiter(2.0, 2, clock=lambda: now[0])
+    assert [limiter.wait("a") for _ in range(3)] == [0.0, 0.0, 0.5]
+    now[0] += 0.5
+    assert limiter.wait("a") == 0.0
+    assert RateLimiter(0, 1).wait("a") == 0.0  # 0: off
+
+
+async def test_past_the_users_chat_limit_the_api_answers_429_and_stores_nothing(
+    pool: Pool,  # noqa: F811
+    admin_conn: psycopg.Connection[tuple[Any, ...]],
+) -> None:
+    user = uuid4()
+    admin_conn.execute(
+        "insert into memory_private.memory_limits (name, user_id, value) values ('chats_per_user', %s, 2)", (user,)
+    )
+    async with client(pool) as api:
+        made = [(await api.post("/api/chats", json={}, headers=auth(user))).status_code for _ in range(2)]
+        refused = await api.post("/api/chats", json={"title": "one too many"}, headers=auth(user))
+        page = (await api.get("/api/chats", headers=auth(user))).json()
+    assert made == [201, 201]
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "limit_reached"
+    assert page["total"] == 2
