@@ -86,7 +86,8 @@ async def _patch_latency(client: httpx.AsyncClient, turns: int) -> None:
         )  # fmt: skip
         latencies.append((time.perf_counter() - began) * 1000)
         response.raise_for_status()
-        body = response.json()
+    # A PATCH answers with what it appended: the histories are read once at the end.
+    body = (await client.get(f"/api/chats/{chat['id']}", headers=_headers(user))).json()
     full, visible = _tokens(body["full_history"]), _tokens(body["assistant_history"])
     print(f"## PATCH /api/chats/{{id}}: a chat grown to {turns} turns, 2 turns per request\n")
     print("| measure | result |\n|---|---:|")

@@ -44,6 +44,7 @@ from .schemas import (
     ChatOut,
     ChatPage,
     ChatPatch,
+    ChatPatchOut,
     ChatSearchResult,
     ChatSummaryOut,
     ErrorBody,
@@ -279,15 +280,16 @@ def create_app(
         """One chat with both histories."""
         return _chat(await own_chat(user, chat_id))
 
-    @app.patch("/api/chats/{chat_id}", response_model=ChatOut, tags=["chats"])
+    @app.patch("/api/chats/{chat_id}", response_model=ChatPatchOut, tags=["chats"])
     async def patch_chat(
         chat_id: UUID,
         body: ChatPatch,
         user: User,
         idempotency_key: Annotated[str | None, _IDEMPOTENCY_KEY] = None,
-    ) -> ChatOut:
+    ) -> ChatPatchOut:
         """Append turns (compaction runs when needed) and/or rename the chat. Send an `Idempotency-Key` header
-        to make a retried append store its turns once."""
+        to make a retried append store its turns once. Answers with what changed (the appended turns), not the
+        whole chat: its cost stays that of the request however long the chat grows."""
         _text(body.title, "title")
         turns = _turns(body.turns)
         # The writes answer "no such chat" themselves, and the append returns the chat after it (compacted,
@@ -302,7 +304,18 @@ def create_app(
             appended = await services.chats.append(
                 user, chat_id, turns, idempotency_key=idempotency_key, request_hash=same
             )
-        return _chat(appended or await own_chat(user, chat_id))
+        row = appended or await own_chat(user, chat_id)
+        return ChatPatchOut(
+            id=row.id,
+            title=row.title,
+            summary_text=row.summary_text,
+            turn_count=row.turn_count,
+            last_activity_at=row.last_activity_at,
+            created_at=row.created_at,
+            # `full_history` is append-only: this request's turns are its last ones.
+            appended=row.full_history[-len(turns) :] if turns else [],
+            assistant_turn_count=len(row.assistant_history),
+        )
 
     @app.delete("/api/chats/{chat_id}", status_code=204, tags=["chats"])
     async def delete_chat(chat_id: UUID, user: User) -> Response:
