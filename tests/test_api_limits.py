@@ -60,3 +60,18 @@ async def test_past_the_users_chat_limit_the_api_answers_429_and_stores_nothing(
     assert refused.status_code == 429
     assert refused.json()["error"]["code"] == "limit_reached"
     assert page["total"] == 2
+
+
+async def test_a_patch_answer_stays_the_size_of_its_request_as_the_chat_grows(pool: Pool) -> None:  # noqa: F811
+    user = uuid4()
+    async with client(pool) as api:
+        chat = (await api.post("/api/chats", json={}, headers=auth(user))).json()
+        sizes = []
+        for i in range(6):
+            body = {"turns": [{"role": "user", "content": f"pedido {i} " + "x" * 19_000}]}
+            answer = await api.patch(f"/api/chats/{chat['id']}", json=body, headers=auth(user))
+            assert answer.status_code == 200
+            sizes.append(len(answer.content))
+    # The whole chat would grow by ~19 kB per request; what changed stays ~one turn.
+    assert max(sizes) < 2 * 20_000
+    assert sizes[-1] < sizes[0] + 2_000
