@@ -75,3 +75,18 @@ async def test_a_patch_answer_stays_the_size_of_its_request_as_the_chat_grows(po
     # The whole chat would grow by ~19 kB per request; what changed stays ~one turn.
     assert max(sizes) < 2 * 20_000
     assert sizes[-1] < sizes[0] + 2_000
+
+
+async def test_a_chunked_body_over_the_limit_gets_413_not_400(pool: Pool) -> None:  # noqa: F811
+    async def chunks() -> Any:
+        yield b'{"title": "'
+        for _ in range(40):
+            yield b"x" * 10_000
+        yield b'"}'
+
+    async with client(pool, max_body_bytes=100_000) as api:
+        answer = await api.post(
+            "/api/chats", content=chunks(), headers={**auth(uuid4()), "content-type": "application/json"}
+        )
+    assert answer.status_code == 413
+    assert answer.json()["error"]["code"] == "body_too_large"

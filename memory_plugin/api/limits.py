@@ -42,18 +42,27 @@ class BodySizeLimit:
             return
         seen = 0
         started = False
+        too_large = False
 
         async def counting_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, too_large
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    too_large = True
                     raise _TooLarge
             return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
+            if too_large:
+                # The app caught the refusal while reading the body (FastAPI answers a failed read with 400):
+                # its answer is replaced by the 413.
+                if message["type"] == "http.response.start" and not started:
+                    started = True
+                    await self._refuse(send)
+                return
             started = started or message["type"] == "http.response.start"
             await send(message)
 
