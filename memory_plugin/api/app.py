@@ -2,7 +2,8 @@
 
 `create_app(ApiServices(...))` builds the FastAPI app; `memory-plugin serve` runs it with uvicorn. Routes:
 `POST/GET /api/chats`, `GET/PATCH/DELETE /api/chats/{id}`, `GET /api/memory/records`, `GET /api/memory/export`,
-and, without a token, `/healthz`, `/readyz` (`health.py`), `/docs` (`docs.py`) and `/openapi.json`.
+`GET/PUT /api/memory/pause`, and, without a token, `/healthz`, `/readyz` (`health.py`), `/docs` (`docs.py`) and
+`/openapi.json`.
 Errors always have the body `{"error": {"code", "message"}}`; someone else's chat is 404, exactly like a chat
 that does not exist.
 """
@@ -33,6 +34,7 @@ from starlette.exceptions import HTTPException
 from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
+from ..consent import ConsentStore, memory_notice
 from ..errors import IdempotencyKeyReusedError, MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
 from ..rows import MemoryKind
@@ -51,6 +53,8 @@ from .schemas import (
     ChatSearchResult,
     ChatSummaryOut,
     ErrorBody,
+    MemorySwitch,
+    MemorySwitchIn,
     RecordOut,
     SimpleTurn,
     Turn,
@@ -95,6 +99,8 @@ class ApiServices:
     memory: LongTermStore | None = None
     exporter: PoolExporter | None = None
     """Streams the user's export (`GET /api/memory/export`); None: the route answers 404."""
+    consent: ConsentStore | None = None
+    """The user's memory switch (`GET/PUT /api/memory/pause`); None: the routes answer 404."""
 
 
 class ApiError(Exception):
@@ -324,5 +330,21 @@ def create_app(
 
         disposition = f'attachment; filename="memory-export-{user}.json"'
         return StreamingResponse(body(), media_type="application/json", headers={"Content-Disposition": disposition})
+
+    def consent() -> ConsentStore:
+        if services.consent is None:
+            raise ApiError(404, "no_memory_switch", "this server serves no memory switch")
+        return services.consent
+
+    @app.get("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
+    async def memory_switch(user: User) -> MemorySwitch:
+        """Whether the signed-in user's memory is paused (nothing new stored), and the notice to show them."""
+        return MemorySwitch(paused=await consent().paused(user), notice=memory_notice("en"))
+
+    @app.put("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
+    async def set_memory_switch(body: MemorySwitchIn, user: User) -> MemorySwitch:
+        """Pause (`{"paused": true}`) or resume the signed-in user's memory; reads work either way."""
+        await consent().set_paused(user, body.paused)
+        return MemorySwitch(paused=body.paused, notice=memory_notice("en"))
 
     return app

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from ..chats.postgres import PostgresChatStore
 from ..chats.service import ChatService
 from ..chats.summarizer import AgentSummarizer, ChatSummarizer
+from ..consent import ConsentStore
 from ..database import EmbeddedPostgres
 from ..database.migrations import migrate
 from ..database.pooler import connection_kwargs
@@ -84,7 +85,13 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
     )
     try:
         chats = ChatService(PostgresChatStore(store.pool), embedder, summarizer)
-        yield ApiServices(chats=chats, verifier=verifier, memory=store, exporter=PoolExporter(store.pool))
+        yield ApiServices(
+            chats=chats,
+            verifier=verifier,
+            memory=store,
+            exporter=PoolExporter(store.pool),
+            consent=ConsentStore(pool=store.pool),
+        )
     finally:
         await store.close()
         if supervisor is not None:

@@ -1,6 +1,6 @@
 """`memory-plugin`: the command line (inspect, status, journal, worker, serve, db-url, stop, migrate, erase,
-maintain, export, import, reembed, token), plus the commands applications register (`cli/plugins.py`; the machining
-shop's `demo` and `chat` from a checkout of this repository).
+maintain, export, import, pause, reembed, token), plus the commands applications register (`cli/plugins.py`; the
+machining shop's `demo` and `chat` from a checkout of this repository).
 
     memory-plugin inspect --user UUID       # what is stored about a user
     memory-plugin status                    # backend in use, database reachable, outage journal, job queue
@@ -14,7 +14,7 @@ database in DIR" instead. Errors print one line on stderr and exit non-zero, wit
 
 One module per concept: `common` (the app, console, settings, errors), `memory` (inspect, reembed), `status`
 (status, journal), `services` (worker, serve), `database` (db-url, stop, migrate, erase, maintain), `transfer`
-(export, import), `token` (development tokens for the REST API), `plugins`.
+(export, import, pause), `token` (development tokens for the REST API), `plugins`.
 """
 
 from __future__ import annotations
