@@ -18,14 +18,14 @@ def _top(module: str) -> str:
 
 
 def forbidden_edges(graph: ImportGraph, root: Path = ROOT) -> list[str]:
-    """Every import from a library module to a shop module, as `source -> target  (file:line)`."""
-    return [
+    """Every import from a library module to a shop module, as `source -> target  (file:line)`, sorted."""
+    return sorted(
         edge.describe(root)
         for source, targets in graph.edges.items()
         if _top(source) == LIBRARY
         for target, edge in targets.items()
         if _top(target) in SHOP
-    ]
+    )
 
 
 def test_the_library_never_imports_the_shop() -> None:

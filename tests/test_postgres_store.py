@@ -146,6 +146,7 @@ def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn)
         " where n.nspname = 'public' and p.prorettype <> 'trigger'::regtype order by 1"
     ).fetchall()
     assert [f[0] for f in functions] == [
+        "chat_append",  # a chat's append with its idempotency key, as the user (RLS): what PATCH does
         "chat_search",
         "memory_context",
         "memory_embedding_backlog",
