@@ -334,6 +334,8 @@ class MemoryManager:
     async def _run_job(self, job: ExtractionJob, queue: JobQueue, worker: str) -> None:
         """A queued extraction, unless its user paused memory since it was queued (then it is done, unwritten)."""
         if await self.consent.paused(job.user_id):
+            async with queue.hold(job, worker):
+                pass  # a clean exit completes (removes) the job: left leased, it would run again at every lease end
             return
         await self.extraction.run_job(job, queue, worker)
 
