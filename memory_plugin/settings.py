@@ -594,8 +594,8 @@ class MemorySettings(BaseSettings):
     or `*`); empty: no CORS headers, so browsers allow only same-origin pages."""
 
     api_dev_tokens: bool = False
-    """Allow `memory-plugin token --user UUID` to mint user tokens with `jwt_secret` (development only: anyone
-    who can run it can act as any user)."""
+    """Allow `memory-plugin token --user UUID` to mint user tokens with `jwt_secret`, and the dashboard's
+    development sign-in (a user id, no password) (development only: anyone who can run it can act as any user)."""
 
     chat_summary_model: str | None = None
     """pydantic-ai model writing chat summaries and titles (e.g. "openai:gpt-4o-mini"); unset: the offline

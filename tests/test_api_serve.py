@@ -77,6 +77,9 @@ async def test_serve_command_answers_over_http(database_url: str, tmp_path: Path
                 headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"},
             )
             assert preflight.headers["access-control-allow-origin"] == "https://app.example"
+            dashboard = await client.get("/dashboard")  # the sign-in page; no development sign-in unless enabled
+            assert dashboard.status_code == 200
+            assert "dev-login" not in dashboard.text
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)

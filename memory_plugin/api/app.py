@@ -22,7 +22,10 @@ from fastapi import Depends, FastAPI, Header, Query, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic_ai.messages import ModelMessage
+from psycopg_pool import AsyncConnectionPool
+from pydantic_ai.messages import (
+    ModelMessage,
+)
 from starlette.exceptions import HTTPException
 
 from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
@@ -97,6 +100,8 @@ class ApiServices:
     """Streams the user's export (`GET /api/memory/export`); None: the route answers 404."""
     consent: ConsentStore | None = None
     """The user's memory switch (`GET/PUT /api/memory/pause`); None: the routes answer 404."""
+    pool: AsyncConnectionPool[Any] | None = None
+    """The pool the services share: the dashboard's own user-scoped statements run on it (`memory_plugin.dashboard`)."""
 
 
 class ApiError(Exception):
