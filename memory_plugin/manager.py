@@ -32,7 +32,6 @@ from .background.memory_queue import InProcessJobQueue
 from .background.worker import wait_settled
 from .context.reader import ContextReader
 from .conversions import fact_from_record
-from .database.connector import DatabaseConnector
 from .database.pooler import transaction_pooled
 from .database.roles import library_url, worker_role_url
 from .database.urls import masked_url
@@ -53,6 +52,7 @@ from .quality.outcome import NoteBatchOutcome
 from .retrieval import ScoredMemory
 from .retrieval.searcher import Searcher
 from .rows import CONTENT_MAX_CHARS, MemoryRecord
+from .runtime.connector import DatabaseConnector
 from .session import Clock, SessionBackend, SessionStore, off_the_loop
 from .settings import MemorySettings
 from .stats import MemoryStats

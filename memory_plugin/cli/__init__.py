@@ -47,7 +47,6 @@ from agents.vocabulary import with_shop_vocabulary
 from ..background import QueueStatus
 from ..database import EmbeddedPostgres
 from ..database.admin import ArchiveReport, MemoryAdmin
-from ..database.connector import DatabaseConnector
 from ..database.embedded import stop_embedded
 from ..database.migrations import migrate
 from ..database.urls import masked_url
@@ -57,6 +56,7 @@ from ..manager import MemoryManager
 from ..outage.journal import WriteJournal
 from ..quality.decay import DecayPolicy
 from ..rows import MemoryRecord
+from ..runtime.connector import DatabaseConnector
 from ..settings import MemorySettings
 from ..store.status import BackendStatus
 

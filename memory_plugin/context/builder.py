@@ -43,7 +43,8 @@ from .store import (
     apply_facts_to_slots,
     session_scope,
 )
-from .summary import RollingSummarizer, SummaryPlan, SummaryPolicy, SummaryUpdate
+from .summarizer import RollingSummarizer, SummaryPlan, SummaryUpdate
+from .summary import SummaryPolicy
 from .tokens import TokenCounter, token_counter
 
 if TYPE_CHECKING:

@@ -8,16 +8,16 @@ import asyncio
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from ..database.admin import MemoryAdmin
+from ..database.classify import is_unreachable, store_error
+from ..database.embedded import EmbeddedPostgres
+from ..database.migrations import migrate
+from ..database.roles import ensure_app_role
+from ..database.urls import database_identity
 from ..errors import StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
-from ..outage.journal import database_identity
 from ..settings import MemorySettings
 from ..store.postgres import PostgresStore
-from .admin import MemoryAdmin
-from .classify import is_unreachable, store_error
-from .embedded import EmbeddedPostgres
-from .migrations import migrate
-from .roles import ensure_app_role
 
 __all__ = ["DatabaseConnector"]
 
