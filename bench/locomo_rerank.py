@@ -2,7 +2,7 @@
 measure them by cross-validation across conversations (each conversation ranked by weights fit on the others).
 
     python -m bench.locomo_rerank --turns ../shared/bench/locomo/turns_dev.jsonl \\
-        --questions ../shared/bench/locomo/questions_dev.jsonl [--fit] [--candidates 100]
+        --questions ../shared/bench/locomo/questions_dev.jsonl [--fit] [--candidates 50]
 
 Offline and in memory, as `bench/locomo_lab.py`: the turns' and questions' MiniLM vectors and PostgreSQL lexemes
 are computed once and kept in `--cache` (default /tmp/recall-cache; nothing of LoCoMo is written into the
@@ -180,7 +180,7 @@ class _Split:
         evidence = set(q["evidence"])
         return (
             [ix[j] for j in order],
-            {name: np.array([f[name] for f in feats]) for name in RERANK_FEATURES},
+            {name: np.array([f[n] for f in feats]) for n, name in enumerate(RERANK_FEATURES)},
             np.array([float(self.turns[ix[j]]["dia_id"] in evidence) for j in order]),
         )
 
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=Path, required=True)
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/recall-cache"))
-    ap.add_argument("--candidates", type=int, default=100)
+    ap.add_argument("--candidates", type=int, default=50)
     ap.add_argument("--fit", action="store_true", help="print the weights fit on the whole split")
     args = ap.parse_args(argv)
     split = _Split(args.turns, args.questions, args.cache, args.candidates)
@@ -253,8 +253,16 @@ def main(argv: list[str] | None = None) -> int:
 
     row("hybrid order (no reranker)", before)
     row("all", after)
-    for name in names:
-        row(f"all − {name}", split.recall(split.cross_validated([n for n in names if n != name])))
+    groups = {
+        "the session (session, session_rank)": {"session", "session_rank"},
+        "the adjacent turns (adjacent, adjacent_rank)": {"adjacent", "adjacent_rank"},
+        "both clusters (session and adjacent, all four)": {"session", "session_rank", "adjacent", "adjacent_rank"},
+        "every new input (refit of the hybrid parts alone)": {
+            "rank", "session", "session_rank", "adjacent", "adjacent_rank", "entity"
+        },
+    }  # fmt: skip
+    for label, removed in [(f"`{n}`", {n}) for n in names] + list(groups.items()):
+        row(f"all − {label}", split.recall(split.cross_validated([n for n in names if n not in removed])))
     if args.fit:
         weights = split.fit(names, list(range(len(split.questions))))
         print("\nWeights fit on the whole split:\n")

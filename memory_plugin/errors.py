@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 __all__ = [
+    "ConfigurationError",
     "EmbeddingError",
     "ExportFormatError",
     "ExportVersionError",
@@ -133,3 +134,8 @@ class ExportVersionError(ExportFormatError):
 class ImportConflictError(MemoryPluginError):
     """An import found memory of the user already in the database (or a row id of the file in use): imports
     never merge. Nothing was written; erase the user first to replace their memory with the file's."""
+
+
+class ConfigurationError(MemoryPluginError, ValidationError):
+    """A `MEMORY_*` environment variable (or `MemorySettings` argument) cannot be used: its message names the
+    variable and shows a valid value. It is pydantic's `ValidationError` too, like every other bad setting."""

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
-from pydantic import AliasChoices, Field, PlainSerializer, PlainValidator, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    AliasChoices,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
-from .errors import MemoryPluginError
+from .errors import ConfigurationError, MemoryPluginError
 from .privacy.policy import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 from .quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
@@ -222,6 +234,19 @@ class MemorySettings(BaseSettings):
     """Facts whose decayed confidence is below this never reach the prompt; `memory-plugin maintain` archives
     them (correctness does not depend on it running)."""
 
+    # --- retention (`memory-plugin maintain`; docs/privacy.md) ---------------------------------------------------
+    retention_raw_months: float = Field(default=12, ge=0)
+    """Raw conversation data not touched for this many months is deleted by `memory-plugin maintain`: chat
+    histories (title and summary stay), stored conversations, Postgres sessions, workflow checkpoints. Facts,
+    slots and summaries are kept. 0: kept forever."""
+    retention_dead_job_days: float = Field(default=30, ge=0)
+    """Dead background jobs older than this are deleted by `maintain` (0: kept, up to the cap)."""
+    retention_max_dead_jobs: int = Field(default=10_000, ge=0)
+    """`maintain` keeps at most this many dead jobs, the newest (0: no cap)."""
+    retention_applied_write_days: float = Field(default=30, ge=0)
+    """Records of applied writes (a replayed write applies once) older than this are deleted by `maintain`;
+    keep it longer than any outage the journal must survive. 0: kept forever."""
+
     vocabulary: Annotated[Vocabulary, PlainValidator(_a_vocabulary), PlainSerializer(repr)] = Field(
         default_factory=lambda: DEFAULT_VOCABULARY, exclude=True, repr=False
     )
@@ -230,8 +255,38 @@ class MemorySettings(BaseSettings):
     time). The default is domain-free; pass a domain's own, e.g. `MemorySettings(vocabulary=SHOP_VOCABULARY)`
     (`agents/vocabulary.py`). Code only, not read from the environment."""
 
+    vocabulary_module: str | None = None
+    """`package.module:NAME` of the `Vocabulary` the command line's processes (`worker`, `serve`, `inspect`…)
+    use instead of the generic one, e.g. `agents.vocabulary:SHOP_VOCABULARY`; code passes `vocabulary` instead."""
+
     max_rejections_in_context: int = Field(default=20, ge=0)
     """Current rejections ("never suggest X") placed in the context after the ranked facts, newest first."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except SettingsError as exc:
+            # pydantic-settings fails before validation, with a traceback naming neither the variable nor a
+            # valid value, when a MEMORY_* holding JSON (a dict or list setting) is not JSON.
+            raise _not_json(exc) from None
+        except ConfigurationError:
+            raise
+        except ValidationError as exc:
+            # The plugin's error for bad input, still pydantic's for code that catches that.
+            names = sorted({f"MEMORY_{e['loc'][0]}".upper() for e in exc.errors() if e["loc"]})
+            title = f"{exc.title} ({', '.join(names)})" if names else exc.title
+            raise ConfigurationError.from_exception_data(title, exc.errors()) from None  # type: ignore[arg-type]
+
+    @field_validator("data_dir", "database_url", "admin_database_url", mode="before")
+    @classmethod
+    def _not_empty(cls, value: object, info: Any) -> object:
+        # An empty variable is a mistake, not a choice: MEMORY_DATA_DIR="" made a cluster in the current
+        # directory, MEMORY_DATABASE_URL="" ran without any database. Unset means the default.
+        if isinstance(value, str) and not value.strip():
+            name = f"MEMORY_{info.field_name.upper()}"
+            example = _EMPTY_EXAMPLES[info.field_name]
+            raise ValueError(f"{name} is empty: unset it for the default, or give a value, e.g. {name}={example}")
+        return value
 
     @model_validator(mode="after")
     def _fact_limit_within_note_limit(self) -> MemorySettings:
@@ -324,7 +379,7 @@ class MemorySettings(BaseSettings):
     """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
     takes half as many, at least the search's limit, when it goes through the HNSW index)."""
 
-    search_rerank_candidates: int = Field(default=100, ge=0, le=1000)
+    search_rerank_candidates: int = Field(default=50, ge=0, le=1000)
     """The hybrid score's best this many facts are re-ranked by how they cluster (same session, neighbouring
     turns) and the names the question holds (`retrieval/rerank.py`); 0 turns the reranker off."""
 
@@ -541,3 +596,26 @@ class MemorySettings(BaseSettings):
 
     redis_url: SecretStr | None = None
     """The Redis server of `session_backend="redis"` (`redis://host:6379/0`; may carry a password)."""
+
+
+_EMPTY_EXAMPLES = {
+    "data_dir": "~/.local/share/memory-plugin",
+    "database_url": "postgresql://memory_plugin_app.<project ref>:<password>@<pooler host>:6543/postgres",
+    "admin_database_url": "postgresql://postgres.<project ref>:<password>@<pooler host>:5432/postgres",
+}
+
+
+def _not_json(exc: SettingsError) -> ConfigurationError:
+    """A `ConfigurationError` for a JSON setting whose environment value is not JSON, with an example."""
+    match = re.search(r'field "(\w+)"', str(exc))
+    field = match.group(1) if match else "settings"
+    name = f"MEMORY_{field.upper()}"
+    raw = next((v for k, v in os.environ.items() if k.upper() == name), None)
+    info = MemorySettings.model_fields.get(field)
+    default = info.get_default(call_default_factory=True) if info is not None else None
+    sample = dict(list(default.items())[:1]) if isinstance(default, dict) else list(default or [])[:1]
+    message = f"{name} must be JSON, e.g. {name}='{json.dumps(sample)}'; got {raw!r}"
+    return ConfigurationError.from_exception_data(
+        "MemorySettings",
+        [{"type": "value_error", "loc": (field,), "input": raw, "ctx": {"error": ValueError(message)}}],
+    )

@@ -68,6 +68,11 @@ async def fill_user(memory: MemoryManager, admin_conn: psycopg.Connection[Any], 
         (chat, user, json.dumps(history), json.dumps(history), VECTOR, now, now),
     )
     admin_conn.execute(
+        "insert into memory_private.chat_append_keys (user_id, chat_id, idempotency_key, request_hash, turns,"
+        " created_at) values (%s, %s, 'retry-1', 'abc', 1, %s)",
+        (user, chat, now),
+    )
+    admin_conn.execute(
         "insert into public.conversation_entries (user_id, id, parent_id, message, created_at) values"
         " (%s, 'e1', null, %s, %s), (%s, 'e2', 'e1', %s, %s)",
         (user, json.dumps(history[0]), now, user, json.dumps({"kind": "response", "parts": []}), now),
@@ -88,12 +93,17 @@ async def fill_user(memory: MemoryManager, admin_conn: psycopg.Connection[Any], 
         (f"sess-{user}", user, json.dumps([{"role": "user", "content": "hola"}])),
     )
     admin_conn.execute(
-        "insert into public.memory_jobs (user_id, session_id, payload, state, created_at, updated_at, run_after)"
-        " values (%s, 's-1', %s, 'dead', %s, %s, %s)",
-        (user, json.dumps({"messages": []}), now, now, now),
+        # Dead today: workers delete dead jobs a week old.
+        "insert into public.memory_jobs (user_id, session_id, payload, state) values (%s, 's-1', %s, 'dead')",
+        (user, json.dumps({"messages": []})),
     )
     admin_conn.execute(
         "insert into memory_private.memory_applied_writes (user_id, write_id, item_count, applied_at)"
         " values (%s, %s, 1, %s) on conflict do nothing",
         (user, uuid4(), now),
+    )
+    admin_conn.execute(
+        "insert into memory_private.memory_limits (name, user_id, value, description)"
+        " values ('chats_per_user', %s, 500, 'a customer with more chats')",
+        (user,),
     )

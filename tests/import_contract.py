@@ -85,6 +85,8 @@ RULES_MODULES = frozenset(
         "context.summary",
         "context.tokens",
         # not context.builder/reader/store/summarizer: the I/O around the pure assembly
+        "retention.policy",
+        # not retention.purge: the deletes
     )
 )
 """Rules named one by one where a package mixes rules and the services that apply them."""
@@ -109,7 +111,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("rules", ("quality", "privacy", "settings", "ranking", "retrieval", "conversions")),
     ("database", ("database",)),
     ("stores and adapters", ("store", "embeddings", "outage", "session", "background")),
-    ("services", ("write", "extraction", "context", "formatting", "chats", "export")),
+    ("services", ("write", "extraction", "context", "formatting", "chats", "export", "retention")),
     ("assembly and facade", ("runtime", "manager")),
     ("faces", ("tools", "lifetime", "capability", "api", "cli", "")),
 )

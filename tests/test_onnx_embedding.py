@@ -71,6 +71,7 @@ def own_encoders(monkeypatch: pytest.MonkeyPatch) -> None:
     # The process keeps one encoder per cache directory; each test starts without any, so that what it observes
     # (an export, a warning) is its own.
     monkeypatch.setattr(local, "_encoders", {})
+    monkeypatch.setattr(local, "shared_caches", list)  # only the directories each test names
 
 
 def test_the_tokens_are_sentence_transformers_tokens(model: Any, encoder: OnnxEncoder) -> None:
@@ -142,6 +143,18 @@ def test_the_cached_graph_is_reused_without_writing(cache: Path) -> None:
     assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == before  # nothing written
 
 
+def test_a_new_data_dir_reads_the_graph_bootstrap_exported(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "shared_caches", lambda: [cache])
+
+    encoder = local.onnx_encoder(tmp_path / "onnx")
+
+    assert encoder is not None
+    assert encoder.path.parent == cache
+    assert not (tmp_path / "onnx").exists()
+
+
 def test_another_data_dir_in_the_same_process_reuses_the_loaded_graph(cache: Path, tmp_path: Path) -> None:
     loaded = local.onnx_encoder(cache)
 
@@ -174,7 +187,7 @@ def test_a_half_written_or_disagreeing_graph_is_exported_again(
     with caplog.at_level(logging.INFO, logger="memory_plugin"):
         repaired = local.onnx_encoder(tmp_path)
     assert repaired is not None
-    assert any("exporting it again" in r.getMessage() for r in caplog.records)
+    assert any("is unusable" in r.getMessage() for r in caplog.records)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
 
     # A graph whose stored torch vectors it no longer reproduces (another onnxruntime, say) is refused.

@@ -109,12 +109,15 @@ class MemoryAdmin:
         try:
             async with self._conn.transaction():
                 tables = await (await self._conn.execute(USER_TABLES_SQL)).fetchall()
-                for schema, name in tables:
-                    cursor = await self._conn.execute(
-                        sql.SQL("delete from {} where user_id = %s").format(sql.Identifier(schema, name)),
-                        (user_id,),
-                    )
-                    deleted += cursor.rowcount
+                # Deleting from one table can write another's rows (triggers keep per-user counters): a second
+                # pass removes what the first left behind, so no row of the user remains. Counted: the first.
+                for sweep in (1, 2):
+                    for schema, name in tables:
+                        cursor = await self._conn.execute(
+                            sql.SQL("delete from {} where user_id = %s").format(sql.Identifier(schema, name)),
+                            (user_id,),
+                        )
+                        deleted += cursor.rowcount if sweep == 1 else 0
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
         except psycopg.Error as exc:

@@ -62,8 +62,9 @@ def load_sentence_transformer() -> Any:
 
 def onnx_encoder(cache_dir: Path) -> Any:
     """The process's ONNX encoder for `cache_dir` (an `onnx_graph.OnnxEncoder`): the one already loaded in this
-    process, else the cached graph, exported first (with torch, once, announced by one log line) when there is
-    none or it no longer checks out; None, after one warning, when onnxruntime cannot be used."""
+    process, else the graph cached in `cache_dir` or, failing that, the one bootstrap exported (`shared_caches`),
+    else one exported now into `cache_dir` (with torch, once, announced by one log line); None, after one
+    warning, when onnxruntime cannot be used."""
     with _onnx_lock:
         if cache_dir not in _encoders:
             # The graph is the same whatever the directory (its name is a key of the model's files): a process
@@ -74,19 +75,31 @@ def onnx_encoder(cache_dir: Path) -> Any:
         return _encoders[cache_dir]
 
 
+def shared_caches() -> list[Path]:
+    """Where `scripts/bootstrap` may have exported the graph: the `onnx/` of `MEMORY_DATA_DIR` and of the
+    default data directory. Read by every data directory that has no graph of its own (the file is the same
+    for all), so a new data directory (a test's, a tenant's) does not export it again."""
+    from ..settings import MemorySettings
+
+    default: Path = MemorySettings.model_fields["data_dir"].get_default(call_default_factory=True)
+    configured = os.environ.get("MEMORY_DATA_DIR", "").strip()
+    return [Path(d).expanduser() / "onnx" for d in (configured, default) if d]
+
+
 def _open_or_export(cache_dir: Path) -> Any:
     try:
         from .onnx_graph import open_encoder
 
-        try:
-            return open_encoder(model_dir(), cache_dir, threads=LOCAL_THREADS)
-        except FileNotFoundError:
-            pass
-        except ImportError:
-            raise
-        except Exception as exc:
-            # INFO: exporting again repairs it; if that fails too, the one warning below says why.
-            logger.info("%s cached ONNX graph in %s is unusable (%s); exporting it again", LOG_PREFIX, cache_dir, exc)
+        for directory in dict.fromkeys([cache_dir, *shared_caches()]):
+            try:
+                return open_encoder(model_dir(), directory, threads=LOCAL_THREADS)
+            except FileNotFoundError:
+                pass
+            except ImportError:
+                raise
+            except Exception as exc:
+                # INFO: exporting again repairs it; if that fails too, the one warning below says why.
+                logger.info("%s cached ONNX graph in %s is unusable (%s)", LOG_PREFIX, directory, exc)
         from .onnx_export import export_graph
 
         # WARNING so that a CLI shows it: the next ~5 s are torch's import and the export, once per data dir.

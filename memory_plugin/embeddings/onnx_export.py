@@ -127,7 +127,7 @@ def _prune(cache_dir: Path, *, keep: Path) -> None:
     """Remove files of older exports (another model or recipe) and temporary files left by a crash more than
     an hour ago. A process already running on a removed file is unaffected (its session is in memory)."""
     now = time.time()
-    for old in [*cache_dir.glob(FILE_PREFIX + "*"), *cache_dir.glob("query-encoder-*")]:
+    for old in cache_dir.glob(FILE_PREFIX + "*"):
         try:
             stale_tmp = old.suffix == ".tmp" and now - old.stat().st_mtime > 3600
             if old != keep and (old.suffix == ".onnx" or stale_tmp):

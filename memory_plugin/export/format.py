@@ -35,20 +35,29 @@ SECTIONS: dict[str, str] = {
     "slots": "public.memory_slots",
     "summaries": "public.memory_summaries",
     "chats": "public.chats",
+    "chat_append_keys": "memory_private.chat_append_keys",
     "conversations": "public.conversations",
     "conversation_entries": "public.conversation_entries",
     "checkpoints": "memory_private.workflow_checkpoints",
     "sessions": "memory_private.memory_sessions",
     "jobs": "public.memory_jobs",
     "applied_writes": "memory_private.memory_applied_writes",
+    "limits": "memory_private.memory_limits",
 }
 """Section name -> the table it holds, in the order they are written and restored."""
 
 DERIVED_TABLES = frozenset(
-    {"public.memory_search_docs", "memory_private.memory_search_terms", "memory_private.memory_search_counts"}
+    {
+        "public.memory_search_docs",
+        "memory_private.memory_search_terms",
+        "memory_private.memory_search_counts",
+        "memory_private.memory_usage",
+        "memory_private.memory_write_buckets",
+    }
 )
-"""Per-user tables left out: the search index of the facts, rebuilt by triggers when the facts are restored
-(the vectors by the embedding model, `MemoryManager.import_user` or `memory-plugin reembed`)."""
+"""Per-user tables left out, rebuilt by triggers when the sections are restored: the search index of the facts
+(the vectors by the embedding model: `MemoryManager.import_user` or `memory-plugin reembed`), the row counts the
+database's bounds compare with the limits, and the write-rate bucket."""
 
 ORDER_BY: dict[str, tuple[str, ...]] = {"memories": ("created_at", "id"), "chats": ("created_at", "id")}
 """Row order of a section when not its primary key: restoring facts in the order they were learned gives their

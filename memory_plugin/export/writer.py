@@ -19,7 +19,6 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from ..database.admin import USER_TABLES_SQL
 from ..database.calls import postgres_errors
 from ..errors import ExportFormatError, ImportConflictError
 from .format import SECTIONS, ExportDocument
@@ -83,10 +82,10 @@ def _check_columns(name: str, info: TableInfo, rows: list[dict[str, Any]]) -> No
 
 
 async def _holds_user(conn: psycopg.AsyncConnection[Any], user_id: UUID) -> list[str]:
+    """The exported tables holding a row of the user (derived ones, which triggers keep, do not count)."""
     cursor = conn.cursor(row_factory=tuple_row)
-    await cursor.execute(USER_TABLES_SQL)
     held = []
-    for schema, table in await cursor.fetchall():
+    for schema, _, table in (name.partition(".") for name in SECTIONS.values()):
         query = sql.SQL("select exists (select from {} where user_id = %s)").format(sql.Identifier(schema, table))
         await cursor.execute(query, (user_id,))
         row = await cursor.fetchone()

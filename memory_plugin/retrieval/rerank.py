@@ -46,19 +46,19 @@ RERANK_FEATURES = (
 """The reranker's inputs, in the order of `RERANK_WEIGHTS` (`hybrid`: the hybrid score / the best one's)."""
 
 RERANK_WEIGHTS: Mapping[str, float] = {
-    "hybrid": 3.701,
-    "text": 0.989,
-    "vector": 1.138,
-    "neighbour": -0.193,
-    "speaker": 1.648,
-    "date": 0.788,
-    "time": 0.576,
-    "rank": 2.543,
-    "session": -0.541,
-    "session_rank": 1.67,
-    "adjacent": 0.685,
-    "adjacent_rank": 1.229,
-    "entity": 0.621,
+    "hybrid": 4.69,
+    "text": 0.341,
+    "vector": 0.11,
+    "neighbour": -0.334,
+    "speaker": 1.534,
+    "date": 0.822,
+    "time": 0.617,
+    "rank": 2.534,
+    "session": -0.644,
+    "session_rank": 1.691,
+    "adjacent": 0.175,
+    "adjacent_rank": 1.649,
+    "entity": 0.843,
 }
 """The coefficients (`python -m bench.locomo_rerank --fit` prints them from the development split)."""
 
@@ -87,56 +87,53 @@ def question_entities(question: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _rank_weight(rank: int | None) -> float:
-    return 0.0 if rank is None else 1.0 / math.log2(rank + 2)
+_RANK_WEIGHT = tuple(1.0 / math.log2(rank + 2) for rank in range(1001))  # search returns at most 1,000
 
 
-def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[dict[str, float]]:
-    """The reranker's inputs (`RERANK_FEATURES`) for each of `hits`, which are in the hybrid order."""
+def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[float, ...]]:
+    """The reranker's inputs for each of `hits` (in the hybrid order), in the order of `RERANK_FEATURES`."""
     best = max((h.score for h in hits), default=0.0)
     relative = [h.score / best if best > 0 else 0.0 for h in hits]
     rank_of = {h.memory.id: i for i, h in enumerate(hits)}
     # The best (lowest) two ranks per session: a candidate's best *other* is the second when it is the first.
     session_best: dict[str, list[int]] = {}
+    following: dict[UUID, int] = {}
     for i, h in enumerate(hits):
         if h.memory.session_id is not None:
             ranks = session_best.setdefault(h.memory.session_id, [])
             if len(ranks) < 2:
                 ranks.append(i)
-    following: dict[UUID, int] = {}
-    for i, h in enumerate(hits):
         if h.previous_id is not None:
             following[h.previous_id] = i
     entities = question_entities(question)
-    out: list[dict[str, float]] = []
+    # One pass over the text for every name: "\b(caroline|paris)\b" on the folded text.
+    names = re.compile(r"\b(?:" + "|".join(map(re.escape, entities)) + r")\b") if entities else None
+    out: list[tuple[float, ...]] = []
     for i, h in enumerate(hits):
         other = None
         if h.memory.session_id is not None:
-            other = next((r for r in session_best[h.memory.session_id] if r != i), None)
-        around = [
-            r
-            for r in (rank_of.get(h.previous_id) if h.previous_id else None, following.get(h.memory.id))
-            if r is not None
-        ]
-        nearest = min(around) if around else None
-        words = set(_WORD.findall(normalize_key(h.memory.content))) if entities else set()
+            first = session_best[h.memory.session_id]
+            other = first[0] if first[0] != i else (first[1] if len(first) > 1 else None)
+        before = rank_of.get(h.previous_id) if h.previous_id is not None else None
+        after = following.get(h.memory.id)
+        nearest = before if after is None else after if before is None else min(before, after)
         c = h.components
         out.append(
-            {
-                "hybrid": relative[i],
-                "text": c.text,
-                "vector": c.vector,
-                "neighbour": c.neighbour,
-                "speaker": c.speaker,
-                "date": c.date,
-                "time": c.time,
-                "rank": _rank_weight(i),
-                "session": relative[other] if other is not None else 0.0,
-                "session_rank": _rank_weight(other),
-                "adjacent": max((relative[r] for r in around), default=0.0),
-                "adjacent_rank": _rank_weight(nearest),
-                "entity": sum(1 for e in entities if e in words) / len(entities) if entities else 0.0,
-            }
+            (
+                relative[i],
+                c.text,
+                c.vector,
+                c.neighbour,
+                c.speaker,
+                c.date,
+                c.time,
+                _RANK_WEIGHT[i],
+                relative[other] if other is not None else 0.0,
+                _RANK_WEIGHT[other] if other is not None else 0.0,
+                max(relative[before] if before is not None else 0.0, relative[after] if after is not None else 0.0),
+                _RANK_WEIGHT[nearest] if nearest is not None else 0.0,
+                len(set(names.findall(normalize_key(h.memory.content)))) / len(entities) if names else 0.0,
+            )
         )
     return out
 
@@ -146,16 +143,14 @@ def rerank(
 ) -> list[ScoredMemory]:
     """`hits` (the hybrid order, best first) re-ranked for `question`, the best `limit`. Each hit keeps its
     hybrid score in `hybrid` and gets the reranker's as `score`, its inputs in `components`."""
+    w = [weights.get(name, 0.0) for name in RERANK_FEATURES]
     features = rerank_features(question, hits)
-    scored: list[tuple[float, int, ScoredMemory]] = []
-    for i, (hit, f) in enumerate(zip(hits, features, strict=True)):
-        score = sum(weights.get(name, 0.0) * value for name, value in f.items())
-        components = dataclasses.replace(
-            hit.components,
-            session=f["session"],
-            adjacent=f["adjacent"],
-            entity=f["entity"],
-        )
-        scored.append((score, i, ScoredMemory(hit.memory, score, components, hit.previous_id, hybrid=hit.score)))
-    scored.sort(key=lambda x: (-x[0], x[1]))  # ties keep the hybrid order
-    return [s[2] for s in scored[:limit]]
+    scores = [sum(a * b for a, b in zip(w, f, strict=True)) for f in features]
+    order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:limit]  # ties keep the hybrid order
+    out: list[ScoredMemory] = []
+    for i in order:
+        hit, f = hits[i], features[i]
+        # session, adjacent and entity are the 9th, 11th and 13th inputs (RERANK_FEATURES).
+        components = dataclasses.replace(hit.components, session=f[8], adjacent=f[10], entity=f[12])
+        out.append(ScoredMemory(hit.memory, scores[i], components, hit.previous_id, hybrid=hit.score))
+    return out
