@@ -32,8 +32,6 @@ from .background.memory_queue import InProcessJobQueue
 from .background.worker import wait_settled
 from .context.reader import ContextReader
 from .conversions import fact_from_record
-from .database.pooler import transaction_pooled
-from .database.roles import library_url, worker_role_url
 from .database.urls import masked_url
 from .embeddings import MemoryEmbedder, default_embedder
 from .embeddings.reembed import reembed_user
@@ -46,12 +44,12 @@ from .failures import StoreFailures
 from .formatting import MemoryFormat, format_memory_for_agent
 from .logs import LOG_PREFIX, logger
 from .models import FactCategory, MemorizedFact, MemoryContext, MemoryUpdate, Message, ShortTermMemory
-from .outage import ResilientStore, WriteJournal
 from .quality import WriteOutcome
 from .quality.outcome import NoteBatchOutcome
 from .retrieval import ScoredMemory
 from .retrieval.searcher import Searcher
 from .rows import CONTENT_MAX_CHARS, MemoryRecord
+from .runtime.assembly import Assembly, assemble
 from .runtime.connector import DatabaseConnector
 from .session import Clock, SessionBackend, SessionStore, off_the_loop
 from .settings import MemorySettings
@@ -73,14 +71,6 @@ if TYPE_CHECKING:
     from .context.receipt import ContextReceipt
 
 __all__ = ["MemoryManager", "MemoryStats"]
-
-
-def _library_url(settings: MemorySettings, connector: DatabaseConnector | None) -> str | None:
-    """The URL the manager's other pools (job queue, Postgres sessions) use: the store's own role, never the
-    embedded server's superuser (None without a database)."""
-    if connector is None or connector.url is None:
-        return None
-    return library_url(connector.url, embedded=settings.database_url is None)
 
 
 class MemoryManager:
@@ -147,6 +137,7 @@ class MemoryManager:
         self._database_url = database_url
         self._sweeper: asyncio.Task[None] | None = None
         self._connector: DatabaseConnector | None = None
+        self._assembly: Assembly | None = None
         self._queue: JobQueue | None = None
         self._worker: BackgroundWorker | None = None
         self._queued: dict[int, None] = {}
@@ -211,58 +202,15 @@ class MemoryManager:
         unless `require_pg_memory`, which raises `StoreUnavailableError` instead.
         """
         settings = settings or MemorySettings()
-        connector: DatabaseConnector | None = None
-        if store is None:
-            connector = DatabaseConnector(settings)
-            if settings.resilient_store:
-                store = ResilientStore(
-                    None,
-                    WriteJournal.for_database(settings.data_dir, connector.identity),
-                    connect=connector,
-                    primary_name="postgres",
-                    require_primary=settings.require_pg_memory,
-                    cache_size=settings.fallback_cache_users,
-                    retry_base_seconds=settings.retry_base_seconds,
-                    retry_max_seconds=settings.retry_max_seconds,
-                    log_interval_seconds=settings.outage_log_interval_seconds,
-                    close_flush_seconds=settings.connect_timeout_seconds,
-                )
-            else:
-                store = await connector()
-        try:
-            await store.start()  # a resilient store connects (or falls back) and replays an earlier run's journal
-        except BaseException:
-            await store.close()
-            raise
-        sessions: SessionBackend | None = None
-        if settings.session_backend == "postgres":  # shared by every worker: on the database in use
-            from .session.postgres_store import postgres_sessions_from_settings
-
-            url = _library_url(settings, connector)
-            if url is None:
-                await store.close()
-                raise MemoryPluginError(
-                    "MEMORY_SESSION_BACKEND=postgres keeps sessions in the manager's own database: set"
-                    " MEMORY_DATABASE_URL or let the manager start the embedded one (do not pass store=)"
-                )
-            # As memory_worker (a startup option, which a transaction-mode pooler may not pass on: there the
-            # URL's own role is used).
-            if not transaction_pooled(url, settings.database_pooler):
-                url = worker_role_url(url)
-            sessions = await asyncio.to_thread(postgres_sessions_from_settings, settings, url)
-        elif settings.session_backend == "redis":  # shared by every worker: on the deployment's Redis
-            from .session.redis_store import redis_sessions_from_settings
-
-            try:
-                sessions = await asyncio.to_thread(redis_sessions_from_settings, settings)
-            except BaseException:
-                await store.close()
-                raise
-        manager = cls(settings, store, extractor=extractor, clock=clock, embedder=embedder, sessions=sessions)
-        manager._connector = connector
+        parts = await assemble(settings, store=store)
+        manager = cls(
+            settings, parts.store, extractor=extractor, clock=clock, embedder=embedder, sessions=parts.sessions
+        )
+        manager._assembly = parts
+        manager._connector = parts.connector
         manager._start_sweeper()
         try:
-            await manager._start_background(_library_url(settings, connector))
+            await manager._start_background(parts.library_url())
         except BaseException:
             await manager.close()
             raise
@@ -307,7 +255,8 @@ class MemoryManager:
     async def _start_background(self, database_url: str | None) -> None:
         """Open the job queue (durable in Postgres when there is a database URL) and, unless
         `background_worker=False`, a worker in this process: it also runs what earlier runs left queued."""
-        self._queue = await open_job_queue(self.settings, database_url)
+        pool = self._assembly.pool() if self._assembly is not None else None
+        self._queue = await open_job_queue(self.settings, database_url, pool=pool)
         if self.settings.background_worker or self._queue.name == "in-process":
             self._worker = self._new_worker(self._queue)
             self._worker.start()
@@ -609,8 +558,10 @@ class MemoryManager:
             if self._context is None:
                 from .context.builder import ContextBuilder
 
-                url = _library_url(self.settings, self._connector) if self._connector else self._database_url
-                self._context = await ContextBuilder.open(self, self.settings, database_url=url, wait=False)
+                parts = self._assembly
+                url = parts.library_url() if parts is not None and parts.connector else self._database_url
+                pool = parts.pool() if parts is not None else None
+                self._context = await ContextBuilder.open(self, self.settings, database_url=url, wait=False, pool=pool)
                 self._context.follow(self.extraction)
         return self._context
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 500
 
 OVER_THE_LIMIT: dict[str, int] = {
-    "memory_plugin/manager.py": 862,
+    "memory_plugin/manager.py": 813,
     "memory_plugin/privacy/redaction.py": 841,
     "memory_plugin/settings.py": 621,
     "memory_plugin/extraction/rules.py": 565,
