@@ -40,6 +40,8 @@ __all__ = ["main"]
 USER = "5f0c7a1e-0000-4000-8000-00000000c01d"
 QUESTION = "Which material does the customer prefer for the brackets?"
 SECRET = "cold-start-bench-secret-0123456789abcdef"
+CLI = "import sys; from memory_plugin.cli import app; sys.argv[0] = 'memory-plugin'; app()"
+"""`memory-plugin …` of the checkout on PYTHONPATH (a module or a package: `-m memory_plugin.cli` needs one)."""
 
 FIRST_VECTOR = f"""
 import asyncio, json, sys, time
@@ -137,7 +139,7 @@ def _first_rest(python: str, c: Checkout) -> tuple[float, float]:
     port = _free_port()
     started = time.time()
     server = subprocess.Popen(
-        [python, "-m", "memory_plugin.cli", "serve", "--port", str(port)],
+        [python, "-c", CLI, "serve", "--port", str(port)],
         env=c.env,
         cwd=c.data_dir,
         stdout=subprocess.DEVNULL,
@@ -181,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-rest", action="store_true", help="skip the REST measurement")
     args = ap.parse_args(argv)
     checkouts = [_checkout("before", args.before.resolve()), _checkout("after", args.after.resolve())]
-    cli = [args.python, "-m", "memory_plugin.cli"]
+    cli = [args.python, "-c", CLI]
     try:
         for c in checkouts:
             subprocess.run([*cli, "db-url"], env=c.env, cwd=c.data_dir, capture_output=True, check=True, timeout=300)

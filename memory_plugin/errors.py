@@ -19,6 +19,7 @@ __all__ = [
     "InvalidModelInputError",
     "ManagerClosedError",
     "MemoryLimitError",
+    "MemoryPausedError",
     "MemoryPluginError",
     "SessionAmbiguousError",
     "SessionLimitError",
@@ -139,3 +140,8 @@ class ImportConflictError(MemoryPluginError):
 class ConfigurationError(MemoryPluginError, ValidationError):
     """A `MEMORY_*` environment variable (or `MemorySettings` argument) cannot be used: its message names the
     variable and shows a valid value. It is pydantic's `ValidationError` too, like every other bad setting."""
+
+
+class MemoryPausedError(MemoryPluginError):
+    """The user paused their memory (`MemoryManager.pause_memory`): nothing new is stored about them until they
+    resume it. Nothing was written; reads still work."""

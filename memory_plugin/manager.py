@@ -28,14 +28,16 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from .background import BackgroundWorker, JobQueue, QueueStatus, open_job_queue
+from .background.jobs import ExtractionJob
 from .background.memory_queue import InProcessJobQueue
 from .background.worker import wait_settled
+from .consent import ConsentStore
 from .context.reader import ContextReader
 from .conversions import fact_from_record
 from .database.urls import masked_url
 from .embeddings import MemoryEmbedder, default_embedder
 from .embeddings.reembed import reembed_user
-from .errors import InvalidMemoryInputError, ManagerClosedError, MemoryPluginError
+from .errors import InvalidMemoryInputError, ManagerClosedError, MemoryPausedError, MemoryPluginError
 from .export import ImportReport, export_from_url, import_into_url
 from .extraction import FactExtractor, default_extractor
 from .extraction.policy import ExtractionPolicy, ExtractionRun
@@ -141,6 +143,8 @@ class MemoryManager:
         self._queue: JobQueue | None = None
         self._worker: BackgroundWorker | None = None
         self._queued: dict[int, None] = {}
+        self.consent = ConsentStore(database_url)
+        """The users' memory switch (`pause_memory`): in the database, or in this process without one."""
         """Jobs this manager queued and has not seen settle yet (what `flush` waits for), oldest first."""
         self._context: ContextBuilder | None = None
         self._context_lock = asyncio.Lock()
@@ -208,6 +212,11 @@ class MemoryManager:
         )
         manager._assembly = parts
         manager._connector = parts.connector
+        if parts.connector is not None and parts.connector.url is not None:
+            # On the one pool (the store's role); a database down at start: a pool of its own, same role.
+            pool = parts.pool()
+            url = None if pool is not None else parts.library_url()
+            manager.consent = ConsentStore(url, pool=pool, timeout=settings.connect_timeout_seconds)
         manager._start_sweeper()
         try:
             await manager._start_background(parts.library_url())
@@ -265,7 +274,7 @@ class MemoryManager:
         s = self.settings
         return BackgroundWorker(
             queue,
-            self.extraction.run_job,
+            self._run_job,
             concurrency=s.background_concurrency,
             poll_seconds=s.background_poll_seconds,
             lease_seconds=s.background_lease_seconds,
@@ -273,6 +282,12 @@ class MemoryManager:
             retry_base_seconds=s.background_retry_base_seconds,
             retry_max_seconds=s.background_retry_max_seconds,
         )
+
+    async def _run_job(self, job: ExtractionJob, queue: JobQueue, worker: str) -> None:
+        """A queued extraction, unless its user paused memory since it was queued (then it is done, unwritten)."""
+        if await self.consent.paused(job.user_id):
+            return
+        await self.extraction.run_job(job, queue, worker)
 
     def _background(self) -> tuple[JobQueue, BackgroundWorker | None]:
         """The queue, created in-process on first use by a manager built without `create`."""
@@ -334,6 +349,8 @@ class MemoryManager:
         pending in the session for its next trigger (`outcome == "full"`)."""
         self._check_open()
         uid = parse_user_id(user_id)
+        if await self.consent.paused(uid):
+            return ScheduledExtraction()
         queue, worker = self._background()
         scheduled = await self.extraction.schedule(
             queue, check_session_id(session_id), uid, end_of_request=end_of_request
@@ -590,6 +607,8 @@ class MemoryManager:
         """`update_memory`, returning a `WriteOutcome`: the stored facts and how many were inserted,
         reinforced or merged as near-duplicates, and the facts superseded. Counted in `stats` too."""
         self._check_open()
+        if isinstance(update, MemoryUpdate):  # anything else: the writer says what is wrong with it
+            await self._check_not_paused(update.user_id)
         return await self.writer.update(update)
 
     async def fact_history(
@@ -647,6 +666,8 @@ class MemoryManager:
         for the next extraction."""
         self._check_open()
         uid = parse_user_id(user_id)
+        if await self.consent.paused(uid):
+            return []
         run = await self.extraction.run(check_session_id(session_id), uid, force=True)
         return run.stored
 
@@ -660,6 +681,8 @@ class MemoryManager:
         `ExtractionRun.error`, and the messages stay pending."""
         self._check_open()
         uid = parse_user_id(user_id)
+        if await self.consent.paused(uid):
+            return ExtractionRun()
         return await self.extraction.run(check_session_id(session_id), uid, end_of_request=end_of_request)
 
     # --- remember and search (query-aware retrieval) -------------------------------------------------------
@@ -710,7 +733,9 @@ class MemoryManager:
         """`remember_many`, reporting per note whether it was stored, merged into an existing memory, or
         refused (and why), and which kinds of data were redacted. Counted in `stats`."""
         self._check_open()
-        return await self.writer.remember_many(parse_user_id(user_id), notes)
+        uid = parse_user_id(user_id)
+        await self._check_not_paused(uid)
+        return await self.writer.remember_many(uid, notes)
 
     async def search(self, user_id: str | UUID, query: str, *, limit: int = 10) -> list[ScoredMemory]:
         """The user's memories that best answer `query`, best first, each with its score and the score's parts.
@@ -778,6 +803,22 @@ class MemoryManager:
         if self.database_url is None:
             raise MemoryPluginError(f"{what} needs the Postgres backend (a manager opened without store=)")
         return self.database_url
+
+    async def pause_memory(self, user_id: str | UUID, paused: bool = True) -> None:
+        """Pause (or, with `paused=False`, resume) the user's memory: while paused nothing new is stored about
+        them — `update_memory` and `remember` raise `MemoryPausedError`, extraction (inline, queued, or already
+        queued) stores nothing — and reads work as before. Kept in the database: every process sees it."""
+        self._check_open()
+        await self.consent.set_paused(parse_user_id(user_id), paused)
+
+    async def memory_paused(self, user_id: str | UUID) -> bool:
+        """Whether the user's memory is paused (`pause_memory`)."""
+        self._check_open()
+        return await self.consent.paused(parse_user_id(user_id))
+
+    async def _check_not_paused(self, user_id: UUID) -> None:
+        if await self.consent.paused(user_id):
+            raise MemoryPausedError(f"user {user_id} paused their memory: nothing is stored until they resume it")
 
     async def backend_status(self) -> BackendStatus:
         """Which backend serves long-term memory, whether the database answers (pinged now), the journal's

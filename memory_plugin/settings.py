@@ -582,6 +582,14 @@ class MemorySettings(BaseSettings):
     api_max_body_bytes: int = Field(default=1_000_000, ge=1024)
     """Largest request body the API accepts (413 beyond)."""
 
+    api_cors_origins: str = ""
+    """Browser origins allowed to call the API, comma-separated (`https://app.example,http://localhost:5173`,
+    or `*`); empty: no CORS headers, so browsers allow only same-origin pages."""
+
+    api_dev_tokens: bool = False
+    """Allow `memory-plugin token --user UUID` to mint user tokens with `jwt_secret` (development only: anyone
+    who can run it can act as any user)."""
+
     chat_summary_model: str | None = None
     """pydantic-ai model writing chat summaries and titles (e.g. "openai:gpt-4o-mini"); unset: the offline
     extractive summary."""

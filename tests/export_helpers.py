@@ -107,3 +107,4 @@ async def fill_user(memory: MemoryManager, admin_conn: psycopg.Connection[Any], 
         " values ('chats_per_user', %s, 500, 'a customer with more chats')",
         (user,),
     )
+    admin_conn.execute("insert into memory_private.memory_consent (user_id, paused) values (%s, false)", (user,))

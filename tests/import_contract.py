@@ -110,7 +110,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("rules", ("quality", "privacy", "settings", "ranking", "retrieval", "conversions")),
     ("database", ("database",)),
-    ("stores and adapters", ("store", "embeddings", "outage", "session", "background")),
+    ("stores and adapters", ("store", "embeddings", "outage", "session", "background", "consent")),
     ("services", ("write", "extraction", "context", "formatting", "chats", "export", "retention")),
     ("assembly and facade", ("runtime", "manager")),
     ("faces", ("tools", "lifetime", "capability", "api", "cli", "")),

@@ -48,6 +48,7 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "public.memory_jobs": {"session_id": "s", "payload": "{}"},
     "public.conversations": {"conversation_id": "injected", "revision": "r1"},
     "public.conversation_entries": {"id": "injected", "message": '{"kind": "request", "parts": []}'},
+    "memory_private.memory_consent": {"paused": True},
     "memory_private.memory_limits": {"name": "facts_per_user", "value": 1e9},
     "memory_private.memory_usage": {"counted": "facts_per_user", "n": 0},
     "memory_private.memory_write_buckets": {"tokens": 1e9, "refilled_at": "2030-01-01"},

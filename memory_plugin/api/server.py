@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from ..chats.postgres import PostgresChatStore
 from ..chats.service import ChatService
 from ..chats.summarizer import AgentSummarizer, ChatSummarizer
+from ..consent import ConsentStore
 from ..database import EmbeddedPostgres
 from ..database.migrations import migrate
 from ..database.pooler import connection_kwargs
@@ -29,6 +30,7 @@ from ..settings import MemorySettings
 from ..store.postgres import PostgresStore
 from .app import ApiServices, create_app
 from .auth import TokenVerifier
+from .cors import parse_origins
 
 __all__ = ["build_app", "serve"]
 
@@ -83,7 +85,13 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
     )
     try:
         chats = ChatService(PostgresChatStore(store.pool), embedder, summarizer)
-        yield ApiServices(chats=chats, verifier=verifier, memory=store, exporter=PoolExporter(store.pool))
+        yield ApiServices(
+            chats=chats,
+            verifier=verifier,
+            memory=store,
+            exporter=PoolExporter(store.pool),
+            consent=ConsentStore(pool=store.pool),
+        )
     finally:
         await store.close()
         if supervisor is not None:
@@ -99,7 +107,11 @@ def build_app(settings: MemorySettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with open_services(settings) as services:
-            inner = create_app(services, max_body_bytes=settings.api_max_body_bytes)
+            inner = create_app(
+                services,
+                max_body_bytes=settings.api_max_body_bytes,
+                cors_origins=parse_origins(settings.api_cors_origins),
+            )
             holder["app"] = inner
             outer.mount("/", inner)
             yield

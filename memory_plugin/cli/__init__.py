@@ -1,6 +1,6 @@
 """`memory-plugin`: the command line (inspect, status, journal, worker, serve, db-url, stop, migrate, erase,
-maintain, export, import, reembed), plus the commands applications register (`cli/plugins.py`; the machining
-shop's `demo` and `chat` from a checkout of this repository).
+maintain, export, import, pause, reembed, token), plus the commands applications register (`cli/plugins.py`; the
+machining shop's `demo` and `chat` from a checkout of this repository).
 
     memory-plugin inspect --user UUID       # what is stored about a user
     memory-plugin status                    # backend in use, database reachable, outage journal, job queue
@@ -14,7 +14,7 @@ database in DIR" instead. Errors print one line on stderr and exit non-zero, wit
 
 One module per concept: `common` (the app, console, settings, errors), `memory` (inspect, reembed), `status`
 (status, journal), `services` (worker, serve), `database` (db-url, stop, migrate, erase, maintain), `transfer`
-(export, import), `plugins`.
+(export, import, pause), `token` (development tokens for the REST API), `plugins`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from __future__ import annotations
 import inspect
 import re
 
-from . import database, memory, services, status, transfer
+from . import database, memory, services, status, token, transfer
 from .common import app
 from .plugins import register_plugins
 
 __all__ = ["app"]
 
-_LIBRARY_MODULES = (database, memory, services, status, transfer)  # imported for their commands
+_LIBRARY_MODULES = (database, memory, services, status, token, transfer)  # imported for their commands
 
 
 def _reflow(doc: str) -> str:

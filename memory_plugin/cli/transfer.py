@@ -1,5 +1,5 @@
-"""The commands that move a user's memory between databases, as the administrative role: `export` (one versioned
-JSON document, docs/export.md) and `import` (restored into a database that holds nothing of that user)."""
+"""The commands that move or switch a user's memory, as the administrative role: `export` (one versioned
+JSON document, docs/export.md), `import` (restored into a database that holds nothing of that user) and `pause`."""
 
 from __future__ import annotations
 
@@ -51,3 +51,26 @@ def import_command(
     counts = ", ".join(f"{n} {name}" for name, n in report.rows.items() if n)
     out().print(f"imported {report.total} row(s) of user {report.user_id}" + (f": {counts}" if counts else ""))
     out().print(f"vectors of the embedding model in use: memory-plugin reembed --user {report.user_id}")
+
+
+@app.command("pause")
+def pause_command(
+    user: UserOption,
+    resume: Annotated[bool, typer.Option("--resume", help="Resume the user's memory instead.")] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Pause a user's memory (nothing new is stored about them; reads go on), or with --resume turn it back on.
+    Kept in the database: every process of the application sees it at its next write."""
+    from ..consent import ConsentStore
+
+    uid = parse_user(user)
+
+    async def switch(url: str) -> None:
+        consent = ConsentStore(url)
+        try:
+            await consent.set_paused(uid, not resume)
+        finally:
+            await consent.close()
+
+    run(switch(admin_url(load_settings(data_dir))))
+    out().print(f"memory of user {uid} is {'on' if resume else 'paused: nothing new is stored'}")

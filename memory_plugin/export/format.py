@@ -43,6 +43,7 @@ SECTIONS: dict[str, str] = {
     "jobs": "public.memory_jobs",
     "applied_writes": "memory_private.memory_applied_writes",
     "limits": "memory_private.memory_limits",
+    "consent": "memory_private.memory_consent",
 }
 """Section name -> the table it holds, in the order they are written and restored."""
 
