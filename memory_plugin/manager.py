@@ -51,6 +51,7 @@ from .rows import CONTENT_MAX_CHARS, MemoryRecord
 from .runtime.assembly import Assembly, assemble
 from .runtime.connector import DatabaseConnector
 from .runtime.supervisor import Supervisor
+from .runtime.turn import TurnOutcome, finish_turn
 from .session import Clock, SessionBackend, SessionStore, off_the_loop
 from .settings import MemorySettings
 from .stats import MemoryStats
@@ -415,6 +416,34 @@ class MemoryManager:
             logger.warning("%s could not record the exchange in session %s: %s", LOG_PREFIX, session_id, exc)
             return False
         return True
+
+    async def finish_turn(
+        self,
+        session_id: str,
+        user_id: str | UUID | None,
+        *,
+        prompt: str | None = None,
+        answer: str | None = None,
+        extract: bool = True,
+        inline: bool | None = None,
+        end_of_request: bool = False,
+        context: ContextBuilder | None = None,
+    ) -> TurnOutcome:
+        """End one turn as every face does (`runtime/turn.py`): record the exchange (`prompt`, `answer`; None:
+        recorded already), extract now or queue (`inline`; None: the settings' choice) when the policy says it
+        is due, patch `context`'s slots and summary. Never raises for memory: see `TurnOutcome`."""
+        self._check_open()
+        return await finish_turn(
+            self,
+            session_id,
+            user_id,
+            prompt=prompt,
+            answer=answer,
+            extract=extract,
+            inline=inline,
+            end_of_request=end_of_request,
+            context=context,
+        )
 
     def should_extract(self, messages_seen: int) -> bool:
         """A plain count: True after every `extract_every_n_messages` messages of a session.
