@@ -1,4 +1,3 @@
-"""Putting the parts together: the connector that starts, migrates and connects a manager's database.
-
-The package sits just below the facade (`memory_plugin.manager`): it may import any service, store or rule;
-only the faces and the facade import it."""
+"""Putting one manager together and running it: `assembly.py` (the composition root: database, backends, the
+one pool), `connector.py` (start, migrate, connect), `supervisor.py` (work off the request path), `turn.py` (the
+end of one turn, for every face). Only the facade (`memory_plugin.manager`) and the faces import it."""
