@@ -286,8 +286,10 @@ class PostgresContextStore:
 
     Shares the long-term store's pool: `PostgresContextStore(postgres_store.pool)`."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], *, owns_pool: bool = False) -> None:
         self._pool = pool
+        self._owns_pool = owns_pool
+        """True when `close` closes the pool (the one `connect` opened); a pool handed in is its giver's."""
 
     @classmethod
     async def connect(
@@ -315,11 +317,12 @@ class PostgresContextStore:
         except (PoolTimeout, psycopg.OperationalError) as exc:
             await pool.close()
             raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
-        return cls(pool)
+        return cls(pool, owns_pool=True)
 
     async def close(self) -> None:
-        """Close the pool."""
-        await self._pool.close()
+        """Close the pool if this store opened it."""
+        if self._owns_pool:
+            await self._pool.close()
 
     async def _run(self, user_id: UUID, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         with postgres_errors("the context-memory operation"):
