@@ -62,7 +62,8 @@ from memory_plugin.context.budget import BudgetSettings
 from memory_plugin.context.builder import ContextBuilder
 from memory_plugin.context.history import history_tokens
 from memory_plugin.context.store import InMemoryContextStore, session_scope
-from memory_plugin.context.summary import RollingSummarizer, SummaryPolicy, extractive_summary
+from memory_plugin.context.summarizer import RollingSummarizer
+from memory_plugin.context.summary import SummaryPolicy, extractive_summary
 from memory_plugin.context.tokens import BpeTokenCounter, token_counter
 from memory_plugin.extraction import ExtractionOutcome, FactExtractor, LLMExtractor
 from memory_plugin.models import MemorizedFact, MemoryUpdate, Message, UserPreferences

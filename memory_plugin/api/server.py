@@ -125,6 +125,8 @@ def build_app(settings: MemorySettings) -> FastAPI:
                 services,
                 max_body_bytes=settings.api_max_body_bytes,
                 cors_origins=parse_origins(settings.api_cors_origins),
+                rate_per_second=settings.api_rate_per_second,
+                rate_burst=settings.api_rate_burst,
             )
             _add_dashboard(inner, services, settings)
             holder["app"] = inner
