@@ -19,7 +19,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from memory_plugin.capability import MemoryCapability, MemoryDeps
 from memory_plugin.manager import MemoryManager
 
-from .intent import classify_offline, extract_entities
+from .intent import classify_offline, extract_entities, is_rejection
+from .intent.folding import fold
+from .intent.language import is_english
 from .models import last_user_prompt
 
 __all__ = [
@@ -62,7 +64,8 @@ def build_budget_agent(memory: MemoryManager, model: Model | str) -> Agent[Memor
         deps_type=MemoryDeps,
         output_type=str,
         instructions=BUDGET_INSTRUCTIONS,
-        capabilities=[MemoryCapability(memory, record_messages=False, extract_facts=False)],
+        # The workflow reads this block back (`read_memory_block`): the one-block format, not the budgeted one.
+        capabilities=[MemoryCapability(memory, record_messages=False, extract_facts=False, memory_block=True)],
         name="budget_agent",
     )
 
@@ -93,11 +96,13 @@ class MemoryView:
     """Recent messages as (role, content)."""
     long_term_unavailable: bool = False
     """The block says long-term memory could not be read."""
+    rejected: list[str] = field(default_factory=list)
+    """The "Never suggest" lines: what the user rejected."""
 
     @property
     def knows_user(self) -> bool:
         """Whether anything is remembered from past sessions."""
-        return bool(self.preferred_materials or self.facts or self.projects or self.patterns)
+        return bool(self.preferred_materials or self.facts or self.projects or self.patterns or self.rejected)
 
 
 def _split_parts(text: str) -> dict[str, list[str]]:
@@ -121,6 +126,8 @@ def parse_memory_block(instructions: str | None) -> MemoryView | None:
             view.preferred_materials = _split_parts(line.removeprefix("Preferences: ")).get("materials", [])
         elif line.startswith("Known facts"):
             section = "facts"
+        elif line.startswith("Never suggest"):
+            section = "rejections"
         elif line.startswith("Past projects:"):
             section = "projects"
         elif line.startswith("Recent messages:"):
@@ -133,6 +140,8 @@ def parse_memory_block(instructions: str | None) -> MemoryView | None:
             view.long_term_unavailable = True
         elif section == "facts" and (fact := _FACT.match(line)):
             view.facts.append((fact["cat"], float(fact["conf"]), fact["content"]))
+        elif section == "rejections" and line.startswith("- "):
+            view.rejected.append(line[2:])
         elif section == "projects" and (project := _PROJECT.match(line)):
             view.projects.append(project["desc"])
         elif section == "messages" and (message := _MESSAGE.match(line)):
@@ -149,10 +158,10 @@ _SAME_AS_BEFORE = re.compile(
 )
 
 
-def _join(items: list[str]) -> str:
+def _join(items: list[str], *, english: bool = False) -> str:
     if len(items) <= 1:
         return "".join(items)
-    return ", ".join(items[:-1]) + " y " + items[-1]
+    return ", ".join(items[:-1]) + (" and " if english else " y ") + items[-1]
 
 
 def _first_new(*sources: list[str]) -> list[str]:
@@ -175,11 +184,103 @@ def _remembered(view: MemoryView) -> dict[str, list[str]]:
     return known
 
 
+def _rejected_materials(view: MemoryView, prompt: str) -> list[str]:
+    """Materials the user rejected: remembered rejections, and this session's rejecting messages."""
+    said = [content for role, content in view.recent if role == "user"] + [prompt]
+    sources = view.rejected + [text for text in said if is_rejection(text)]
+    return _first_new(*(extract_entities(text).get("materials", []) for text in sources))
+
+
+def _allowed(materials: list[str], rejected: list[str]) -> list[str]:
+    """`materials` without any the user rejected ("titanio" also rules out "titanio grado 5", and the reverse)."""
+    banned = [fold(r) for r in rejected]
+    return [m for m in materials if not any(b in fold(m) or fold(m) in b for b in banned)]
+
+
+# The offline assistant's sentences, in Spanish and English: it answers in the language of the message.
+_TEXT: dict[str, tuple[str, str]] = {
+    "hello_again": ("¡Hola de nuevo!", "Hello again!"),
+    "hello": ("¡Hola! Gracias por contactar con Arkcutt.", "Hello! Thanks for contacting Arkcutt."),
+    "noted_lasting": (
+        "Anotado: lo tendré en cuenta en este y en futuros pedidos.",
+        "Noted: I will keep it in mind for this and future orders.",
+    ),
+    "rejected_noted": (
+        "Entendido: no te propondré {} en este ni en futuros pedidos.",
+        "Understood: I will not suggest {} for this or future orders.",
+    ),
+    "perfect": ("¡Perfecto!", "Perfect!"),
+    "noted": ("Perfecto, tomo nota.", "Great, noted."),
+    "order_status": (
+        "Consulto el estado de tu pedido con producción y te respondo en breve.",
+        "I am checking your order's status with production and will get back to you shortly.",
+    ),
+    "feedback": (
+        "Gracias por tu comentario: lo trasladamos al equipo y lo tendremos en cuenta.",
+        "Thank you for your feedback: we will pass it on to the team and keep it in mind.",
+    ),
+    "ask_parts": (
+        "Soy el asistente de presupuestos. ¿Qué piezas necesitas fabricar?",
+        "I am the quoting assistant. Which parts do you need made?",
+    ),
+    "prefer": ("prefieres {}", "you prefer {}"),
+    "certs": ("necesitas certificación {}", "you need {} certification"),
+    "tolerances": ("trabajas con tolerancias de {}", "you work with tolerances of {}"),
+    "budget_cap": ("no debes superar {} por pedido", "you cannot exceed {} per order"),
+    "never": ("no quieres que te propongamos {}", "you do not want {} suggested"),
+    "recall": ("Según lo que recuerdo de ti, {}.", "From what I remember about you, {}."),
+    "last_order": ("Tomo como referencia tu último pedido: {}.", "I am taking your last order as reference: {}."),
+    "last_project": ("Tu último proyecto con nosotros: {}.", "Your last project with us: {}."),
+    "past_feedback": (
+        "Tengo presente tu comentario («{}») y lo cuidaremos esta vez.",
+        "I have your feedback in mind («{}») and we will take care of it this time.",
+    ),
+    "no_history": (
+        "Ahora mismo no puedo consultar tu historial, así que confírmame los datos, por favor.",
+        "I cannot read your history right now, so please confirm the details.",
+    ),
+    "machined": ("{} mecanizadas", "{} machined parts"),
+    "of": ("de {}", "of {}"),
+    "in": ("en {}", "in {}"),
+    "tolerance": ("tolerancia {}", "tolerance {}"),
+    "certification": ("certificación {}", "{} certification"),
+    "max": ("máximo {}", "at most {}"),
+    "delivery": ("entrega {}", "delivery {}"),
+    "the_material": ("el material", "the material"),
+    "the_quantity": ("la cantidad", "the quantity"),
+    "the_tolerance": ("la tolerancia", "the tolerance"),
+    "the_deadline": ("el plazo de entrega", "the delivery date"),
+    "confirmed": ("Solicitud confirmada: {}.", "Request confirmed: {}."),
+    "formal_quote": (
+        "El equipo técnico te enviará el presupuesto formal en 24-48 horas.",
+        "The technical team will send you the formal quote within 24-48 hours.",
+    ),
+    "will_contact": ("Te contactaremos para cerrar {}.", "We will contact you to settle {}."),
+    "have": ("Para esta solicitud tengo: {}.", "For this request I have: {}."),
+    "only_missing": ("Para preparar el presupuesto solo me falta: {}.", "To prepare the quote I only need: {}."),
+    "missing": ("Para preparar el presupuesto necesito: {}.", "To prepare the quote I need: {}."),
+    "all_set": (
+        "Con esto tengo todo lo necesario. ¿Confirmo la solicitud?",
+        "That is everything I need. Shall I confirm the request?",
+    ),
+}
+
+
 def offline_reply(instructions: str | None, prompt: str) -> str:
-    """The deterministic budget assistant's answer to `prompt`, given the instructions it received."""
+    """The deterministic budget assistant's answer to `prompt`, given the instructions it received, in the
+    language of `prompt` (Spanish or English). It never proposes a material the user rejected."""
     view = parse_memory_block(instructions) or MemoryView()
     current = classify_offline(prompt)
+    english = is_english(fold(prompt))
+
+    def say(key: str, *values: str) -> str:
+        return _TEXT[key][english].format(*values)
+
+    def join(items: list[str]) -> str:
+        return _join(items, english=english)
+
     remembered = _remembered(view)
+    rejected = _rejected_materials(view, prompt)
     last_project = view.projects[0] if view.projects else None
     from_project = extract_entities(last_project) if last_project and _SAME_AS_BEFORE.search(prompt) else {}
 
@@ -188,49 +289,57 @@ def offline_reply(instructions: str | None, prompt: str) -> str:
         return _first_new(view.session.get(kind, []), current.entities.get(kind, []))
 
     first_turn = not any(role == "assistant" for role, _ in view.recent)
+    rejecting = is_rejection(prompt)
     sentences: list[str] = []
     if first_turn:
-        sentences.append("¡Hola de nuevo!" if view.knows_user else "¡Hola! Gracias por contactar con Arkcutt.")
+        sentences.append(say("hello_again") if view.knows_user else say("hello"))
+    if rejecting and current.entities.get("materials"):
+        sentences.append(say("rejected_noted", join(current.entities["materials"])))
+    elif first_turn:
+        pass
     elif current.explicit_preference:
-        sentences.append("Anotado: lo tendré en cuenta en este y en futuros pedidos.")
+        sentences.append(say("noted_lasting"))
     elif current.request_complete:
-        sentences.append("¡Perfecto!")
+        sentences.append(say("perfect"))
     else:
-        sentences.append("Perfecto, tomo nota.")
+        sentences.append(say("noted"))
 
     if current.intent == "order_status":
-        sentences.append("Consulto el estado de tu pedido con producción y te respondo en breve.")
+        sentences.append(say("order_status"))
         return " ".join(sentences)
     if current.intent == "feedback":
-        sentences.append("Gracias por tu comentario: lo trasladamos al equipo y lo tendremos en cuenta.")
+        sentences.append(say("feedback"))
         return " ".join(sentences)
     if current.intent == "greeting" and not view.knows_user:
-        sentences.append("Soy el asistente de presupuestos. ¿Qué piezas necesitas fabricar?")
+        sentences.append(say("ask_parts"))
         return " ".join(sentences)
 
     # Say what memory tells us, once per session: that is what makes a returning customer feel known.
     if view.knows_user and first_turn:
         known: list[str] = []
-        if remembered.get("materials"):
-            known.append(f"prefieres {_join(remembered['materials'])}")
+        if preferred := _allowed(remembered.get("materials", []), rejected):
+            known.append(say("prefer", join(preferred)))
         if remembered.get("certifications"):
-            known.append(f"necesitas certificación {_join(remembered['certifications'])}")
+            known.append(say("certs", join(remembered["certifications"])))
         if remembered.get("tolerances"):
-            known.append(f"trabajas con tolerancias de {_join(remembered['tolerances'])}")
+            known.append(say("tolerances", join(remembered["tolerances"])))
         if remembered.get("budget"):
-            known.append(f"no debes superar {_join(remembered['budget'])} por pedido")
+            known.append(say("budget_cap", join(remembered["budget"])))
+        if rejected:
+            known.append(say("never", join(rejected)))
         if known:
-            sentences.append(f"Según lo que recuerdo de ti, {_join(known)}.")
+            sentences.append(say("recall", join(known)))
         if last_project:
-            lead = "Tomo como referencia tu último pedido" if from_project else "Tu último proyecto con nosotros"
-            sentences.append(f"{lead}: {last_project}.")
+            sentences.append(say("last_order" if from_project else "last_project", last_project))
         feedback = [content for category, _c, content in view.facts if category == "feedback"]
         if feedback:
-            sentences.append(f"Tengo presente tu comentario («{feedback[0]}») y lo cuidaremos esta vez.")
+            sentences.append(say("past_feedback", feedback[0]))
     if view.long_term_unavailable:
-        sentences.append("Ahora mismo no puedo consultar tu historial, así que confírmame los datos, por favor.")
+        sentences.append(say("no_history"))
 
-    material = _first_new(now("materials"), from_project.get("materials", []), remembered.get("materials", []))
+    material = _allowed(
+        _first_new(now("materials"), from_project.get("materials", []), remembered.get("materials", [])), rejected
+    )
     services = _first_new(now("services"), from_project.get("services", []))
     quantity = now("quantity")
     tolerance = _first_new(now("tolerances"), from_project.get("tolerances", []), remembered.get("tolerances", []))
@@ -241,46 +350,45 @@ def offline_reply(instructions: str | None, prompt: str) -> str:
     # "30 piezas de fresado CNC en aluminio 7075, tolerancia ±0.05 mm, certificación ISO 9001, ..."
     core: list[str] = []
     if quantity:
-        core.append(quantity[-1] if services else f"{quantity[-1]} mecanizadas")
+        core.append(quantity[-1] if services else say("machined", quantity[-1]))
     if services:
-        core.append(f"de {_join(services)}")
+        core.append(say("of", join(services)))
     if material:
-        core.append(f"en {material[0]}")
+        core.append(say("in", material[0]))
     extras: list[str] = []
     if tolerance:
-        extras.append(f"tolerancia {tolerance[-1]}")
+        extras.append(say("tolerance", tolerance[-1]))
     if certs:
-        extras.append(f"certificación {_join(certs)}")
+        extras.append(say("certification", join(certs)))
     if budget:
-        extras.append(f"máximo {budget[-1]}")
+        extras.append(say("max", budget[-1]))
     if deadline:
-        extras.append(f"entrega {deadline[-1]}")
+        extras.append(say("delivery", deadline[-1]))
     summary = ", ".join(filter(None, [" ".join(core), *extras]))
 
     missing = [
-        label
+        say(label)
         for label, have in (
-            ("el material", material),
-            ("la cantidad", quantity),
-            ("la tolerancia", tolerance),
-            ("el plazo de entrega", deadline),
+            ("the_material", material),
+            ("the_quantity", quantity),
+            ("the_tolerance", tolerance),
+            ("the_deadline", deadline),
         )
         if not have
     ]
     if current.request_complete:
         if summary:
-            sentences.append(f"Solicitud confirmada: {summary}.")
-        sentences.append("El equipo técnico te enviará el presupuesto formal en 24-48 horas.")
+            sentences.append(say("confirmed", summary))
+        sentences.append(say("formal_quote"))
         if missing:
-            sentences.append(f"Te contactaremos para cerrar {_join(missing)}.")
+            sentences.append(say("will_contact", join(missing)))
     else:
         if summary:
-            sentences.append(f"Para esta solicitud tengo: {summary}.")
+            sentences.append(say("have", summary))
         if missing:
-            lead = "Para preparar el presupuesto solo me falta" if summary else "Para preparar el presupuesto necesito"
-            sentences.append(f"{lead}: {_join(missing)}.")
+            sentences.append(say("only_missing" if summary else "missing", join(missing)))
         else:
-            sentences.append("Con esto tengo todo lo necesario. ¿Confirmo la solicitud?")
+            sentences.append(say("all_set"))
     return " ".join(sentences)
 
 

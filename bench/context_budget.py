@@ -26,7 +26,9 @@ Reported:
 - at the end: every fact stated early and still valid present in the memory block, and no superseded
   one present except on an `outdated:` line;
 - the token counter: o200k_base vs cl100k_base on the conversation's messages (the approximation error
-  for models whose vocabulary is not available offline), and the chars/4 rule's error against o200k_base.
+  for models whose vocabulary is not available offline), and the chars/4 rule's error against o200k_base;
+- through the default `MemoryCapability(memory)` (`bench.context_cache`, up to 120 turns): the share of each
+  request that is a byte-identical prefix of the previous one, and the last turn's receipt.
 """
 
 from __future__ import annotations
@@ -457,6 +459,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             f" (missing: {missing or 'none'}); superseded facts shown as current: {stale or 'none'}"
         )
     token_error_table(console)
+    from bench.context_cache import report
+    from bench.context_cache import run as cache_run
+
+    report(asyncio.run(cache_run(min(args.turns, 120))), min(args.turns, 120), console)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -73,14 +74,20 @@ async def run(
     *,
     limit: int = 50,
     one_user: bool = False,
+    compare_path: Path | None = None,
+    latency_limit: int = 10,
 ) -> dict[str, Any]:
-    """Store, search, write predictions; returns timings. `one_user`: every conversation in one history."""
+    """Store, search, write predictions; returns timings. `one_user`: every conversation in one history.
+    `compare_path`: also search without the reranker (the hybrid order alone), each question both ways in
+    turn, writing those predictions there. Latency is timed on a search of `latency_limit` hits (what an agent
+    asks for), its question embedded afresh; the ranking scored is a second search of `limit` hits."""
     turns = _read_jsonl(turns_path)
     questions = _read_jsonl(questions_path)
     by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for turn in turns:
         by_conv[turn["conv_id"]].append(turn)
     latencies: list[float] = []
+    hybrid_latencies: list[float] = []
     store_seconds = 0.0
     refused: list[str] = []
     async with MemoryManager.open(settings) as memory:
@@ -100,16 +107,34 @@ async def run(
                 # A turn the privacy policy refuses is reported and skipped; it never stops the run.
                 refused.extend(f"{notes[n.index].metadata['dia_id']}: {n.reason}" for n in outcome.refused)
         store_seconds = time.perf_counter() - started
-        with out_path.open("w", encoding="utf-8") as out:
-            for q in questions:
+        reranked = memory.searcher.weights
+        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0)
+        modes = [(reranked, latencies, out_path)]
+        if compare_path is not None:
+            modes.append((hybrid_only, hybrid_latencies, compare_path))
+        outs = {path: path.open("w", encoding="utf-8") for _, _, path in modes}
+        cache = getattr(memory.embedder, "_cache", None)  # the question-embedding cache: emptied before a timing
+        try:
+            for n, q in enumerate(questions):
                 user = users.get(q["conv_id"])
-                retrieved: list[str] = []
-                if user is not None:
-                    t0 = time.perf_counter()
-                    hits = await memory.search(user, q["question"], limit=limit)
-                    latencies.append(time.perf_counter() - t0)
-                    retrieved = [_own_dia_id(str(h.memory.metadata.get("dia_id")), q["conv_id"]) for h in hits]
-                out.write(json.dumps({"qid": q["qid"], "retrieved": retrieved}) + "\n")
+                # Alternate which mode goes first, so that neither always runs with a warm database cache.
+                for weights, times, path in modes if n % 2 == 0 else modes[::-1]:
+                    retrieved: list[str] = []
+                    if user is not None:
+                        memory.searcher.weights = weights
+                        if cache is not None:
+                            cache.clear()  # every timed search embeds its question
+                        t0 = time.perf_counter()
+                        hits = await memory.search(user, q["question"], limit=latency_limit)
+                        times.append(time.perf_counter() - t0)
+                        if limit != latency_limit:  # the ranking to score, untimed
+                            hits = await memory.search(user, q["question"], limit=limit)
+                        retrieved = [_own_dia_id(str(h.memory.metadata.get("dia_id")), q["conv_id"]) for h in hits]
+                    outs[path].write(json.dumps({"qid": q["qid"], "retrieved": retrieved}) + "\n")
+        finally:
+            memory.searcher.weights = reranked
+            for f in outs.values():
+                f.close()
         embedder = memory.embedder.name if memory.embedder is not None else "none"
     return {
         "turns": len(turns),
@@ -117,6 +142,8 @@ async def run(
         "store_seconds": store_seconds,
         "search_p50_ms": 1000 * percentile(latencies, 0.5),
         "search_p95_ms": 1000 * percentile(latencies, 0.95),
+        "hybrid_p50_ms": 1000 * percentile(hybrid_latencies, 0.5) if hybrid_latencies else None,
+        "hybrid_p95_ms": 1000 * percentile(hybrid_latencies, 0.95) if hybrid_latencies else None,
         "embedder": embedder,
         "refused": refused,
     }
@@ -130,11 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="predictions JSONL to write")
     ap.add_argument("--scorer", type=Path, help="score.py (default: beside --questions)")
     ap.add_argument("--limit", type=int, default=50)
+    ap.add_argument("--latency-limit", type=int, default=10, help="hits of the timed searches")
     ap.add_argument("--embedding-model", default="local", help="MEMORY_EMBEDDING_MODEL for this run")
     ap.add_argument("--data-dir", type=Path, help="embedded PostgreSQL directory (default: a temporary one)")
     ap.add_argument("--one-user", action="store_true", help="every conversation as one user's history")
+    ap.add_argument("--compare", action="store_true", help="also search without the reranker (before/after in one run)")
     args = ap.parse_args(argv)
     wall = time.perf_counter()
+    hybrid_out = args.out.with_name(args.out.stem + "-hybrid" + args.out.suffix) if args.compare else None
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
         overrides: dict[str, Any] = {"embedding_model": args.embedding_model}
         base = MemorySettings()
@@ -142,23 +172,46 @@ def main(argv: list[str] | None = None) -> int:
             overrides["data_dir"] = args.data_dir or Path(tmp)
         settings = base.model_copy(update=overrides)
         timings = asyncio.run(
-            run(args.turns, args.questions, args.out, settings, limit=args.limit, one_user=args.one_user)
+            run(
+                args.turns,
+                args.questions,
+                args.out,
+                settings,
+                limit=args.limit,
+                one_user=args.one_user,
+                compare_path=hybrid_out,
+                latency_limit=args.latency_limit,
+            )
         )
     scorer = args.scorer or args.questions.parent / "score.py"
     history = "one user holding every conversation" if args.one_user else "one user per conversation"
     print(f"\nLoCoMo turn retrieval — {timings['turns']} turns, {timings['questions']} questions, {history}, "
           f"embedder {timings['embedder']}\n")  # fmt: skip
     if scorer.exists():
-        subprocess.run(
-            [sys.executable, str(scorer), "--questions", str(args.questions), "--pred", str(args.out)], check=True
-        )
+        for label, path in (("without the reranker (hybrid order)", hybrid_out), ("with the reranker", args.out)):
+            if path is None:
+                continue
+            if hybrid_out is not None:
+                print(f"\n{label}:")
+            subprocess.run(
+                [sys.executable, str(scorer), "--questions", str(args.questions), "--pred", str(path), "--ks",
+                 "1,5,10,20,50"],
+                check=True,
+            )  # fmt: skip
     else:
         print(f"(no scorer at {scorer}; predictions in {args.out})")
     print()
     print("| measure | value |\n|---|---:|")
     print(f"| store all turns (remember_many, embeddings included) | {timings['store_seconds']:.1f} s |")
-    print(f"| search p50 / p95 (question embedding included) | {timings['search_p50_ms']:.1f} / "
+    print(f"| search p50 / p95, limit {args.latency_limit} (question embedding included) | "
+          f"{timings['search_p50_ms']:.1f} / "
           f"{timings['search_p95_ms']:.1f} ms |")  # fmt: skip
+    if timings["hybrid_p50_ms"] is not None:
+        print(f"| search p50 / p95, limit {args.latency_limit}, without the reranker, same run | "
+              f"{timings['hybrid_p50_ms']:.1f} / "
+              f"{timings['hybrid_p95_ms']:.1f} ms |")  # fmt: skip
+        print(f"| ratio p50 / p95 (with / without) | {timings['search_p50_ms'] / timings['hybrid_p50_ms']:.2f} / "
+              f"{timings['search_p95_ms'] / timings['hybrid_p95_ms']:.2f} |")  # fmt: skip
     print(f"| turns refused by the privacy policy (skipped) | {len(timings['refused'])} |")
     print(f"| whole run, wall | {time.perf_counter() - wall:.1f} s |")
     for line in timings["refused"]:

@@ -14,18 +14,22 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ExtractionError,
+    IdempotencyKeyReusedError,
     InvalidMemoryInputError,
     ManagerClosedError,
     MemoryLimitError,
     MemoryPluginError,
+    SessionAmbiguousError,
     SessionLimitError,
     SessionOwnershipError,
+    StatementLimitError,
     StoreError,
     StoreUnavailableError,
 )
 
 if TYPE_CHECKING:
     from .capability import MemoryCapability, MemoryDeps
+    from .context.receipt import ContextReceipt
     from .formatting import format_memory_for_agent
     from .manager import MemoryManager, MemoryStats
     from .models import (
@@ -53,9 +57,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendStatus",
+    "ContextReceipt",
     "ExtractionError",
     "FactCategory",
     "FactSource",
+    "IdempotencyKeyReusedError",
     "InMemoryStore",
     "InvalidMemoryInputError",
     "LongTermMemory",
@@ -78,10 +84,12 @@ __all__ = [
     "ProjectRecord",
     "RequestPattern",
     "ResilientStore",
+    "SessionAmbiguousError",
     "SessionLimitError",
     "SessionOwnershipError",
     "SessionStore",
     "ShortTermMemory",
+    "StatementLimitError",
     "StoreError",
     "StoreUnavailableError",
     "SupabaseStore",
@@ -93,6 +101,7 @@ __all__ = [
 
 _LAZY: dict[str, str] = {
     "BackendStatus": "store.status",
+    "ContextReceipt": "context.receipt",
     "FactCategory": "models",
     "FactSource": "models",
     "InMemoryStore": "store",

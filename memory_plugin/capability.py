@@ -10,7 +10,7 @@ from uuid import UUID
 from opentelemetry import trace
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapRunHandler
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext
@@ -18,12 +18,15 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .context.budget import ContextReport
 from .context.builder import ContextBuilder
-from .context.history import messages_for_request
+from .context.history import message_tokens, messages_for_request
+from .context.receipt import ContextReceipt
 from .errors import InvalidMemoryInputError, MemoryPluginError
 from .extraction.policy import ExtractionRun
 from .extraction.runner import ScheduledExtraction
+from .lifetime import ManagerLifetime, ManagerOpener
 from .logs import LOG_PREFIX, logger
 from .manager import MemoryManager
+from .settings import MemorySettings
 
 __all__ = ["MemoryCapability", "MemoryDeps", "MemoryIdentity"]
 
@@ -44,6 +47,8 @@ class MemoryDeps:
     """The conversation (short-term memory is per session)."""
     user_id: str | UUID | None = None
     """The user (long-term memory is per user); None for an anonymous session."""
+    receipt: ContextReceipt | None = field(default=None, compare=False)
+    """Set by `MemoryCapability` for each run: what the turn's context held and why (`ContextReceipt`)."""
 
 
 def _identity(deps: object) -> MemoryIdentity:
@@ -93,21 +98,44 @@ async def _update_context(
         logger.warning("%s could not update the slots or the summary after the run: %s", LOG_PREFIX, exc)
 
 
+MEMORY_PART_MARK = "memory_plugin.turn_memory"
+"""`SystemPromptPart.metadata` key of the per-turn memory part (not sent to the model)."""
+
+
+def _with_turn_memory(messages: list[ModelMessage], text: str) -> list[ModelMessage]:
+    """`messages` with `text` as a request-scoped system part at the end of the last request (a copy: the run's
+    history is not changed, and the next request no longer carries it)."""
+    if not text:
+        return messages
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, ModelRequest):
+            part = SystemPromptPart(text, scope="request", metadata={MEMORY_PART_MARK: True})
+            return [*messages[:index], replace(message, parts=[*message.parts, part]), *messages[index + 1 :]]
+    return messages
+
+
 @dataclass
 class MemoryCapability(AbstractCapability[AgentDepsT]):
     """Gives an agent conversational memory: what the user said before, in this session and past ones.
 
-    For each run it reads `session_id`/`user_id` from the run's deps, puts the fenced memory block in the
-    agent's instructions, and after the run records the user prompt and the final answer in short-term
-    memory; when the extraction policy says so (a memory instruction such as "recuerda…", or every N user
-    messages) it then queues the extraction of long-term facts (one batched call, run by a background worker:
-    the answer never waits for it; `extract_inline=True` waits, as before).
+    For each run it reads `session_id`/`user_id` from the run's deps and spends one token budget (the
+    manager's `context_builder`) on what the model is given: what lasts (profile, slots with preferences,
+    constraints, rejections, decisions, who the user is; the rolling summary) in the instructions, which stay
+    byte-identical while none of it changes (the provider's prompt cache holds them); the facts a search
+    chose for this message as a request-scoped system part at the end of the request; the recent exchange as
+    pydantic-ai messages. After the run it records the user prompt and the final answer in short-term memory;
+    when the extraction policy says so (a memory instruction such as "recuerda…", or every N user messages)
+    it queues the extraction of long-term facts (the answer never waits for it; `extract_inline=True` waits),
+    and keeps the slots and the rolling summary current. Each run's `ContextReceipt` is set on the deps
+    (`MemoryDeps.receipt`) and kept by the manager (`last_receipt`).
 
         Agent(model, deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
+        Agent(model, deps_type=MemoryDeps, capabilities=[MemoryCapability.from_settings()])  # opens its own
     """
 
-    memory: MemoryManager
-    """The manager whose memory the agent uses."""
+    memory: MemoryManager | None = None
+    """The manager whose memory the agent uses (None with `from_settings`: opened on first use)."""
     _: KW_ONLY
     record_messages: bool = True
     """Record the user prompt and the final text answer in the session after each run."""
@@ -123,13 +151,17 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     id: str | None = "memory"
     """One memory per agent by default; pass another id to combine two managers."""
     context: ContextBuilder | None = None
-    """Spend one token budget on memory and history (`ContextBuilder`, e.g. `await ContextBuilder.open(memory,
-    settings, database_url=memory.database_url)`): profile, slots, rolling summary and relevant facts as
-    instructions, the clamped history (the caller's `message_history`, else the session's) as messages,
-    compaction with the summary later in long runs, the report on the run's span; slots and summary kept up
-    to date after each run. None: the memory block and the caller's history as they are."""
+    """Another context builder than the manager's own (`MemoryManager.context_builder`), e.g. one with a
+    summary model of its own: `await ContextBuilder.open(memory, settings, database_url=memory.database_url)`.
+    None: the manager's."""
+    memory_block: bool = False
+    """True: the earlier, unbudgeted behaviour: one memory block in the instructions (facts and the session's
+    recent messages as text, `format_memory_for_agent`), the caller's history sent as it is, no slots or
+    summary. For agents that manage their own history."""
+    _opener: ManagerOpener | None = field(default=None, repr=False)
+    """Opens the manager from settings (`from_settings`)."""
     _history: list[ModelMessage] = field(default_factory=list, init=False, repr=False)
-    """This run's assembled history (with `context`)."""
+    """This run's assembled history."""
     _given: int = field(default=0, init=False, repr=False)
     """How many messages the caller passed as `message_history`."""
     _summary: str | None = field(default=None, init=False, repr=False)
@@ -137,7 +169,29 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     _report: ContextReport | None = field(default=None, init=False, repr=False)
     """How this run's budget was spent."""
     _block: str = field(default="", init=False, repr=False)
-    """This run's rendered memory block."""
+    """This run's instructions block (what lasts)."""
+    _turn: str = field(default="", init=False, repr=False)
+    """This run's per-turn memory (a request-scoped system part)."""
+    _builder: ContextBuilder | None = field(default=None, init=False, repr=False)
+    """This run's context builder."""
+
+    @classmethod
+    def from_settings(cls, settings: MemorySettings | None = None, **options: Any) -> MemoryCapability[Any]:
+        """A capability that opens its own `MemoryManager` from `settings` (default: the environment) on
+        first use and closes it when the agent's `async with agent:` block ends (without one, each run opens
+        and closes it). `options` are the other fields (`extract_inline`, `record_messages`…); `tools=True`
+        needs a manager you open: `MemoryCapability(memory, tools=True)`."""
+        if options.get("tools"):
+            raise InvalidMemoryInputError(
+                "MemoryCapability.from_settings(tools=True) is not supported: open the manager yourself"
+                " (async with MemoryManager.open(settings) as memory) and pass MemoryCapability(memory, tools=True)"
+            )
+        return cls(None, _opener=ManagerOpener(settings), **options)
+
+    def _manager(self) -> MemoryManager:
+        if self.memory is None:
+            raise InvalidMemoryInputError("MemoryCapability has no manager: pass one, or use from_settings()")
+        return self.memory
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> MemoryCapability[AgentDepsT]:
         """Check the turn and load the memory for this run's session and user into a per-run copy: before the
@@ -145,31 +199,44 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         model call."""
         identity = _identity(ctx.deps)
         prompt = _prompt_text(ctx.prompt)
-        if self.record_messages:
-            self.memory.check_message(identity.session_id, identity.user_id, prompt)
         run = replace(self)
+        if self._opener is not None:
+            run.memory = await self._opener.manager()
+        memory = run._manager()
+        if self.record_messages:
+            memory.check_message(identity.session_id, identity.user_id, prompt)
+        if self.memory_block:
+            context = await memory.get_memory_context(identity.session_id, identity.user_id, query=prompt or None)
+            run._block = memory.format_memory_for_agent(context)
+            return run
+        builder = run._builder = self.context or await memory.context_builder()
         if self.context is not None:
             # Facts a background job writes later patch the slots too, and a summary due on an extraction
             # turn is written in the extraction's own model call.
-            self.context.follow(self.memory.extraction)
-            # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
-            built = await self.context.build(
-                identity.session_id, identity.user_id, query=prompt or None, history=list(ctx.messages) or None
-            )
-            run._block, run._history, run._given = built.instructions, built.history, len(ctx.messages)
-            run._summary, run._report = built.summary, built.report
-            return run
-        context = await self.memory.get_memory_context(identity.session_id, identity.user_id, query=prompt or None)
-        run._block = self.memory.format_memory_for_agent(context)
+            self.context.follow(memory.extraction)
+        cost = message_tokens(ModelRequest(parts=[UserPromptPart(prompt)]), builder.counter) if prompt else 0
+        # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
+        built = await builder.build(
+            identity.session_id,
+            identity.user_id,
+            query=prompt or None,
+            history=list(ctx.messages) or None,
+            prompt_tokens=cost,
+            keep_prefix=True,
+        )
+        run._block, run._turn, run._history, run._given = built.standing, built.turn, built.history, len(ctx.messages)
+        run._summary, run._report = built.summary, built.report
+        if hasattr(ctx.deps, "receipt"):  # MemoryDeps and its subclasses: the application reads it after the run
+            setattr(ctx.deps, "receipt", builder.last_receipt(identity.session_id, identity.user_id))  # noqa: B010
         return run
 
     def get_instructions(self) -> str | None:
-        """The memory block, placed in the instructions (None when nothing is remembered yet)."""
+        """What lasts, fenced, in the instructions (None when nothing is remembered yet)."""
         return self._block or None
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
-        """With `context`: the budget report on the agent run's span (`memory.context.*`; instrumentation is
-        the outermost capability, so its run span is current here)."""
+        """The budget report on the agent run's span (`memory.context.*`; instrumentation is the outermost
+        capability, so its run span is current here)."""
         if self._report is not None:
             trace.get_current_span().set_attributes(self._report.as_attributes())
         return await handler()
@@ -177,60 +244,67 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """With `context`: the assembled history on the first request, compaction on the later ones."""
-        if self.context is None:
+        """The assembled history on the first request, compaction on the later ones; the per-turn memory as a
+        request-scoped system part on each."""
+        if self._builder is None:
             return request_context
-        request_context.messages = messages_for_request(
+        messages = messages_for_request(
             request_context.messages,
             first_request=ctx.run_step <= 1,
             history=self._history,
             given=self._given,
             summary=self._summary,
-            counter=self.context.counter,
-            max_tokens=self.context.budget.total_tokens,
-            min_messages=self.context.budget.min_recent_messages,
+            counter=self._builder.counter,
+            max_tokens=self._builder.budget.total_tokens,
+            min_messages=self._builder.budget.min_recent_messages,
         )
+        request_context.messages = _with_turn_memory(messages, self._turn)
         return request_context
 
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
-        """The memory tools, when `tools=True`."""
+        """The memory tools, when `tools=True`; with `from_settings`, the toolset that ties the manager's
+        lifetime to the agent's."""
+        if self._opener is not None:
+            lifetime: AbstractToolset[AgentDepsT] = ManagerLifetime(self._opener)
+            return lifetime
         if not self.tools:
             return None
         from .tools import memory_toolset
 
-        toolset: AbstractToolset[AgentDepsT] = memory_toolset(self.memory)
+        toolset: AbstractToolset[AgentDepsT] = memory_toolset(self._manager())
         return toolset
 
     async def after_run(self, ctx: RunContext[AgentDepsT], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
         """Record the exchange in short-term memory and queue (or run, inline) extraction on the cadence."""
         if not self.record_messages:
             return result
+        memory = self._manager()
         identity = _identity(ctx.deps)
         answer = result.output if isinstance(result.output, str) else ""
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
-        await self.memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
+        await memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
         extraction = scheduled = None
-        inline = self.memory.extracts_inline(self.extract_inline)
+        inline = memory.extracts_inline(self.extract_inline)
         if self.extract_facts and identity.user_id is not None:
             try:
                 # The extraction policy decides: an explicit memory instruction, or the cadence of user
                 # messages; one batched call covers everything not extracted yet.
                 if inline:
-                    extraction = await self.memory.extract_if_due(identity.session_id, identity.user_id)
+                    extraction = await memory.extract_if_due(identity.session_id, identity.user_id)
                 else:
-                    scheduled = await self.memory.schedule_extraction(identity.session_id, identity.user_id)
+                    scheduled = await memory.schedule_extraction(identity.session_id, identity.user_id)
             except MemoryPluginError as exc:
                 # The answer is already produced; failing the run now would lose it. Report instead.
                 logger.warning("%s could not store facts after the run: %s", LOG_PREFIX, exc)
-        if self.context is not None and identity.user_id is not None:
+        if self._builder is not None and identity.user_id is not None:
             update = _update_context(
-                self.context, self.memory, identity.session_id, identity.user_id, extraction, scheduled
+                self._builder, memory, identity.session_id, identity.user_id, extraction, scheduled
             )
             if inline:
                 await update
             else:
                 # Slots and summary are derived data: off the request path (a summary model call takes seconds).
-                self.memory.run_in_background(update, name="memory_plugin-context-update")
+                memory.run_in_background(update, name="memory_plugin-context-update")
         return result
 
     @classmethod

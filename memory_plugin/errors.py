@@ -8,16 +8,25 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 __all__ = [
+    "ConfigurationError",
     "EmbeddingError",
+    "ExportFormatError",
+    "ExportVersionError",
     "ExtractionError",
+    "IdempotencyKeyReusedError",
+    "ImportConflictError",
     "InvalidMemoryInputError",
     "InvalidModelInputError",
     "ManagerClosedError",
     "MemoryLimitError",
+    "MemoryPausedError",
     "MemoryPluginError",
+    "SessionAmbiguousError",
     "SessionLimitError",
     "SessionOwnershipError",
+    "StatementLimitError",
     "StoreError",
+    "StoreLimitError",
     "StoreUnavailableError",
 ]
 
@@ -32,15 +41,26 @@ class InvalidMemoryInputError(MemoryPluginError, ValueError):
 
 
 class SessionOwnershipError(InvalidMemoryInputError):
-    """A session id was used with another user than the one it belongs to. A session is bound to the user
-    of its first call (or to no user, when that call named none) until it expires or is dropped; use a
-    session id of the user's own (for example one made of the user id and the conversation id)."""
+    """A call without a user named a session that belongs to a user. Sessions are kept per user (two users
+    may each have a session `chat-1`; sessions started without a user are a namespace of their own): a read
+    without a user sees only anonymous sessions, so pass the session's user_id."""
+
+
+class SessionAmbiguousError(SessionOwnershipError):
+    """A write without a user (`add_message(session_id, message)`, the design's session-only calls) named a
+    session id that more than one owner uses (two users, or a user and an anonymous session): nothing was
+    written; pass the user_id of the session the call is for."""
 
 
 class SessionLimitError(InvalidMemoryInputError):
     """A short-term update would take a session past one of its limits (entity values per kind or in all,
     intents); nothing of that update was kept. The limits are `MemorySettings.max_session_entity_values_per_kind`,
     `max_session_entity_values` and `max_session_intents`."""
+
+
+class IdempotencyKeyReusedError(InvalidMemoryInputError):
+    """An idempotency key was sent again with a different request (another body for the same chat). Nothing
+    was appended: a retry must send the same request with its key, and a new request needs a new key."""
 
 
 class InvalidModelInputError(InvalidMemoryInputError, ValidationError):
@@ -71,6 +91,24 @@ class StoreUnavailableError(StoreError):
     """The long-term store cannot be reached (database down, network, pool exhausted)."""
 
 
+class StatementLimitError(StoreError):
+    """The database is reachable but cancelled or refused one statement for its duration or size (its
+    `statement_timeout`, `lock_timeout`, or a server limit such as memory or statement complexity). Nothing of
+    that statement was written, and sending it again fails the same way: write fewer items per call, or raise
+    the limit (`limit` names it). Never an outage: it is raised to the caller, not journaled."""
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        """The limit that stopped the statement, e.g. "statement_timeout", "lock_timeout", "out_of_memory"."""
+
+
+class StoreLimitError(MemoryLimitError, StoreError):
+    """The database refused a write past one of the bounds it enforces itself (a count per user, the write rate,
+    a size: `supabase/schemas/15_memory_bounds.sql`); nothing of that write was stored. Both a `MemoryLimitError`
+    (what the caller can act on) and a `StoreError` (the database refused it, as the outage journal expects)."""
+
+
 class ExtractionError(MemoryPluginError):
     """Fact extraction failed: the model errored or its output could not be used at all.
 
@@ -82,3 +120,28 @@ class ExtractionError(MemoryPluginError):
 class EmbeddingError(MemoryPluginError):
     """The embedding model failed or returned unusable vectors. Writes still store the facts (without a vector,
     counted in `MemoryManager.stats.embedding_failures`) and searches fall back to text signals."""
+
+
+class ExportFormatError(InvalidMemoryInputError):
+    """A file given to import is not a memory export this release can restore: not JSON, not the export
+    format, or a row that does not fit its table. Nothing was written."""
+
+
+class ExportVersionError(ExportFormatError):
+    """An export of another format version than this release reads (`memory_plugin.export.EXPORT_VERSION`).
+    Nothing was written; import it with the release that wrote it, or a later one that reads its version."""
+
+
+class ImportConflictError(MemoryPluginError):
+    """An import found memory of the user already in the database (or a row id of the file in use): imports
+    never merge. Nothing was written; erase the user first to replace their memory with the file's."""
+
+
+class ConfigurationError(MemoryPluginError, ValidationError):
+    """A `MEMORY_*` environment variable (or `MemorySettings` argument) cannot be used: its message names the
+    variable and shows a valid value. It is pydantic's `ValidationError` too, like every other bad setting."""
+
+
+class MemoryPausedError(MemoryPluginError):
+    """The user paused their memory (`MemoryManager.pause_memory`): nothing new is stored about them until they
+    resume it. Nothing was written; reads still work."""

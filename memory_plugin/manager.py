@@ -24,18 +24,24 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence, Sized
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from .background import BackgroundWorker, JobQueue, QueueStatus, open_job_queue
+from .background.jobs import ExtractionJob
 from .background.memory_queue import InProcessJobQueue
 from .background.worker import wait_settled
+from .consent import ConsentStore
 from .context.reader import ContextReader
 from .conversions import fact_from_record
 from .database.connector import DatabaseConnector
+from .database.pooler import transaction_pooled
+from .database.roles import library_url, worker_role_url
 from .database.urls import masked_url
 from .embeddings import MemoryEmbedder, default_embedder
-from .errors import InvalidMemoryInputError, ManagerClosedError, MemoryPluginError
+from .embeddings.reembed import reembed_user
+from .errors import InvalidMemoryInputError, ManagerClosedError, MemoryPausedError, MemoryPluginError
+from .export import ImportReport, export_from_url, import_into_url
 from .extraction import FactExtractor, default_extractor
 from .extraction.policy import ExtractionPolicy, ExtractionRun
 from .extraction.runner import ExtractionRunner, ScheduledExtraction
@@ -64,7 +70,19 @@ from .validation import (
 from .write.notes import Note
 from .write.pipeline import WritePipeline
 
+if TYPE_CHECKING:
+    from .context.builder import ContextBuilder
+    from .context.receipt import ContextReceipt
+
 __all__ = ["MemoryManager", "MemoryStats"]
+
+
+def _library_url(settings: MemorySettings, connector: DatabaseConnector | None) -> str | None:
+    """The URL the manager's other pools (job queue, Postgres sessions) use: the store's own role, never the
+    embedded server's superuser (None without a database)."""
+    if connector is None or connector.url is None:
+        return None
+    return library_url(connector.url, embedded=settings.database_url is None)
 
 
 class MemoryManager:
@@ -124,6 +142,8 @@ class MemoryManager:
         )
         self._closed = False
         self._messages_added = 0
+        self._valid_session_ids: set[str] = set()
+        """Session ids `check_session_id` accepted (`_remember_session_id`)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._exchanges_not_recorded = 0
         self._database_url = database_url
@@ -132,7 +152,11 @@ class MemoryManager:
         self._queue: JobQueue | None = None
         self._worker: BackgroundWorker | None = None
         self._queued: dict[int, None] = {}
+        self.consent = ConsentStore(database_url)
+        """The users' memory switch (`pause_memory`): in the database, or in this process without one."""
         """Jobs this manager queued and has not seen settle yet (what `flush` waits for), oldest first."""
+        self._context: ContextBuilder | None = None
+        self._context_lock = asyncio.Lock()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -218,13 +242,17 @@ class MemoryManager:
         if settings.session_backend == "postgres":  # shared by every worker: on the database in use
             from .session.postgres_store import postgres_sessions_from_settings
 
-            url = connector.url if connector is not None else None
+            url = _library_url(settings, connector)
             if url is None:
                 await store.close()
                 raise MemoryPluginError(
                     "MEMORY_SESSION_BACKEND=postgres keeps sessions in the manager's own database: set"
                     " MEMORY_DATABASE_URL or let the manager start the embedded one (do not pass store=)"
                 )
+            # As memory_worker (a startup option, which a transaction-mode pooler may not pass on: there the
+            # URL's own role is used).
+            if not transaction_pooled(url, settings.database_pooler):
+                url = worker_role_url(url)
             sessions = await asyncio.to_thread(postgres_sessions_from_settings, settings, url)
         elif settings.session_backend == "redis":  # shared by every worker: on the deployment's Redis
             from .session.redis_store import redis_sessions_from_settings
@@ -236,9 +264,11 @@ class MemoryManager:
                 raise
         manager = cls(settings, store, extractor=extractor, clock=clock, embedder=embedder, sessions=sessions)
         manager._connector = connector
+        if connector is not None and connector.url is not None:
+            manager.consent = ConsentStore(connector.url, timeout=settings.connect_timeout_seconds)
         manager._start_sweeper()
         try:
-            await manager._start_background(connector.url if connector is not None else None)
+            await manager._start_background(_library_url(settings, connector))
         except BaseException:
             await manager.close()
             raise
@@ -275,6 +305,8 @@ class MemoryManager:
                 await self._sweeper
             self._sweeper = None
         self.sessions.close()
+        if self._context is not None:
+            await self._context.close()
         await self.store.close()
 
     # --- background extraction (docs/background.md) ------------------------------------------------------------
@@ -290,7 +322,7 @@ class MemoryManager:
         s = self.settings
         return BackgroundWorker(
             queue,
-            self.extraction.run_job,
+            self._run_job,
             concurrency=s.background_concurrency,
             poll_seconds=s.background_poll_seconds,
             lease_seconds=s.background_lease_seconds,
@@ -299,12 +331,19 @@ class MemoryManager:
             retry_max_seconds=s.background_retry_max_seconds,
         )
 
+    async def _run_job(self, job: ExtractionJob, queue: JobQueue, worker: str) -> None:
+        """A queued extraction, unless its user paused memory since it was queued (then it is done, unwritten)."""
+        if await self.consent.paused(job.user_id):
+            return
+        await self.extraction.run_job(job, queue, worker)
+
     def _background(self) -> tuple[JobQueue, BackgroundWorker | None]:
         """The queue, created in-process on first use by a manager built without `create`."""
         if self._queue is None:
             self._queue = InProcessJobQueue(
                 max_pending=self.settings.background_max_pending_jobs,
                 max_messages=self.settings.max_messages_per_session,
+                max_pending_per_user=self.settings.background_max_pending_jobs_per_user,
             )
             self._worker = self._new_worker(self._queue)
             self._worker.start()
@@ -358,6 +397,8 @@ class MemoryManager:
         pending in the session for its next trigger (`outcome == "full"`)."""
         self._check_open()
         uid = parse_user_id(user_id)
+        if await self.consent.paused(uid):
+            return ScheduledExtraction()
         queue, worker = self._background()
         scheduled = await self.extraction.schedule(
             queue, check_session_id(session_id), uid, end_of_request=end_of_request
@@ -447,18 +488,35 @@ class MemoryManager:
     async def add_message(self, session_id: str, message: Message, *, user_id: str | UUID | None = None) -> int:
         """Record a message in the session's short-term memory (the last N are kept).
 
-        A session belongs to the user its first call names (or to no user): any later call naming the session
-        with another user, or without its user, raises `SessionOwnershipError` and changes nothing.
-        Returns the number of messages the session has seen, which `should_extract` uses.
+        Sessions are kept per user: `user_id` names the user's own session `session_id` (two users may each have
+        a `chat-1`). Without `user_id` (the design's session-only call, after `get_memory_context(session_id,
+        user_id)` bound the session) the message goes to the one live session with that id, or starts an
+        anonymous one; when two owners use the id, `SessionAmbiguousError` asks for the user and nothing is
+        written. Returns the number of messages the session has seen, which `should_extract` uses.
         """
-        self._check_open()
-        check_session_id(session_id)
-        uid = parse_user_id(user_id) if user_id is not None else None
+        if self._closed:
+            self._check_open()
+        # The hot path (~2.5 µs a message in RAM): a session id is validated once, then remembered. The content
+        # is scanned again (one regex pass): a `Message.model_construct` skips the model's own validator.
+        if session_id not in self._valid_session_ids:
+            self._remember_session_id(session_id)
+        uid = user_id if user_id is None or type(user_id) is UUID else parse_user_id(user_id)
         if not isinstance(message, Message):
             raise InvalidMemoryInputError(f"message must be a Message, got {type(message).__name__}")
         check_text(message.content, "message content", self.settings.max_message_chars)
         self._messages_added += 1
-        return await off_the_loop(self.sessions, lambda: self.sessions.add_message(session_id, message, user_id=uid))
+        sessions = self.sessions
+        if not sessions.blocking:
+            return sessions.add_message(session_id, message, user_id=uid)
+        return await off_the_loop(sessions, lambda: sessions.add_message(session_id, message, user_id=uid))
+
+    def _remember_session_id(self, session_id: str) -> None:
+        """Validate `session_id` (`check_session_id`) and remember it as valid; the memory of valid ids is
+        bounded (emptied past 4,096 ids: at most one re-validation per id and 4,096 calls)."""
+        check_session_id(session_id)
+        if len(self._valid_session_ids) >= 4_096:
+            self._valid_session_ids.clear()
+        self._valid_session_ids.add(session_id)
 
     async def update_session_entities(
         self, session_id: str, entities: Mapping[str, str | Iterable[str]], *, user_id: str | UUID | None = None
@@ -534,7 +592,8 @@ class MemoryManager:
     async def get_memory_context(
         self, session_id: str, user_id: str | UUID | None = None, *, query: str | None = None
     ) -> MemoryContext:
-        """The session's short-term state plus the user's most relevant long-term memory.
+        """The session's short-term state plus the user's most relevant long-term memory. With `user_id`, a new
+        session is bound to that user (the start of a turn in the design's call order).
 
         If the long-term store cannot be read, `long_term_available` is False and the context holds
         short-term memory plus, with `ResilientStore`, the last copy of the user's long-term memory read
@@ -548,10 +607,31 @@ class MemoryManager:
         self._check_open()
         check_session_id(session_id)
         uid = parse_user_id(user_id) if user_id is not None else None
-        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid))
+        # With a user, the turn starts here: an unknown session is bound to that user, so the session-only
+        # calls that follow (`add_message(session_id, m)`) write this user's session.
+        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid, bind=True))
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
         return await self.context_reader.read(session_id, uid, short, query=query)
+
+    async def context_builder(self) -> ContextBuilder:
+        """The manager's context assembly (`context/builder.py`): one token budget for profile, slots, rolling
+        summary, facts and history, slots and summaries kept current with the extraction. Opened on first use
+        (on the manager's database, else in RAM) and closed with the manager."""
+        self._check_open()
+        async with self._context_lock:
+            if self._context is None:
+                from .context.builder import ContextBuilder
+
+                url = _library_url(self.settings, self._connector) if self._connector else self._database_url
+                self._context = await ContextBuilder.open(self, self.settings, database_url=url, wait=False)
+                self._context.follow(self.extraction)
+        return self._context
+
+    def last_receipt(self, session_id: str, user_id: str | UUID | None = None) -> ContextReceipt | None:
+        """What the last context built in this process for `session_id` and `user_id` held: facts injected and
+        why, tokens per part, what was cut (`ContextReceipt`); None when none was built here."""
+        return self._context.last_receipt(session_id, user_id) if self._context is not None else None
 
     def format_memory_for_agent(self, context: MemoryContext) -> str:
         """The compact, fenced memory block for an agent's instructions ("" when nothing is known). Pure."""
@@ -573,6 +653,8 @@ class MemoryManager:
         """`update_memory`, returning a `WriteOutcome`: the stored facts and how many were inserted,
         reinforced or merged as near-duplicates, and the facts superseded. Counted in `stats` too."""
         self._check_open()
+        if isinstance(update, MemoryUpdate):  # anything else: the writer says what is wrong with it
+            await self._check_not_paused(update.user_id)
         return await self.writer.update(update)
 
     async def fact_history(
@@ -630,6 +712,8 @@ class MemoryManager:
         for the next extraction."""
         self._check_open()
         uid = parse_user_id(user_id)
+        if await self.consent.paused(uid):
+            return []
         run = await self.extraction.run(check_session_id(session_id), uid, force=True)
         return run.stored
 
@@ -643,6 +727,8 @@ class MemoryManager:
         `ExtractionRun.error`, and the messages stay pending."""
         self._check_open()
         uid = parse_user_id(user_id)
+        if await self.consent.paused(uid):
+            return ExtractionRun()
         return await self.extraction.run(check_session_id(session_id), uid, end_of_request=end_of_request)
 
     # --- remember and search (query-aware retrieval) -------------------------------------------------------
@@ -693,7 +779,9 @@ class MemoryManager:
         """`remember_many`, reporting per note whether it was stored, merged into an existing memory, or
         refused (and why), and which kinds of data were redacted. Counted in `stats`."""
         self._check_open()
-        return await self.writer.remember_many(parse_user_id(user_id), notes)
+        uid = parse_user_id(user_id)
+        await self._check_not_paused(uid)
+        return await self.writer.remember_many(uid, notes)
 
     async def search(self, user_id: str | UUID, query: str, *, limit: int = 10) -> list[ScoredMemory]:
         """The user's memories that best answer `query`, best first, each with its score and the score's parts.
@@ -734,6 +822,49 @@ class MemoryManager:
             if forgotten:
                 await queue.forget(uid, forgotten)
         return await self.store.delete(uid, record_id)
+
+    def export_user(self, user_id: str | UUID) -> AsyncIterator[str]:
+        """Everything stored about the user, as the text chunks of one versioned JSON document (docs/export.md):
+        `async for chunk in memory.export_user(user_id): out.write(chunk)`. Read as the user under row-level
+        security, in pages of one consistent snapshot, so memory stays bounded whatever the user holds."""
+        self._check_open()
+        uid = parse_user_id(user_id)
+        url = self._postgres_url("an export")
+        return export_from_url(url, uid, as_user=True, connect_timeout=self.settings.connect_timeout_seconds)
+
+    async def import_user(self, document: str | bytes | Mapping[str, Any]) -> ImportReport:
+        """Restore an export into this database, which must hold nothing of that user (`ImportConflictError`
+        otherwise; `ExportFormatError` for a file that is not a readable export): all of it, or nothing. Runs on
+        the service path (`admin_database_url`, else the manager's own URL), then gives the restored facts
+        vectors of this manager's embedding model (vectors are not part of an export)."""
+        self._check_open()
+        admin = self.settings.admin_database_url
+        url = admin.get_secret_value() if admin is not None else self._postgres_url("an import")
+        report = await import_into_url(url, document, connect_timeout=self.settings.connect_timeout_seconds)
+        if self.embedder is not None and report.rows.get("memories"):
+            await reembed_user(self.store, self.embedder, report.user_id)
+        return report
+
+    def _postgres_url(self, what: str) -> str:
+        if self.database_url is None:
+            raise MemoryPluginError(f"{what} needs the Postgres backend (a manager opened without store=)")
+        return self.database_url
+
+    async def pause_memory(self, user_id: str | UUID, paused: bool = True) -> None:
+        """Pause (or, with `paused=False`, resume) the user's memory: while paused nothing new is stored about
+        them — `update_memory` and `remember` raise `MemoryPausedError`, extraction (inline, queued, or already
+        queued) stores nothing — and reads work as before. Kept in the database: every process sees it."""
+        self._check_open()
+        await self.consent.set_paused(parse_user_id(user_id), paused)
+
+    async def memory_paused(self, user_id: str | UUID) -> bool:
+        """Whether the user's memory is paused (`pause_memory`)."""
+        self._check_open()
+        return await self.consent.paused(parse_user_id(user_id))
+
+    async def _check_not_paused(self, user_id: UUID) -> None:
+        if await self.consent.paused(user_id):
+            raise MemoryPausedError(f"user {user_id} paused their memory: nothing is stored until they resume it")
 
     async def backend_status(self) -> BackendStatus:
         """Which backend serves long-term memory, whether the database answers (pinged now), the journal's

@@ -258,6 +258,9 @@ class MemoryContext(MemoryModel):
     long_term_cached_at: StorableTime | None = None
     """When the store could not be read but an earlier read was cached: when that copy was read (UTC), and
     `long_term` holds it (possibly out of date). None otherwise."""
+    fact_scores: dict[UUID, dict[str, float]] = Field(default_factory=dict, exclude=True)
+    """Why each fact a search chose for the query is here: `score` and the parts it is made of
+    (`ScoreComponents`), by fact id. Empty without a query (facts ranked by importance, confidence, recency)."""
 
 
 class MemoryUpdate(MemoryModel):

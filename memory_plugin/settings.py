@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
-from pydantic import AliasChoices, Field, PlainSerializer, PlainValidator, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    AliasChoices,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
-from .errors import MemoryPluginError
+from .errors import ConfigurationError, MemoryPluginError
 from .privacy.policy import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 from .quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
@@ -19,7 +31,7 @@ __all__ = ["LocalRuntime", "MemorySettings"]
 
 
 LocalRuntime = Literal["auto", "onnx", "torch"]
-"""What runs the offline embedding model for a single question (`MemorySettings.local_embedding_runtime`)."""
+"""What runs the offline embedding model (`MemorySettings.local_embedding_runtime`)."""
 
 
 def _a_vocabulary(value: object) -> Vocabulary:
@@ -73,6 +85,12 @@ class MemorySettings(BaseSettings):
 
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
     """How long to wait for a connection before raising `StoreUnavailableError`."""
+
+    database_pooler: Literal["auto", "transaction", "session", "none"] = "auto"
+    """The connection pooler in front of the database URLs (docs/supabase.md): `transaction` (Supavisor's port
+    6543, PgBouncer's transaction mode) turns psycopg's prepared statements off on every connection the plugin
+    opens, which such a pooler cannot keep; `session` and `none` change nothing; `auto`: `transaction` when the
+    URL's port is 6543. Env `MEMORY_DATABASE_POOLER`."""
 
     # --- Supabase API (SupabaseStore) ------------------------------------------------------------------
     # For deployments that reach the database only through the project's REST API (PostgREST) with the
@@ -216,6 +234,19 @@ class MemorySettings(BaseSettings):
     """Facts whose decayed confidence is below this never reach the prompt; `memory-plugin maintain` archives
     them (correctness does not depend on it running)."""
 
+    # --- retention (`memory-plugin maintain`; docs/privacy.md) ---------------------------------------------------
+    retention_raw_months: float = Field(default=12, ge=0)
+    """Raw conversation data not touched for this many months is deleted by `memory-plugin maintain`: chat
+    histories (title and summary stay), stored conversations, Postgres sessions, workflow checkpoints. Facts,
+    slots and summaries are kept. 0: kept forever."""
+    retention_dead_job_days: float = Field(default=30, ge=0)
+    """Dead background jobs older than this are deleted by `maintain` (0: kept, up to the cap)."""
+    retention_max_dead_jobs: int = Field(default=10_000, ge=0)
+    """`maintain` keeps at most this many dead jobs, the newest (0: no cap)."""
+    retention_applied_write_days: float = Field(default=30, ge=0)
+    """Records of applied writes (a replayed write applies once) older than this are deleted by `maintain`;
+    keep it longer than any outage the journal must survive. 0: kept forever."""
+
     vocabulary: Annotated[Vocabulary, PlainValidator(_a_vocabulary), PlainSerializer(repr)] = Field(
         default_factory=lambda: DEFAULT_VOCABULARY, exclude=True, repr=False
     )
@@ -224,8 +255,38 @@ class MemorySettings(BaseSettings):
     time). The default is domain-free; pass a domain's own, e.g. `MemorySettings(vocabulary=SHOP_VOCABULARY)`
     (`agents/vocabulary.py`). Code only, not read from the environment."""
 
+    vocabulary_module: str | None = None
+    """`package.module:NAME` of the `Vocabulary` the command line's processes (`worker`, `serve`, `inspect`…)
+    use instead of the generic one, e.g. `agents.vocabulary:SHOP_VOCABULARY`; code passes `vocabulary` instead."""
+
     max_rejections_in_context: int = Field(default=20, ge=0)
     """Current rejections ("never suggest X") placed in the context after the ranked facts, newest first."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except SettingsError as exc:
+            # pydantic-settings fails before validation, with a traceback naming neither the variable nor a
+            # valid value, when a MEMORY_* holding JSON (a dict or list setting) is not JSON.
+            raise _not_json(exc) from None
+        except ConfigurationError:
+            raise
+        except ValidationError as exc:
+            # The plugin's error for bad input, still pydantic's for code that catches that.
+            names = sorted({f"MEMORY_{e['loc'][0]}".upper() for e in exc.errors() if e["loc"]})
+            title = f"{exc.title} ({', '.join(names)})" if names else exc.title
+            raise ConfigurationError.from_exception_data(title, exc.errors()) from None  # type: ignore[arg-type]
+
+    @field_validator("data_dir", "database_url", "admin_database_url", mode="before")
+    @classmethod
+    def _not_empty(cls, value: object, info: Any) -> object:
+        # An empty variable is a mistake, not a choice: MEMORY_DATA_DIR="" made a cluster in the current
+        # directory, MEMORY_DATABASE_URL="" ran without any database. Unset means the default.
+        if isinstance(value, str) and not value.strip():
+            name = f"MEMORY_{info.field_name.upper()}"
+            example = _EMPTY_EXAMPLES[info.field_name]
+            raise ValueError(f"{name} is empty: unset it for the default, or give a value, e.g. {name}={example}")
+        return value
 
     @model_validator(mode="after")
     def _fact_limit_within_note_limit(self) -> MemorySettings:
@@ -273,12 +334,11 @@ class MemorySettings(BaseSettings):
     """Facts embedded per model call at write time and by `reembed`."""
 
     local_embedding_runtime: LocalRuntime = "auto"
-    """What runs the offline model (`local`) for a single question, i.e. every search: `auto` (onnxruntime when
-    importable, else torch; a missing onnxruntime is logged once, as the `[local]` extra includes it), `onnx`
-    (onnxruntime, or torch with a warning when it cannot be used), `torch`.
-    onnxruntime gives the same vectors (checked against torch at startup) in ~4 ms instead of ~10; its graph
-    is exported on first use and cached in `data_dir/onnx/`. Batches of facts always run on torch. Env
-    `MEMORY_LOCAL_EMBEDDING_RUNTIME`."""
+    """What runs the offline model (`local`), for facts and questions: `auto` and `onnx` (onnxruntime; torch, with
+    one warning, when it cannot be used), `torch`. onnxruntime gives the same vectors (checked against torch
+    when its graph is exported), a question in ~4 ms instead of ~10, and a new process's first vector without
+    torch's import (~4 s); the graph is exported once (bootstrap, or the first use) and cached in
+    `data_dir/onnx/`. Env `MEMORY_LOCAL_EMBEDDING_RUNTIME`."""
 
     search_weight_text: float = Field(default=1.0, ge=0)
     """Full-text relevance (BM25 over English stems, Spanish and English stop words dropped; normalised by the
@@ -318,6 +378,10 @@ class MemorySettings(BaseSettings):
     search_candidates: int = Field(default=50, ge=1, le=10_000)
     """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
     takes half as many, at least the search's limit, when it goes through the HNSW index)."""
+
+    search_rerank_candidates: int = Field(default=50, ge=0, le=1000)
+    """The hybrid score's best this many facts are re-ranked by how they cluster (same session, neighbouring
+    turns) and the names the question holds (`retrieval/rerank.py`); 0 turns the reranker off."""
 
     search_exact_scan_below: int = Field(default=2000, ge=0)
     """Users with fewer vectors than this are scanned exactly; above, through the HNSW index, unless they are a
@@ -390,6 +454,11 @@ class MemorySettings(BaseSettings):
     background_max_pending_jobs: int = Field(default=10_000, ge=1)
     """Waiting jobs beyond which a trigger that would add a job is refused: its messages stay pending in the
     session and go with its next trigger (a session's waiting job always absorbs new messages)."""
+
+    background_max_pending_jobs_per_user: int = Field(default=100, ge=1)
+    """Waiting jobs of one user beyond which that user's trigger is refused as above. A user at this limit, or
+    one filling the whole queue, never refuses another user's extraction: the queue's limit refuses only users
+    already holding a waiting job. 100: a user's sessions each hold one waiting job at most."""
 
     background_lease_seconds: float = Field(default=120.0, gt=0)
     """How long a claimed job is reserved for its worker (renewed while it runs); a crashed worker's jobs are
@@ -513,6 +582,14 @@ class MemorySettings(BaseSettings):
     api_max_body_bytes: int = Field(default=1_000_000, ge=1024)
     """Largest request body the API accepts (413 beyond)."""
 
+    api_cors_origins: str = ""
+    """Browser origins allowed to call the API, comma-separated (`https://app.example,http://localhost:5173`,
+    or `*`); empty: no CORS headers, so browsers allow only same-origin pages."""
+
+    api_dev_tokens: bool = False
+    """Allow `memory-plugin token --user UUID` to mint user tokens with `jwt_secret` (development only: anyone
+    who can run it can act as any user)."""
+
     chat_summary_model: str | None = None
     """pydantic-ai model writing chat summaries and titles (e.g. "openai:gpt-4o-mini"); unset: the offline
     extractive summary."""
@@ -527,3 +604,26 @@ class MemorySettings(BaseSettings):
 
     redis_url: SecretStr | None = None
     """The Redis server of `session_backend="redis"` (`redis://host:6379/0`; may carry a password)."""
+
+
+_EMPTY_EXAMPLES = {
+    "data_dir": "~/.local/share/memory-plugin",
+    "database_url": "postgresql://memory_plugin_app.<project ref>:<password>@<pooler host>:6543/postgres",
+    "admin_database_url": "postgresql://postgres.<project ref>:<password>@<pooler host>:5432/postgres",
+}
+
+
+def _not_json(exc: SettingsError) -> ConfigurationError:
+    """A `ConfigurationError` for a JSON setting whose environment value is not JSON, with an example."""
+    match = re.search(r'field "(\w+)"', str(exc))
+    field = match.group(1) if match else "settings"
+    name = f"MEMORY_{field.upper()}"
+    raw = next((v for k, v in os.environ.items() if k.upper() == name), None)
+    info = MemorySettings.model_fields.get(field)
+    default = info.get_default(call_default_factory=True) if info is not None else None
+    sample = dict(list(default.items())[:1]) if isinstance(default, dict) else list(default or [])[:1]
+    message = f"{name} must be JSON, e.g. {name}='{json.dumps(sample)}'; got {raw!r}"
+    return ConfigurationError.from_exception_data(
+        "MemorySettings",
+        [{"type": "value_error", "loc": (field,), "input": raw, "ctx": {"error": ValueError(message)}}],
+    )

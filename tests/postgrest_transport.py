@@ -54,6 +54,8 @@ def _error(status: int, code: str, message: str, details: str | None = None, hin
 
 def _status(sqlstate: str, role: str) -> int:
     """PostgREST's HTTP status for a PostgreSQL error (the subset that matters here)."""
+    if sqlstate.startswith("PT") and sqlstate[2:].isdigit():  # a status the SQL chose (the database's bounds)
+        return int(sqlstate[2:])
     if sqlstate == "42501":  # insufficient privilege, including RLS refusing a row
         return 401 if role == "anon" else 403
     if sqlstate in ("42883", "42P01"):  # no such function / table

@@ -243,20 +243,19 @@ async def test_a_session_of_one_user_is_never_read_or_extracted_for_another(pg_m
     session = f"b-session-{uuid4()}"
     said = Message(role="user", content="Recuerda que mi presupuesto máximo es 3000 euros")
     await pg_memory.add_message(session, said, user_id=bob)
-    for call in (
-        pg_memory.get_memory_context(session, alice),
-        pg_memory.remember_from_session(session, alice),
-        pg_memory.extract_if_due(session, alice),
-        pg_memory.add_message(session, Message(role="user", content="soy Alice"), user_id=alice),
-        pg_memory.update_session_entities(session, {"materials": ["oro"]}, user_id=alice),
-        pg_memory.update_session_intents(session, "budget_request", user_id=alice),
-        pg_memory.get_short_term(session, user_id=alice),
-        pg_memory.get_short_term(session),  # without the owner either
-    ):
-        with pytest.raises(SessionOwnershipError):
-            await call
+    # Alice's calls with Bob's session id act on Alice's own session of that id: none sees or changes Bob's.
+    assert (await pg_memory.get_memory_context(session, alice)).short_term.messages == []
+    assert await pg_memory.remember_from_session(session, alice) == []
+    await pg_memory.extract_if_due(session, alice)
+    await pg_memory.add_message(session, Message(role="user", content="soy Alice"), user_id=alice)
+    await pg_memory.update_session_entities(session, {"materials": ["oro"]}, user_id=alice)
+    await pg_memory.update_session_intents(session, "budget_request", user_id=alice)
+    assert [m.content for m in (await pg_memory.get_short_term(session, user_id=alice)).messages] == ["soy Alice"]
+    with pytest.raises(SessionOwnershipError):  # and without a user, no one reads a user's session
+        await pg_memory.get_short_term(session)
     assert await pg_memory.list_memory(alice) == []
-    assert [m.content for m in (await pg_memory.get_short_term(session, user_id=bob)).messages] == [said.content]
+    bobs = await pg_memory.get_short_term(session, user_id=bob)
+    assert ([m.content for m in bobs.messages], bobs.entities, bobs.intents) == ([said.content], {}, [])
 
 
 @pytest.mark.parametrize("backend", ["postgres", "memory", "supabase"])

@@ -89,7 +89,7 @@ async def test_first_time_user_gets_no_memory_block(pg_memory: MemoryManager, us
 async def test_run_records_prompt_and_answer_and_next_run_sees_them(pg_memory: MemoryManager, user_id: UUID) -> None:
     session = f"s-{uuid4()}"
     model = RecordingModel(answer="¿Qué material prefieres?")
-    agent = memory_agent(pg_memory, model)
+    agent = memory_agent(pg_memory, model, memory_block=True)  # the recent messages as text in the block
 
     await agent.run("Necesito 20 soportes fresados", deps=MemoryDeps(session_id=session, user_id=user_id))
 
@@ -232,7 +232,7 @@ async def test_a_memory_instruction_is_extracted_at_once(pg_memory: MemoryManage
 async def test_anonymous_session_gets_short_term_memory_but_stores_nothing(pg_memory: MemoryManager) -> None:
     session = f"s-{uuid4()}"
     model = RecordingModel(answer="Anotado.")
-    agent = memory_agent(pg_memory, model)
+    agent = memory_agent(pg_memory, model, memory_block=True)  # the recent messages as text in the block
     for prompt in ("Prefiero latón.", "Y siempre anodizado."):
         await agent.run(prompt, deps=MemoryDeps(session_id=session))
     assert "- user: Prefiero latón." in fenced_body(model.instructions[1])

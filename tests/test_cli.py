@@ -13,7 +13,8 @@ from uuid import uuid4
 import pytest
 from typer.testing import CliRunner
 
-from memory_plugin.cli import DEMO_USER_ID, app
+from memory_plugin.cli import app
+from workflows.cli import DEMO_USER_ID
 
 WIDE = {"COLUMNS": "200"}  # no wrapping inside the phrases the tests look for
 

@@ -37,12 +37,25 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "public.memory_slots": {"slots": '{"goal": [{"text": "injected"}]}'},
     "public.memory_summaries": {"scope": "user", "version": 9, "content": "injected", "kind": "model"},
     "public.chats": {"title": "injected", "full_history": "[]"},
+    "memory_private.chat_append_keys": {
+        "chat_id": "00000000-0000-4000-8000-000000000002",
+        "idempotency_key": "injected",
+        "request_hash": "x",
+        "turns": 1,
+    },
     "memory_private.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
     "memory_private.memory_sessions": {"session_id": "injected-session", "last_active": 1.0},
     "public.memory_jobs": {"session_id": "s", "payload": "{}"},
     "public.conversations": {"conversation_id": "injected", "revision": "r1"},
     "public.conversation_entries": {"id": "injected", "message": '{"kind": "request", "parts": []}'},
+    "memory_private.memory_consent": {"paused": True},
+    "memory_private.memory_limits": {"name": "facts_per_user", "value": 1e9},
+    "memory_private.memory_usage": {"counted": "facts_per_user", "n": 0},
+    "memory_private.memory_write_buckets": {"tokens": 1e9, "refilled_at": "2030-01-01"},
 }
+
+# Tables a user may only read (update and delete are granted without a policy: they change no row).
+READ_ONLY = {"memory_private.memory_limits", "memory_private.memory_usage", "memory_private.memory_write_buckets"}
 
 
 def _table(name: str) -> sql.Identifier:
@@ -65,14 +78,18 @@ def _rpc_args(b: UUID, admin_conn: Conn) -> dict[str, Any]:
         "select content_hash, content from public.user_memory where user_id = %s and kind = 'fact'", (b,)
     ).fetchall()
     embeddings = [{"content_hash": h, "content": c, "embedding": [0.05] * 384} for h, c in hashes]
-    return {"b": b, "items": _items_json(), "vector": _VECTOR, "embeddings": json.dumps(embeddings)}
+    chat = admin_conn.execute("select id from public.chats where user_id = %s", (b,)).fetchone()
+    return {
+        "b": b, "items": _items_json(), "vector": _VECTOR, "embeddings": json.dumps(embeddings),
+        "b_chat": chat[0] if chat else None,
+    }  # fmt: skip
 
 
 # How to call each public function with B's id; `{b}` is B's id. Its result must hold nothing of B's.
 RPC_CALLS: dict[str, str] = {
     # The job queue's functions: executable by memory_worker and service_role only.
     "memory_jobs_tail": "select memory_private.memory_jobs_tail('[1,2]'::jsonb, 1)",
-    "memory_jobs_enqueue": "select * from memory_private.memory_jobs_enqueue({b}, 's', '[]', 'explicit', 10, 10)",
+    "memory_jobs_enqueue": "select * from memory_private.memory_jobs_enqueue({b}, 's', '[]', 'explicit', 10, 10, 10)",
     "memory_jobs_claim": "select * from memory_private.memory_jobs_claim('w', 10, 60)",
     "memory_jobs_extend": "select memory_private.memory_jobs_extend(1, 'w', 60)",
     "memory_jobs_hold": "select * from memory_private.memory_jobs_hold(1, 'w')",
@@ -84,6 +101,13 @@ RPC_CALLS: dict[str, str] = {
     "memory_jobs_status": "select * from memory_private.memory_jobs_status()",
     "memory_jobs_unsettled": "select * from memory_private.memory_jobs_unsettled(array[1]::bigint[])",
     "memory_upsert_items": "select * from public.memory_upsert_items({b}, %(items)s::jsonb)",
+    # The bounds' helpers (called by their triggers as the owner): executable by service_role only, but the
+    # slots check a user's own writes run.
+    "memory_bounds_enforced": "select memory_private.memory_bounds_enforced()",
+    "memory_limit": "select memory_private.memory_limit({b}, 'facts_per_user')",
+    "memory_usage_add": "select memory_private.memory_usage_add({b}, 'facts_per_user', -1000, false)",
+    "memory_write_take": "select memory_private.memory_write_take({b}, 1000000)",
+    "memory_slots_bounded": "select 1 where not memory_private.memory_slots_bounded('{{}}'::jsonb)",
     "memory_context": "select * from public.memory_context({b})",
     "memory_rank_facts": "select * from public.memory_rank_facts({b}, 100, 0.6, 0.3, 0.1, 30, now())",
     "memory_fact_history": "select * from public.memory_fact_history({b})",
@@ -101,6 +125,9 @@ RPC_CALLS: dict[str, str] = {
     # Chat search with B's id, B's chat's words and the vector of B's summary: nothing of B's comes back.
     "chat_search": "select * from public.chat_search({b}, 'Bob titanio bridas', %(vector)s::extensions.halfvec,"
     " 'test')",
+    # Appending to B's chat, by its id, with and without an idempotency key: nothing appended, nothing returned.
+    "chat_append": "select * from public.chat_append({b}, %(b_chat)s, '[{{\"kind\": \"request\"}}]'::jsonb, 'k', 'h')"
+    " union all select * from public.chat_append({b}, %(b_chat)s, '[]'::jsonb)",
     # Pure text functions: they read no table; called over B's rows they see none.
     "memory_tsvector": "select memory_private.memory_tsvector(m.content) from public.user_memory m"
     " where m.user_id = {b}",
@@ -113,7 +140,15 @@ TRIGGER_FUNCTIONS = {
     "memory_search_terms_sync",
     "memory_search_counts_add",
     "memory_search_counts_remove",
+    "memory_bounds_count",
+    "user_memory_bounds",
+    "memory_bounds_keep_owner",
+    "memory_summaries_keep_newest",
 }
+# Security definer, and why: the bounds' counting triggers write the per-user counters and write buckets, which
+# no user may write (a user could reset their own count). A trigger function cannot be called directly, only
+# fired by a write to its table (checked below); tests/test_db_bounds.py checks that a user cannot change them.
+DEFINER_TRIGGERS = {"memory_bounds_count", "user_memory_bounds"}
 
 
 @pytest.fixture
@@ -270,15 +305,19 @@ def test_every_view_is_security_invoker(conn: Conn) -> None:
 
 def test_every_function_is_invoker_or_pinned_and_has_an_attack_written_here(conn: Conn) -> None:
     functions = conn.execute(
-        "select p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), '')"
+        "select p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), ''),"
+        " p.prorettype = 'trigger'::regtype"
         " from pg_proc p join pg_namespace n on n.oid = p.pronamespace"
         " where n.nspname in ('public', 'memory_private')"
     ).fetchall()
     conn.rollback()
-    names = {name for name, _, _ in functions}
+    names = {name for name, _, _, _ in functions}
     assert names - TRIGGER_FUNCTIONS <= set(RPC_CALLS), "a new function needs its call in RPC_CALLS"
-    for name, definer, config in functions:
+    for name, definer, config, is_trigger in functions:
         assert "search_path=" in config, f"{name} must pin search_path"
+        if name in DEFINER_TRIGGERS:
+            assert is_trigger, f"{name} is security definer: it must be a trigger function"
+            continue
         assert not definer, f"{name} is security definer: state why and add an owner check test"
 
 
@@ -311,7 +350,10 @@ def test_user_a_cannot_touch_b_directly(
         # A's own row cannot be handed over to B either.
         with acting_as(conn, "authenticated", a):
             mine = conn.execute(sql.SQL("select count(*) from {} where user_id = %s").format(t), (a,)).fetchone()
-            if mine and mine[0]:
+            if mine and mine[0] and table in READ_ONLY:
+                handed = conn.execute(sql.SQL("update {} set user_id = %s where user_id = %s").format(t), (b, a))
+                assert handed.rowcount == 0
+            elif mine and mine[0]:
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     conn.execute(sql.SQL("update {} set user_id = %s where user_id = %s").format(t), (b, a))
     assert snapshot(admin_conn, tables, b) == before

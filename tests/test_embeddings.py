@@ -27,7 +27,9 @@ from memory_plugin.embeddings import (
     MemoryEmbedder,
     default_embedder,
     local_embedder,
-    minilm,
+)
+from memory_plugin.embeddings import (
+    local as offline,
 )
 from memory_plugin.embeddings.reembed import reembed_user
 from memory_plugin.errors import EmbeddingError
@@ -232,7 +234,7 @@ def test_commands_that_need_no_vector_never_import_the_offline_model(tmp_path: P
 async def test_loading_the_offline_model_draws_no_progress_bar(
     monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(minilm, "_local_model", None)  # load it again, as a new process would
+    monkeypatch.setattr(offline, "_st_model", None)  # load it again, as a new process would
     local = local_embedder(runtime="torch")
 
     vector = await local.embed_query("Ships to Bilbao on Fridays")

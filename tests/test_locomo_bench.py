@@ -48,6 +48,7 @@ def _scorer(tmp_path: Path) -> Path:
     scorer.write_text(
         "import argparse, json\n"
         "ap = argparse.ArgumentParser(); ap.add_argument('--questions'); ap.add_argument('--pred')\n"
+        "ap.add_argument('--ks')\n"
         "a = ap.parse_args()\n"
         "qs = {q['qid']: q for q in map(json.loads, open(a.questions))}\n"
         "for p in map(json.loads, open(a.pred)):\n"

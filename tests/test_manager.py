@@ -30,7 +30,6 @@ from memory_plugin import (
     PostgresStore,
     ProjectRecord,
     RequestPattern,
-    SessionOwnershipError,
     ShortTermMemory,
     StoreError,
     UserPreferences,
@@ -112,9 +111,10 @@ async def test_context_without_user_is_short_term_only(pg_memory: MemoryManager,
     assert ctx.short_term.entities == {"services": ["fresado"]}
     assert ctx.long_term.is_empty()
 
-    # An anonymous session stays anonymous: it is never read into a user's context.
-    with pytest.raises(SessionOwnershipError):
-        await pg_memory.get_memory_context("s-anon", user_id)
+    # An anonymous session stays anonymous: it is never read into a user's context (the user's own session of
+    # that id is another one, empty).
+    assert (await pg_memory.get_memory_context("s-anon", user_id)).short_term.messages == []
+    assert [m.content for m in (await pg_memory.get_short_term("s-anon")).messages] == ["Hola, ¿hacéis fresado?"]
     await pg_memory.add_message("s-user", user_msg("Hola, ¿hacéis fresado?"), user_id=user_id)
     ctx = await pg_memory.get_memory_context("s-user", str(user_id))  # a UUID string works as well
     assert ctx.user_id == user_id

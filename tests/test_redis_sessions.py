@@ -41,11 +41,11 @@ def test_every_key_carries_the_ttl_and_activity_renews_it(redis_url: str, raw: r
         keys = sorted(raw.scan_iter(f"{prefix}:*"))
         session_keys = [k for k in keys if ":session:" in k]
         assert len(session_keys) == 2  # the meta hash and the message list
-        for key in (*session_keys, f"{prefix}:user:{user}:sessions"):
+        for key in (*session_keys, f"{prefix}:user:{user}:sessions", f"{prefix}:owners:s1"):
             assert 0 < raw.pttl(key) <= 600_000, key
-        raw.pexpire(f"{prefix}:session:s1:meta", 5_000)
+        raw.pexpire(f"{prefix}:session:{user}:s1:meta", 5_000)
         store.snapshot("s1", user_id=user)  # a read is activity: the TTL is back to the full 600 s
-        assert raw.pttl(f"{prefix}:session:s1:meta") > 5_000
+        assert raw.pttl(f"{prefix}:session:{user}:s1:meta") > 5_000
     finally:
         store.close()
 
@@ -58,10 +58,10 @@ def test_an_idle_session_disappears_from_redis_by_itself(redis_url: str, raw: re
         store.add_message("s1", msg("hola"), user_id=user)
         store.update_entities("s1", {"materials": "latón"}, user_id=user)
         for _ in range(100):  # Redis expires the keys itself (checked every 100 ms): no sweep is called
-            if not raw.exists(f"{prefix}:session:s1:meta", f"{prefix}:session:s1:messages"):
+            if not raw.exists(f"{prefix}:session:{user}:s1:meta", f"{prefix}:session:{user}:s1:messages"):
                 break
             time.sleep(0.05)
-        assert raw.exists(f"{prefix}:session:s1:meta", f"{prefix}:session:s1:messages") == 0
+        assert raw.exists(f"{prefix}:session:{user}:s1:meta", f"{prefix}:session:{user}:s1:messages") == 0
         assert store.snapshot("s1", user_id=user).messages == []
         store.add_message("s1", msg("de otro"), user_id=uuid4())  # the id is free again
     finally:

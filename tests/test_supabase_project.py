@@ -20,11 +20,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import SecretStr
 
 from memory_plugin import MemorizedFact, MemoryManager, MemorySettings, MemoryUpdate
-from memory_plugin.cli import DEMO_USER_ID
-from memory_plugin.database.admin import MemoryAdmin
+from memory_plugin.database.admin import USER_TABLES_SQL, MemoryAdmin
 from memory_plugin.errors import StoreError
 from memory_plugin.outage import ResilientStore
 from memory_plugin.store import PostgresStore
+from workflows.cli import DEMO_USER_ID
 
 SUPABASE = Path(__file__).resolve().parents[1] / "supabase"
 AdminConn = psycopg.Connection[tuple[Any, ...]]
@@ -151,10 +151,15 @@ async def test_erasing_a_user_is_an_admin_operation_that_removes_only_them(
     await pg_memory.update_memory(MemoryUpdate(user_id=alice, new_facts=[_fact("Alice prefiere titanio")]))
     await pg_memory.update_memory(MemoryUpdate(user_id=bob, new_facts=[_fact("Bob prefiere acero")]))
     async with await MemoryAdmin.connect(database_url) as admin:
-        # her fact, its search row (memory_search_docs), the record of the write (memory_applied_writes) and
-        # her row count (memory_search_counts)
-        assert await admin.erase_user(alice) == 4
+        # her fact, its search row (memory_search_docs), the record of the write (memory_applied_writes), her
+        # row count (memory_search_counts), her usage count (memory_usage) and write-rate bucket
+        # (memory_write_buckets)
+        assert await admin.erase_user(alice) == 6
         assert await admin.erase_user(alice) == 0
+    with psycopg.connect(database_url) as conn:
+        for schema, table in conn.execute(USER_TABLES_SQL).fetchall():
+            left = conn.execute(f'select count(*) from "{schema}"."{table}" where user_id = %s', (alice,)).fetchone()
+            assert left == (0,), f"{schema}.{table} keeps rows of an erased user"
     assert await pg_memory.list_memory(alice) == []
     assert [r.content for r in await pg_memory.list_memory(bob)] == ["Bob prefiere acero"]
 

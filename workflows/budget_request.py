@@ -38,6 +38,7 @@ from agents.intent import (
     Classification,
     build_intent_classifier,
     classify_offline,
+    is_rejection,
     offline_classifier_model,
 )
 from agents.models import resolve_agent_model
@@ -144,8 +145,15 @@ class BudgetRequestWorkflow:
         # 3. Intent and entities, recorded in the session.
         classification = await self._classify(message, warnings)
         await self.memory.update_session_intents(session_id, classification.intent, user_id=user_id)
-        if classification.entities:
-            await self.memory.update_session_entities(session_id, classification.entities, user_id=user_id)
+        # The materials a rejection names ("nunca me sugieras titanio") are not this request's: the session (and
+        # the project made of it) never lists them; the extraction stores the rejection.
+        entities = {
+            kind: values
+            for kind, values in classification.entities.items()
+            if not (kind == "materials" and is_rejection(message))
+        }
+        if entities:
+            await self.memory.update_session_entities(session_id, entities, user_id=user_id)
         # 4. The block the agent will see. The long-term part comes from step 1; the short-term part is
         #    re-read so that it includes this message and its entities, exactly as the capability renders it.
         short = await self.memory.get_short_term(session_id, user_id=user_id)
@@ -166,7 +174,7 @@ class BudgetRequestWorkflow:
             warnings=warnings,
             messages_seen=seen,
         )
-        turn.facts_stored, turn.extracted = await self._persist(session_id, user_id, classification, warnings)
+        turn.facts_stored, turn.extracted = await self._persist(session_id, user_id, message, classification, warnings)
         await self._checkpoint(session_id, user_id, message, turn)
         return turn
 
@@ -204,18 +212,19 @@ class BudgetRequestWorkflow:
         return result.output
 
     async def _persist(
-        self, session_id: str, user_id: str | UUID, classification: Classification, warnings: list[str]
+        self, session_id: str, user_id: str | UUID, message: str, classification: Classification, warnings: list[str]
     ) -> tuple[list[MemorizedFact], bool]:
         """Step 7: facts through the manager's extraction policy (explicit instruction, end of request, every
         N user messages; batched, never the same message twice), then what needs no model: the stated
         materials, and the project and pattern of a completed request. Returns (facts stored, whether an
         extraction ran)."""
         facts, extracted = await self._extract(session_id, user_id, classification.request_complete, warnings)
+        # A rejection names materials too ("nunca me sugieras titanio"): they are never stored as preferred (the
+        # extraction stores the rejection), whatever the classifier said.
+        stated = classification.explicit_preference and not is_rejection(message)
         short = await self.memory.get_short_term(session_id, user_id=user_id)
         materials = classification.entities.get("materials", [])
-        preferences = (
-            UserPreferences(preferred_materials=materials) if classification.explicit_preference and materials else None
-        )
+        preferences = UserPreferences(preferred_materials=materials) if stated and materials else None
         project = _project(session_id, short) if classification.request_complete else None
         patterns = (
             [f"budget_request: {service}" for service in short.entities.get("services", [])]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .entities import extract_entities
 from .llm import CLASSIFIER_INSTRUCTIONS, build_intent_classifier, offline_classifier_model
-from .rules import classify_offline
+from .rules import classify_offline, is_rejection
 from .schema import ENTITY_KINDS, Classification, EntityKind, Intent
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "build_intent_classifier",
     "classify_offline",
     "extract_entities",
+    "is_rejection",
     "offline_classifier_model",
 ]

@@ -11,7 +11,8 @@ _EN_WORDS = frozenset(
     re.findall(
         r"\S+",
         "the and i we need for with please my our to of is are by in parts units quote hello hi prefer "
-        "always remember can you what how much would like want order",
+        "always remember can you what how much would like want order never suggest offer budget steel "
+        "stainless don't do not per parts same last time as before it go ahead confirm thanks",
     )
 )
 _ES_WORDS = frozenset(

@@ -1,5 +1,7 @@
 """The offline intent rules: Spanish and English keywords decide the intent, whether the request is complete and
-whether the user states a lasting preference, over the entities the entity rules found."""
+whether the user states a lasting preference, over the entities the entity rules found. A rejection ("nunca me
+sugieras titanio", "never suggest 304", "no me ofrezcas latón", "el inoxidable no nos sirve") is never a
+preference (`is_rejection`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from .entities import extract_entities
 from .folding import fold
 from .schema import Classification, Intent
 
-__all__ = ["classify_offline"]
+__all__ = ["classify_offline", "is_rejection"]
 
 
 def _any(patterns: Iterable[str]) -> re.Pattern[str]:
@@ -81,12 +83,28 @@ _EXPLICIT = _any(
 )
 
 
+_REJECTION = _any(
+    [
+        r"\b(?:no|nunca|jamas)\s+(?:me|nos)\s+(?:vuelvas\s+a\s+)?(?:sugier|recomiend|ofrezc|propong|ofert)\w*",
+        r"\bno\s+(?:me|nos)\s+(?:sirven?|valen?|interesan?|convencen?|gustan?)\b|\bevita(?:d|r)?\b|\bno\s+quiero\b",
+        r"\b(?:never|don'?t|do\s+not)\s+(?:suggest|recommend|offer|propose|quote)\b|\bavoid\b",
+        r"\b(?:is|are)\s+no\s+good\s+(?:to|for)\s+(?:me|us)\b|\bdoes(?:n'?t|\s+not)\s+work\s+for\s+(?:me|us)\b",
+    ]
+)
+
+
+def is_rejection(text: str) -> bool:
+    """Whether the message rejects something ("never suggest X", "nunca me sugieras X", "X no nos sirve"): its
+    materials are rejected, never preferred."""
+    return bool(_REJECTION.search(fold(text)))
+
+
 def classify_offline(text: str) -> Classification:
     """Classify one message with deterministic Spanish/English rules (no model, no network)."""
     folded = fold(text)
     entities = extract_entities(text)
     complete = bool(_COMPLETE.search(folded)) and not _NEGATED_COMPLETE.search(folded)
-    explicit = bool(_EXPLICIT.search(folded))
+    explicit = bool(_EXPLICIT.search(folded)) and not _REJECTION.search(folded)
     technical = any(k in entities for k in ("materials", "services", "tolerances", "certifications"))
     request_data = any(k in entities for k in ("quantity", "budget", "deadline"))
 

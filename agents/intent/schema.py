@@ -53,7 +53,8 @@ class Classification(BaseModel):
         default=False,
         description=(
             'True when the user states a lasting preference or requirement ("prefiero", "siempre", '
-            '"recuerda", "en todas las piezas", "I prefer", "always", "remember").'
+            '"recuerda", "en todas las piezas", "I prefer", "always", "remember"); false for a rejection '
+            '("nunca me sugieras X", "never suggest X", "X no nos sirve").'
         ),
     )
 

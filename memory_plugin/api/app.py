@@ -1,21 +1,25 @@
 """The REST API: the signed-in user's chats and memory, every statement run as that user under RLS.
 
 `create_app(ApiServices(...))` builds the FastAPI app; `memory-plugin serve` runs it with uvicorn. Routes:
-`POST/GET /api/chats`, `GET/PATCH/DELETE /api/chats/{id}`, `GET /api/memory/records`. Errors always have the
-body `{"error": {"code", "message"}}`; someone else's chat is 404, exactly like a chat that does not exist.
+`POST/GET /api/chats`, `GET/PATCH/DELETE /api/chats/{id}`, `GET /api/memory/records`, `GET /api/memory/export`,
+`GET/PUT /api/memory/pause`, and, without a token, `/healthz`, `/readyz` (`health.py`), `/docs` (`docs.py`) and
+`/openapi.json`.
+Errors always have the body `{"error": {"code", "message"}}`; someone else's chat is 404, exactly like a chat
+that does not exist.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, Query, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import ValidationError
 from pydantic_ai.messages import (
     ModelMessage,
@@ -27,13 +31,20 @@ from pydantic_ai.messages import (
 )
 from starlette.exceptions import HTTPException
 
+from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
-from ..errors import MemoryPluginError, StoreUnavailableError
+from ..consent import ConsentStore, memory_notice
+from ..errors import IdempotencyKeyReusedError, MemoryPluginError, StoreUnavailableError
+from ..export.service import PoolExporter
 from ..rows import MemoryKind
 from ..store.base import LongTermStore
+from . import health
 from .auth import AuthenticationError, TokenVerifier
+from .cors import add_cors
+from .docs import add_docs
 from .limits import BodySizeLimit
+from .messages import plain_error
 from .schemas import (
     ChatCreate,
     ChatOut,
@@ -42,10 +53,13 @@ from .schemas import (
     ChatSearchResult,
     ChatSummaryOut,
     ErrorBody,
+    MemorySwitch,
+    MemorySwitchIn,
     RecordOut,
     SimpleTurn,
     Turn,
 )
+from .security import BEARER
 
 __all__ = ["ApiServices", "create_app"]
 
@@ -63,6 +77,19 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+_IDEMPOTENCY_KEY = Header(
+    alias="Idempotency-Key",
+    min_length=1,
+    max_length=MAX_KEY_CHARS,
+    description=(
+        "One per logical append (e.g. a UUID), sent again with every retry of it: a retry after any failure (a"
+        " 503, a timeout, a dropped connection) stores its turns once, and answers 200 with the chat as it is"
+        f" now. The same key with another body is refused (422 `idempotency_key_reused`). A chat remembers its"
+        f" {MAX_KEYS_PER_CHAT} newest keys."
+    ),
+)
+
+
 @dataclass
 class ApiServices:
     """What the API serves: chats, the long-term store (read routes), and the token check."""
@@ -70,6 +97,10 @@ class ApiServices:
     chats: ChatService
     verifier: TokenVerifier
     memory: LongTermStore | None = None
+    exporter: PoolExporter | None = None
+    """Streams the user's export (`GET /api/memory/export`); None: the route answers 404."""
+    consent: ConsentStore | None = None
+    """The user's memory switch (`GET/PUT /api/memory/pause`); None: the routes answer 404."""
 
 
 class ApiError(Exception):
@@ -96,6 +127,11 @@ def _turns(raw: Sequence[Turn]) -> list[ModelMessage]:
             else:
                 out.append(ModelResponse(parts=[TextPart(turn.content)]))
             continue
+        if "kind" not in turn and "role" in turn:  # meant as a plain turn: say what is wrong with it
+            try:
+                SimpleTurn.model_validate(turn)
+            except ValidationError as exc:
+                raise ApiError(422, "invalid_turn", plain_error(exc.errors()[0], ("turns", index))) from exc
         try:
             out.extend(ModelMessagesTypeAdapter.validate_python([turn]))
         except ValidationError as exc:
@@ -130,8 +166,10 @@ def _chat(row: ChatRow) -> ChatOut:
     )
 
 
-async def current_user(request: Request) -> UUID:
-    """The user of the request's bearer token (401 otherwise)."""
+async def current_user(
+    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None
+) -> UUID:
+    """The user of the request's bearer token (401 otherwise); `BEARER` puts the scheme in the OpenAPI schema."""
     services: ApiServices = request.app.state.services
     return await services.verifier.user_of(request.headers.get("authorization"))
 
@@ -140,11 +178,16 @@ async def current_user(request: Request) -> UUID:
 User = Annotated[UUID, Depends(current_user)]
 
 
-def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """The FastAPI app serving `services`."""
-    app = FastAPI(title="memory_plugin API", version="1", responses=_ERRORS)
+def create_app(
+    services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, cors_origins: Sequence[str] = ()
+) -> FastAPI:
+    """The FastAPI app serving `services`; `cors_origins`: browser origins allowed to call it (none: no CORS)."""
+    app = FastAPI(title="memory_plugin API", version="1", responses=_ERRORS, docs_url=None, redoc_url=None)
     app.state.services = services
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
+    add_cors(app, cors_origins)  # added last: outermost, so preflights and error answers carry its headers
+    add_docs(app)
+    app.include_router(health.router)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -158,6 +201,10 @@ def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_
     async def unavailable(request: Request, exc: StoreUnavailableError) -> JSONResponse:
         return _error(503, "database_unavailable", "the database is unavailable; retry shortly")
 
+    @app.exception_handler(IdempotencyKeyReusedError)
+    async def key_reused(request: Request, exc: IdempotencyKeyReusedError) -> JSONResponse:
+        return _error(422, "idempotency_key_reused", str(exc))
+
     @app.exception_handler(MemoryPluginError)
     async def plugin_error(request: Request, exc: MemoryPluginError) -> JSONResponse:
         logger.warning("API request failed: %s", exc)
@@ -166,8 +213,7 @@ def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"msg": "invalid request", "loc": ()}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return _error(422, "invalid_request", f"{first.get('msg', 'invalid')} at {where}")
+        return _error(422, "invalid_request", plain_error(first))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -211,14 +257,27 @@ def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_
         return _chat(await own_chat(user, chat_id))
 
     @app.patch("/api/chats/{chat_id}", response_model=ChatOut, tags=["chats"])
-    async def patch_chat(chat_id: UUID, body: ChatPatch, user: User) -> ChatOut:
-        """Append turns (compaction runs when needed) and/or rename the chat."""
+    async def patch_chat(
+        chat_id: UUID,
+        body: ChatPatch,
+        user: User,
+        idempotency_key: Annotated[str | None, _IDEMPOTENCY_KEY] = None,
+    ) -> ChatOut:
+        """Append turns (compaction runs when needed) and/or rename the chat. Send an `Idempotency-Key` header
+        to make a retried append store its turns once."""
         turns = _turns(body.turns)
         # The writes answer "no such chat" themselves, and the append returns the chat after it (compacted,
         # summarised): a read is needed only when nothing was appended.
         if body.title is not None and not await services.chats.rename(user, chat_id, body.title):
             raise ApiError(404, "chat_not_found", "no such chat")
-        appended = await services.chats.append(user, chat_id, turns) if turns else None
+        appended = None
+        if turns:
+            # The body as sent, not the converted turns: a plain turn becomes a message stamped with the time of
+            # its conversion, which differs between a request and its retry.
+            same = request_hash(body.model_dump(mode="json"))
+            appended = await services.chats.append(
+                user, chat_id, turns, idempotency_key=idempotency_key, request_hash=same
+            )
         return _chat(appended or await own_chat(user, chat_id))
 
     @app.delete("/api/chats/{chat_id}", status_code=204, tags=["chats"])
@@ -250,5 +309,42 @@ def create_app(services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_
             )
             for r in records
         ]
+
+    @app.get(
+        "/api/memory/export",
+        tags=["memory"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"application/json": {}}, "description": "The export (docs/export.md)"}},
+    )
+    async def memory_export(user: User) -> StreamingResponse:
+        """Everything stored about the signed-in user, as one versioned JSON document (streamed)."""
+        if services.exporter is None:
+            raise ApiError(404, "no_export", "this server serves no export")
+        chunks = services.exporter.chunks(user)
+        first = await anext(chunks)  # a failure to start (database down) is still an error response
+
+        async def body() -> AsyncIterator[bytes]:
+            yield first.encode()
+            async for chunk in chunks:
+                yield chunk.encode()
+
+        disposition = f'attachment; filename="memory-export-{user}.json"'
+        return StreamingResponse(body(), media_type="application/json", headers={"Content-Disposition": disposition})
+
+    def consent() -> ConsentStore:
+        if services.consent is None:
+            raise ApiError(404, "no_memory_switch", "this server serves no memory switch")
+        return services.consent
+
+    @app.get("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
+    async def memory_switch(user: User) -> MemorySwitch:
+        """Whether the signed-in user's memory is paused (nothing new stored), and the notice to show them."""
+        return MemorySwitch(paused=await consent().paused(user), notice=memory_notice("en"))
+
+    @app.put("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
+    async def set_memory_switch(body: MemorySwitchIn, user: User) -> MemorySwitch:
+        """Pause (`{"paused": true}`) or resume the signed-in user's memory; reads work either way."""
+        await consent().set_paused(user, body.paused)
+        return MemorySwitch(paused=body.paused, notice=memory_notice("en"))
 
     return app

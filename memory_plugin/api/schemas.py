@@ -106,3 +106,18 @@ class ErrorBody(BaseModel):
     """Every error response has this body."""
 
     error: ErrorDetail
+
+
+class MemorySwitchIn(BaseModel):
+    """Pause or resume the user's memory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paused: bool
+
+
+class MemorySwitch(BaseModel):
+    """The user's memory switch, and the notice the application shows about memory."""
+
+    paused: bool
+    notice: str

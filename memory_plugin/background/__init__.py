@@ -34,7 +34,9 @@ async def open_job_queue(settings: MemorySettings, database_url: str | None) -> 
     """The durable Postgres queue on `database_url`, or the in-process queue without one (or when the
     database cannot be reached now: the work is then not durable, and a warning says so)."""
     in_process = InProcessJobQueue(
-        max_pending=settings.background_max_pending_jobs, max_messages=settings.max_messages_per_session
+        max_pending=settings.background_max_pending_jobs,
+        max_messages=settings.max_messages_per_session,
+        max_pending_per_user=settings.background_max_pending_jobs_per_user,
     )
     if database_url is None:
         return in_process
@@ -43,7 +45,9 @@ async def open_job_queue(settings: MemorySettings, database_url: str | None) -> 
             database_url,
             max_pending=settings.background_max_pending_jobs,
             max_messages=settings.max_messages_per_session,
+            max_pending_per_user=settings.background_max_pending_jobs_per_user,
             connect_timeout=settings.connect_timeout_seconds,
+            pooler=settings.database_pooler,
         )
     except StoreError as exc:
         logger.warning("%s memory jobs queue in this process's RAM (not durable): %s", LOG_PREFIX, exc)

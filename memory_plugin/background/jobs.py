@@ -11,12 +11,26 @@ from typing import Literal, Protocol
 from uuid import UUID
 
 from ..models import Message
+from ..privacy import redact_sensitive, run_filter
 
-__all__ = ["EnqueueOutcome", "ExtractionJob", "JobHold", "JobQueue", "QueueStatus"]
+__all__ = ["EnqueueOutcome", "ExtractionJob", "JobHold", "JobQueue", "QueueStatus", "redacted_messages"]
 
 EnqueueOutcome = Literal["queued", "coalesced", "full"]
 """`queued`: a new job; `coalesced`: added to the session's pending job; `full`: refused (the queue holds
-`background_max_pending_jobs` waiting jobs), the caller keeps the messages pending."""
+`background_max_pending_jobs` waiting jobs, or the user `background_max_pending_jobs_per_user`), the caller keeps
+the messages pending."""
+
+
+async def redacted_messages(messages: Sequence[Message]) -> list[Message]:
+    """`messages` with the secrets the privacy filter finds (cards, IBANs, national ids, passwords, API keys)
+    replaced by `[redacted <kind>]`, as in stored notes: what a job may hold at rest, while it waits or once
+    dead. Health statements are kept: extraction must see them to reduce them to a non-clinical fact or drop
+    them (the fact filter runs on what it extracts)."""
+    cleaned: list[Message] = []
+    for message in messages:
+        redaction = await run_filter(redact_sensitive, message.content)
+        cleaned.append(message if not redaction.kinds else message.model_copy(update={"content": redaction.text}))
+    return cleaned
 
 
 @dataclass(slots=True)

@@ -45,9 +45,10 @@ class InProcessJobQueue:
     """Jobs in a dict, in order of arrival; the same rules as the Postgres queue (coalescing, one job per
     session at a time, leases, backoff, dead jobs)."""
 
-    def __init__(self, *, max_pending: int, max_messages: int) -> None:
+    def __init__(self, *, max_pending: int, max_messages: int, max_pending_per_user: int = 100) -> None:
         self.max_pending = max_pending
         self.max_messages = max_messages
+        self.max_pending_per_user = max_pending_per_user
         self._entries: dict[int, _Entry] = {}
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
@@ -68,7 +69,10 @@ class InProcessJobQueue:
                 job.messages = [*job.messages, *messages][-self.max_messages :]
                 job.trigger = trigger
                 return job.id, "coalesced"
-        if sum(1 for e in self._entries.values() if e.state in ("pending", "retry")) >= self.max_pending:
+        waiting = [e.job.user_id for e in self._entries.values() if e.state in ("pending", "retry")]
+        mine = waiting.count(user_id)
+        # Fair, as the Postgres queue: the whole queue's limit refuses only users already holding a waiting job.
+        if mine >= self.max_pending_per_user or (mine > 0 and len(waiting) >= self.max_pending):
             return None, "full"
         job_id = next(self._ids)
         self._entries[job_id] = _Entry(

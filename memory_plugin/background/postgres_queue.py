@@ -20,14 +20,16 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..database.calls import postgres_errors, run_after_prelude
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import StoreUnavailableError
 from ..models import Message
-from .jobs import EnqueueOutcome, ExtractionJob, QueueStatus
+from ..privacy import redact_sensitive
+from .jobs import EnqueueOutcome, ExtractionJob, QueueStatus, redacted_messages
 
 __all__ = ["PostgresJobQueue"]
 
 WORKER_PRELUDE_SQL = "select set_config('role', 'memory_worker', true)"
-ENQUEUE_SQL = "select * from memory_private.memory_jobs_enqueue(%s, %s, %s::jsonb, %s, %s, %s)"
+ENQUEUE_SQL = "select * from memory_private.memory_jobs_enqueue(%s, %s, %s::jsonb, %s, %s, %s, %s)"
 CLAIM_SQL = "select * from memory_private.memory_jobs_claim(%s, %s, %s::real)"
 EXTEND_SQL = "select memory_private.memory_jobs_extend(%s, %s, %s::real) as ok"
 HOLD_SQL = "select forgotten from memory_private.memory_jobs_hold(%s, %s)"
@@ -65,24 +67,43 @@ class PostgresJobQueue:
     store's user statements)."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]], *, max_pending: int, max_messages: int
+        self,
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]],
+        *,
+        max_pending: int,
+        max_messages: int,
+        max_pending_per_user: int = 100,
     ) -> None:
         self._pool = pool
         self.max_pending = max_pending
         self.max_messages = max_messages
+        self.max_pending_per_user = max_pending_per_user
 
     @classmethod
     async def connect(
-        cls, url: str, *, max_pending: int, max_messages: int, max_size: int = 4, connect_timeout: float = 5.0
+        cls,
+        url: str,
+        *,
+        max_pending: int,
+        max_messages: int,
+        max_pending_per_user: int = 100,
+        max_size: int = 4,
+        connect_timeout: float = 5.0,
+        pooler: PoolerMode = "auto",
     ) -> PostgresJobQueue:
-        """Open the queue's pool on `url` (the store's database)."""
+        """Open the queue's pool on `url` (the store's database; `pooler`: see `database.pooler`)."""
         pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
             url,
             min_size=1,
             max_size=max_size,
             timeout=connect_timeout,
             open=False,
-            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": max(1, round(connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": max(1, round(connect_timeout)),
+                **connection_kwargs(url, pooler),
+            },
             name="memory_plugin-queue",
         )
         try:
@@ -90,7 +111,7 @@ class PostgresJobQueue:
         except (PoolTimeout, psycopg.OperationalError) as exc:
             await pool.close()
             raise StoreUnavailableError(f"cannot connect the job queue to Postgres: {exc}") from exc
-        return cls(pool, max_pending=max_pending, max_messages=max_messages)
+        return cls(pool, max_pending=max_pending, max_messages=max_messages, max_pending_per_user=max_pending_per_user)
 
     @property
     def name(self) -> Literal["postgres"]:
@@ -108,10 +129,12 @@ class PostgresJobQueue:
     async def enqueue(
         self, user_id: UUID, session_id: str, messages: Sequence[Message], trigger: str
     ) -> tuple[int | None, EnqueueOutcome]:
-        """See `JobQueue.enqueue`."""
-        payload = json.dumps([m.model_dump(mode="json") for m in messages], ensure_ascii=False)
+        """See `JobQueue.enqueue`. The messages are stored with their secrets redacted (`redacted_messages`)."""
+        cleaned = await redacted_messages(messages)
+        payload = json.dumps([m.model_dump(mode="json") for m in cleaned], ensure_ascii=False)
         [row] = await self._run(
-            ENQUEUE_SQL, (user_id, session_id, payload, trigger, self.max_pending, self.max_messages)
+            ENQUEUE_SQL,
+            (user_id, session_id, payload, trigger, self.max_pending, self.max_messages, self.max_pending_per_user),
         )
         outcome: EnqueueOutcome = row["outcome"]
         return (None if row["job_id"] is None else int(row["job_id"])), outcome
@@ -140,8 +163,8 @@ class PostgresJobQueue:
                     await conn.execute(COMPLETE_SQL, (job.id, worker))
 
     async def fail(self, job: ExtractionJob, worker: str, error: str, *, delay_seconds: float, dead: bool) -> None:
-        """See `JobQueue.fail`."""
-        await self._run(FAIL_SQL, (job.id, worker, error, delay_seconds, dead))
+        """See `JobQueue.fail`. The error is stored with its secrets redacted (a model's error may quote a message)."""
+        await self._run(FAIL_SQL, (job.id, worker, redact_sensitive(error[:2000]).text, delay_seconds, dead))
 
     async def release(self, job: ExtractionJob, worker: str) -> None:
         """See `JobQueue.release`."""

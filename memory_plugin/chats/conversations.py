@@ -41,6 +41,7 @@ from pydantic_core import PydanticSerializationError
 
 from ..database.calls import postgres_errors, run_as_user
 from ..errors import InvalidMemoryInputError
+from ..logs import LOG_PREFIX, logger
 
 __all__ = ["PostgresConversationStore"]
 
@@ -83,7 +84,13 @@ with recursive chain (id, parent_id, kind, message, depth) as (
           select x.id, x.parent_id, x.kind, x.message from public.conversation_entries x
            where x.user_id = %(user)s and x.id = c.parent_id limit 1
       ) e
-     where %(limit)s::integer is null or c.depth < %(limit)s::integer
+     where (%(limit)s::integer is null or c.depth < %(limit)s::integer)
+       -- Entries are rows the user may write directly, so parents may loop (loop-1 -> loop-2 -> loop-1): a valid
+       -- chain is at most as long as the user's entries (their count, kept by the database's bounds), so the
+       -- walk stops there; read_history cuts a loop at its first repeated entry.
+       and c.depth <= coalesce((select u.n from memory_private.memory_usage u
+                                 where u.user_id = %(user)s and u.counted = 'conversation_entries_per_user'),
+                               200000)
 )
 select {_ENTRY_COLUMNS} from chain order by depth desc
 """
@@ -289,6 +296,15 @@ class PostgresConversationStore(ConversationStore):
         entries = [_entry(r) for r in rows]
         if not entries:
             raise KeyError(head_id)
+        seen: set[str] = set()
+        for position in range(len(entries) - 1, -1, -1):  # from the head back
+            if entries[position].id in seen:
+                logger.warning(
+                    "%s conversation entries of user %s loop at %r: the history is cut there",
+                    LOG_PREFIX, self.user_id, entries[position].id,
+                )  # fmt: skip
+                return entries[position + 1 :]
+            seen.add(entries[position].id)
         if entries[0].parent_id is not None and (limit is None or len(entries) < limit):
             raise KeyError(entries[0].parent_id)
         return entries

@@ -6,11 +6,14 @@ import asyncio
 import math
 import re
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from uuid import UUID, uuid4
 
+from ..errors import IdempotencyKeyReusedError
+from .idempotency import MAX_KEYS_PER_CHAT, REUSED_MESSAGE, AppendKey
 from .rows import ChatHit, ChatRow, MessageJson
 from .store import ChatSearch, SummaryUpdate
 
@@ -35,6 +38,7 @@ class InMemoryChatStore:
 
     def __init__(self) -> None:
         self._chats: dict[UUID, ChatRow] = {}
+        self._keys: dict[UUID, OrderedDict[str, str]] = {}  # chat -> idempotency key -> request hash, oldest first
         self._lock = asyncio.Lock()
 
     def _own(self, user_id: UUID, chat_id: UUID) -> ChatRow | None:
@@ -75,12 +79,23 @@ class InMemoryChatStore:
         mine.sort(key=lambda r: (r.last_activity_at, str(r.id)), reverse=True)
         return mine[offset : offset + limit], len(mine)
 
-    async def append(self, user_id: UUID, chat_id: UUID, turns: Sequence[MessageJson]) -> ChatRow | None:
-        """Append `turns` to both histories."""
+    async def append(
+        self, user_id: UUID, chat_id: UUID, turns: Sequence[MessageJson], *, key: AppendKey | None = None
+    ) -> ChatRow | None:
+        """Append `turns` to both histories, once per `key`."""
         async with self._lock:
             row = self._own(user_id, chat_id)
             if row is None:
                 return None
+            if key is not None:
+                seen = self._keys.setdefault(chat_id, OrderedDict())
+                if key.key in seen:
+                    if seen[key.key] != key.request_hash:
+                        raise IdempotencyKeyReusedError(REUSED_MESSAGE)
+                    return row
+                seen[key.key] = key.request_hash
+                while len(seen) > MAX_KEYS_PER_CHAT:
+                    seen.popitem(last=False)
             row = replace(
                 row,
                 full_history=[*row.full_history, *turns],
@@ -134,6 +149,7 @@ class InMemoryChatStore:
             if self._own(user_id, chat_id) is None:
                 return False
             del self._chats[chat_id]
+            self._keys.pop(chat_id, None)
             return True
 
     async def search(self, user_id: UUID, search: ChatSearch) -> list[ChatHit]:

@@ -16,6 +16,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_after_prelude, user_claims
+from ..errors import IdempotencyKeyReusedError
+from .idempotency import REUSED_MESSAGE, AppendKey
 from .rows import ChatHit, ChatRow, MessageJson
 from .store import ChatSearch, SummaryUpdate
 
@@ -36,11 +38,13 @@ LIST_SQL = (
     " order by last_activity_at desc, id desc limit %s offset %s"
 )
 COUNT_SQL = "select count(*) as total from public.chats where user_id = %s"
-# One UPDATE: the row lock it takes serialises concurrent appends, each seeing the other's turns.
+# `public.chat_append` (one UPDATE, whose row lock serialises concurrent appends; with an idempotency key, the
+# key is checked and stored in the same transaction). Its row is expanded to the columns the other reads return.
+# `python -m bench.chat_append` (a chat growing to 1,000 turns): p50 1.01x the bare UPDATE it replaced without
+# a key, 1.05x with one; the statement's cost is rewriting the row's histories, not the key.
 APPEND_SQL = (
-    "update public.chats set full_history = full_history || %s::jsonb,"
-    " assistant_history = assistant_history || %s::jsonb, turn_count = turn_count + %s, last_activity_at = now()"
-    f" where user_id = %s and id = %s returning {_COLUMNS}"
+    f"select a.outcome, {_COLUMNS} from public.chat_append(%s, %s, %s::jsonb, %s, %s) a"
+    " cross join lateral (select (a.chat).*) c"
 )
 # Replaces the first `drop` elements of the *current* assistant_history (turns appended since the compaction
 # was computed sit after them and are kept); the epoch check makes a second, racing compaction a no-op.
@@ -59,7 +63,12 @@ SET_SUMMARY_SQL = (
     " where user_id = %s and id = %s and summary_turn_count <= %s"
 )
 RENAME_SQL = "update public.chats set title = %s, title_is_user = true where user_id = %s and id = %s"
-DELETE_SQL = "delete from public.chats where user_id = %s and id = %s"
+# The chat and its idempotency keys (which have no foreign key: see 34_chat_append.sql), in one statement.
+DELETE_SQL = (
+    "with gone as (delete from public.chats where user_id = %s and id = %s returning id),"
+    " keys as (delete from memory_private.chat_append_keys k using gone where k.user_id = %s and k.chat_id = gone.id)"
+    " select count(*) as deleted from gone"
+)
 SEARCH_SQL = (
     "select * from public.chat_search(%s, %s, %s::extensions.halfvec, %s, %s,"
     " p_half_life_days => %s::real, p_now => coalesce(%s::timestamptz, now()))"
@@ -123,11 +132,18 @@ class PostgresChatStore:
         counted, _ = await self._run(user_id, COUNT_SQL, (user_id,))
         return [], int(counted[0]["total"])
 
-    async def append(self, user_id: UUID, chat_id: UUID, turns: Sequence[MessageJson]) -> ChatRow | None:
-        """Append `turns` to both histories in one UPDATE."""
+    async def append(
+        self, user_id: UUID, chat_id: UUID, turns: Sequence[MessageJson], *, key: AppendKey | None = None
+    ) -> ChatRow | None:
+        """Append `turns` to both histories in one UPDATE, once per `key` (see `ChatStore.append`)."""
         payload = json.dumps(list(turns), ensure_ascii=False)
-        rows, _ = await self._run(user_id, APPEND_SQL, (payload, payload, len(turns), user_id, chat_id))
-        return _row(rows[0]) if rows else None
+        params = (user_id, chat_id, payload, key.key if key else None, key.request_hash if key else None)
+        rows, _ = await self._run(user_id, APPEND_SQL, params)
+        if not rows:
+            return None
+        if rows[0]["outcome"] == "conflict":
+            raise IdempotencyKeyReusedError(REUSED_MESSAGE)
+        return _row(rows[0])
 
     async def compact(self, user_id: UUID, chat_id: UUID, *, epoch: int, drop: int, summary: MessageJson) -> bool:
         """Replace the first `drop` model-visible turns by `summary` if still at `epoch`."""
@@ -161,8 +177,8 @@ class PostgresChatStore:
 
     async def delete(self, user_id: UUID, chat_id: UUID) -> bool:
         """Delete the chat."""
-        _, count = await self._run(user_id, DELETE_SQL, (user_id, chat_id))
-        return count == 1
+        rows, _ = await self._run(user_id, DELETE_SQL, (user_id, chat_id, user_id))
+        return bool(rows) and int(rows[0]["deleted"]) == 1
 
     async def search(self, user_id: UUID, search: ChatSearch) -> list[ChatHit]:
         """`public.chat_search` for this user."""

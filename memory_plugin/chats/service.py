@@ -18,6 +18,8 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from ..embeddings.embedder import MemoryEmbedder
 from ..errors import EmbeddingError
 from .compaction import CompactionPolicy, choose_cut, summary_turn, turn_text
+from .idempotency import AppendKey
+from .idempotency import request_hash as hash_request
 from .rows import ChatHit, ChatRow, MessageJson
 from .store import ChatSearch, ChatStore, SummaryUpdate
 from .summarizer import ChatSummarizer, ExtractiveSummarizer, key_terms
@@ -127,9 +129,27 @@ class ChatService:
         """Give the chat a title of the user's own."""
         return await self.store.rename(user_id, chat_id, title)
 
-    async def append(self, user_id: UUID, chat_id: UUID, turns: Sequence[ModelMessage]) -> ChatRow | None:
-        """Append turns (e.g. `result.new_messages()`); compacts and re-summarises when needed."""
-        row = await self.store.append(user_id, chat_id, to_json(turns))
+    async def append(
+        self,
+        user_id: UUID,
+        chat_id: UUID,
+        turns: Sequence[ModelMessage],
+        *,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> ChatRow | None:
+        """Append turns (e.g. `result.new_messages()`); compacts and re-summarises when needed.
+
+        With `idempotency_key` (one per logical append, kept across its retries), a retry after any failure
+        stores the turns once: if the chat already has the key, nothing is appended and the chat is returned
+        (compacted and summarised if the first attempt stopped before). The same key with other turns raises
+        `IdempotencyKeyReusedError`. `request_hash` says what "the same request" is (default: a hash of the
+        turns' JSON, which includes their timestamps: retry with the same message objects)."""
+        messages = to_json(turns)
+        key = None
+        if idempotency_key is not None:
+            key = AppendKey(idempotency_key, request_hash or hash_request(messages))
+        row = await self.store.append(user_id, chat_id, messages, key=key)
         if row is None:
             return None
         return await self._after_append(user_id, row)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from .idempotency import AppendKey
 from .rows import ChatHit, ChatRow, MessageJson
 
 __all__ = ["ChatSearch", "ChatStore", "SummaryUpdate"]
@@ -73,8 +74,13 @@ class ChatStore(Protocol):
         """A page of the user's chats, most recently active first, and the user's total number of chats."""
         ...
 
-    async def append(self, user_id: UUID, chat_id: UUID, turns: Sequence[MessageJson]) -> ChatRow | None:
-        """Append `turns` to both histories atomically (concurrent appends all land, in some order)."""
+    async def append(
+        self, user_id: UUID, chat_id: UUID, turns: Sequence[MessageJson], *, key: AppendKey | None = None
+    ) -> ChatRow | None:
+        """Append `turns` to both histories atomically (concurrent appends all land, in some order). With a
+        `key` the chat has seen (among its newest `MAX_KEYS_PER_CHAT`), nothing is appended: the same request
+        returns the chat as it is, another raises `IdempotencyKeyReusedError`. The key is stored in the same
+        transaction as the turns."""
         ...
 
     async def compact(self, user_id: UUID, chat_id: UUID, *, epoch: int, drop: int, summary: MessageJson) -> bool:

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from opentelemetry import trace
@@ -32,6 +32,7 @@ from ..settings import MemorySettings
 from ..validation import parse_user_id
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
 from .history import message_time, messages_from_session
+from .receipt import ContextReceipt, receipt_for
 from .slots import SlotPatch, Slots, slots_from_facts, with_profile
 from .store import (
     USER_SCOPE,
@@ -113,6 +114,15 @@ def _notes(context: MemoryContext) -> list[str]:
 
 
 _FILLED_USERS = 10_000
+_KEPT_SESSIONS = 10_000
+"""Anchors and receipts kept per process: at ~1 KB a receipt, 10 MB at most."""
+
+
+def _remember(cache: OrderedDict[Any, Any], key: object, value: object) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    if len(cache) > _KEPT_SESSIONS:
+        cache.popitem(last=False)
 
 
 @dataclass
@@ -130,6 +140,15 @@ class ContextBuilder:
     summarizer: RollingSummarizer | None = None
     """Writes summaries; None: an extractive one (no model) with the default policy."""
 
+    _anchors: OrderedDict[tuple[str, UUID | None], tuple[datetime | None, str]] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
+    """Per session and user, when the first message of the last history sent was made, and the instructions
+    sent (bounded LRU)."""
+    _receipts: OrderedDict[tuple[str, UUID | None], ContextReceipt] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
+    """The last receipt per session and user (bounded LRU)."""
     _filled: OrderedDict[UUID, None] = field(default_factory=OrderedDict, init=False, repr=False)
     """Users whose empty slots were already filled from their facts by this process (bounded LRU), so a user
     whose facts fill no slot is not read again every turn."""
@@ -156,11 +175,18 @@ class ContextBuilder:
         *,
         database_url: str | None,
         model: Model | str | None = None,
+        wait: bool = True,
     ) -> ContextBuilder:
         """A builder on Postgres at `database_url` (its own small pool: `MemoryManager.database_url`), or in
-        RAM when None (a manager on `InMemoryStore`). Close it with `close`."""
+        RAM when None (a manager on `InMemoryStore`). Close it with `close`. `wait=False`: do not wait for
+        the first connection (the manager's own builder: a database down now is reported per turn)."""
         store: ContextStore = (
-            await PostgresContextStore.connect(database_url, connect_timeout=settings.connect_timeout_seconds)
+            await PostgresContextStore.connect(
+                database_url,
+                connect_timeout=settings.connect_timeout_seconds,
+                wait=wait,
+                pooler=settings.database_pooler,
+            )
             if database_url
             else InMemoryContextStore()
         )
@@ -182,12 +208,17 @@ class ContextBuilder:
         *,
         query: str | None = None,
         history: Sequence[ModelMessage] | None = None,
+        prompt_tokens: int = 0,
+        keep_prefix: bool = False,
     ) -> AssembledContext:
         """The context for the next request: memory as instructions, the clamped history, the report.
 
         `history`: the messages the caller passes (`message_history`); None: the session's recorded
-        messages. The report is logged and set on the current OpenTelemetry span (the agent run's, when
-        the agent is instrumented) as `memory.context.*` attributes."""
+        messages. `prompt_tokens`: what the new message costs, taken from the budget. `keep_prefix`: start
+        the history where this session's previous build did while it fits (append-only requests keep the
+        provider's prompt cache; the capability's choice). The report is logged and set on the current
+        OpenTelemetry span (the agent run's, when the agent is instrumented) as `memory.context.*`
+        attributes; the receipt is kept for `last_receipt`."""
         # The three reads are independent: one round trip of latency, not three in turn.
         uid = _user_or_none(user_id)
         context, summary, stored = await asyncio.gather(
@@ -210,7 +241,33 @@ class ContextBuilder:
             history=messages,
             notice=notice,
             notes=_notes(context),
+            prompt_tokens=prompt_tokens,
+            anchor=self._anchor((session_id, uid), messages) if keep_prefix else None,
         )
+        assembled = self._assemble(inputs, summary)
+        previous = self._anchors.get((session_id, uid))
+        if inputs.anchor is not None and inputs.anchor >= 0 and previous and previous[1] != assembled.standing:
+            # The instructions changed (slots or summary rewritten): the provider's cache misses this turn
+            # anyway, so the history restarts now, with room to grow, instead of on a turn that would hit.
+            assembled = self._assemble(dataclasses.replace(inputs, anchor=-1), summary)
+        logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())
+        trace.get_current_span().set_attributes(assembled.report.as_attributes())
+        if keep_prefix:
+            start = message_time(assembled.history[0]) if assembled.history else None
+            _remember(self._anchors, (session_id, uid), (start, assembled.standing))
+        receipt = receipt_for(session_id, uid, assembled, context.fact_scores, self.counter)
+        _remember(self._receipts, (session_id, uid), receipt)
+        return assembled
+
+    def _anchor(self, key: tuple[str, UUID | None], messages: Sequence[ModelMessage]) -> int | None:
+        """Where this session's previous history started in `messages` (-1: no longer there; None: no
+        previous build, or its first message had no timestamp)."""
+        previous = self._anchors.get(key)
+        if previous is None or previous[0] is None:
+            return None
+        return next((i for i, m in enumerate(messages) if message_time(m) == previous[0]), -1)
+
+    def _assemble(self, inputs: ContextInputs, summary: SummaryVersion | None) -> AssembledContext:
         assembled = assemble_context(inputs, self.counter, self.budget)
         if summary is not None and summary.covered_from is not None:
             # When the history, given the summary's room, reaches back to the summary's first message, the
@@ -220,9 +277,12 @@ class ContextBuilder:
             if oldest is not None and oldest <= summary.covered_from:
                 # Compaction later in the run may still drop messages: it hands over the summary then.
                 assembled = dataclasses.replace(lean, summary=summary.content)
-        logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())
-        trace.get_current_span().set_attributes(assembled.report.as_attributes())
         return assembled
+
+    def last_receipt(self, session_id: str, user_id: str | UUID | None) -> ContextReceipt | None:
+        """The receipt of the last context built in this process for `session_id` and `user_id` (None when
+        none is kept: not built here, or evicted after 10,000 newer sessions)."""
+        return self._receipts.get((session_id, _user_or_none(user_id)))
 
     async def _stored_slots(self, uid: UUID | None) -> Slots | None:
         """The user's stored slots; None when anonymous or when they cannot be read now (logged)."""
@@ -255,9 +315,11 @@ class ContextBuilder:
         if uid is None:
             return None
         try:
-            return await self._summarizer.current(uid, session_scope(session_id)) or await self._summarizer.current(
-                uid, USER_SCOPE
+            # Both at once: a session without its own summary yet starts from the user's (one round trip).
+            session, user = await asyncio.gather(
+                self._summarizer.current(uid, session_scope(session_id)), self._summarizer.current(uid, USER_SCOPE)
             )
+            return session or user
         except StoreError as exc:
             logger.warning("%s rolling summary unavailable for this turn: %s", LOG_PREFIX, exc)
             return None

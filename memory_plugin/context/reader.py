@@ -87,6 +87,7 @@ class ContextReader:
         # or not it ranks facts.
         kept = [f for f in context.long_term.facts if f.category == "rejection" and f.id not in ids]
         context.long_term.facts = chosen + kept
+        context.fact_scores = {h.memory.id: {"score": h.score, **h.components.as_dict()} for h in hits}
         if context.long_term_available:
             # The outage copy keeps the facts this context showed (the read did not fetch ranked ones).
             self.store.cache_shown_facts(user_id, [h.memory for h in hits])

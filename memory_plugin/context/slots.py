@@ -1,7 +1,7 @@
 """Structured slots: the user's standing knowledge in a few short fields, patched field by field.
 
-The slots hold what must reach every turn whatever the user asks now: goal, constraints, preferences,
-schedule, rejections, targets, progress markers, the reminder preference and the profile
+The slots hold what must reach every turn whatever the user asks now: who the user is (sector, place), goal,
+constraints, preferences, schedule, rejections, targets, progress markers, the reminder preference and the profile
 (`UserPreferences`). Each entry keeps its provenance (the fact and the messages it came from).
 
 The profile is a view: `ContextBuilder` fills it at read time from the stored preference rows with the same
@@ -44,6 +44,7 @@ __all__ = [
 
 SlotField = Literal[
     "profile",
+    "about",
     "goal",
     "constraints",
     "rejections",
@@ -66,9 +67,12 @@ _CATEGORY_SLOT: dict[str, SlotField] = {
     "rejection": "rejections",
     "preference": "preferences",
     "routine": "schedule",
+    # Who the user is (sector, place, machines, size): standing, whatever the question.
+    "fact": "about",
 }
 _LABELS: dict[SlotField, str] = {
     "profile": "profile",
+    "about": "about the user",
     "goal": "goal",
     "constraints": "constraints",
     "rejections": "never suggest",
@@ -181,8 +185,9 @@ def _entry(fact: MemorizedFact) -> SlotEntry:
 
 
 def is_confirmed(fact: MemorizedFact) -> bool:
-    """A fact the slots take: stated by the user and current."""
-    return fact.source == "explicit" and fact.invalid_at is None and fact.category in _CATEGORY_SLOT
+    """A fact the slots take: stated by the user, current and lasting (a dated situation stays a fact)."""
+    lasting = fact.category != "fact" or fact.expires_at is None
+    return fact.source == "explicit" and fact.invalid_at is None and fact.category in _CATEGORY_SLOT and lasting
 
 
 def patch_from_facts(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -17,10 +18,12 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
+from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, UserPreferences, utc_now
 from .slots import SlotPatch, Slots, patch_from_facts
 
@@ -267,13 +270,28 @@ class PostgresContextStore:
         self._pool = pool
 
     @classmethod
-    async def connect(cls, url: str, *, max_size: int = 4, connect_timeout: float = 5.0) -> PostgresContextStore:
-        """A store with its own small pool on `url` (close it with `close`)."""
+    async def connect(
+        cls,
+        url: str,
+        *,
+        max_size: int = 4,
+        connect_timeout: float = 5.0,
+        wait: bool = True,
+        pooler: PoolerMode = "auto",
+    ) -> PostgresContextStore:
+        """A store with its own small pool on `url` (close it with `close`; `pooler`: see `database.pooler`);
+        `wait=False` connects in the background (a failure then surfaces as `StoreError` on use)."""
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            url, min_size=1, max_size=max_size, timeout=connect_timeout, open=False, name="memory_plugin_context"
+            url,
+            min_size=1,
+            max_size=max_size,
+            timeout=connect_timeout,
+            open=False,
+            kwargs=connection_kwargs(url, pooler),
+            name="memory_plugin_context",
         )
         try:
-            await pool.open(wait=True, timeout=connect_timeout)
+            await pool.open(wait=wait, timeout=connect_timeout)
         except (PoolTimeout, psycopg.OperationalError) as exc:
             await pool.close()
             raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
@@ -293,9 +311,10 @@ class PostgresContextStore:
                 return await cursor.fetchall() if cursor.description else []
 
     async def read_slots(self, user_id: UUID) -> Slots:
-        """The user's slots."""
+        """The user's slots; a field of the wrong shape (the row is writable by the user directly) is skipped
+        with a warning."""
         rows = await self._run(user_id, _READ_SLOTS_SQL, {})
-        return Slots.from_json(rows[0][0]) if rows else Slots()
+        return _valid_slots(user_id, rows[0][0]) if rows else Slots()
 
     async def patch_slots(self, user_id: UUID, patch: SlotPatch) -> bool:
         """Compare-and-set per field, in one statement."""
@@ -305,7 +324,13 @@ class PostgresContextStore:
     async def summary_versions(self, user_id: UUID, scope: str) -> list[SummaryVersion]:
         """Newest first."""
         rows = await self._run(user_id, _SUMMARY_VERSIONS_SQL, {"scope": _check_scope(scope)})
-        return [_summary(row) for row in rows]
+        versions = []
+        for row in rows:
+            try:
+                versions.append(_summary(row))
+            except ValidationError as exc:
+                logger.warning("%s summary row of user %s skipped (not a valid summary): %s", LOG_PREFIX, user_id, exc)
+        return versions
 
     async def add_summary(
         self,
@@ -347,12 +372,52 @@ class PostgresContextStore:
         return versions[0] if versions else None
 
 
+# Lines of a stored summary that would read as a section of the memory block (context/budget.py renders the
+# titles "Never suggest (the user rejected these):", "Relevant facts:", "Summary of the conversation so far:",
+# slot lines "never suggest: …", "constraints: …", and fact lines "- [category] …"). Summaries are rows the user
+# can write directly: such a line is kept, quoted, as content of the summary section.
+_SECTION_LIKE = re.compile(
+    r"-\s*\[|(?:never suggest|summary of the conversation|relevant facts|profile|goal|constraints|rejections"
+    r"|preferences|schedule|targets|reminders|progress|materials)\b[^:\n]{0,60}:",
+    re.IGNORECASE,
+)
+
+
+def fence_safe_summary(content: str) -> str:
+    """`content` with every line that looks like a section of the memory block quoted (`- quoted: "…"`), so a
+    stored summary cannot forge a section; the plugin's own summaries (bullets, headers) are unchanged."""
+    lines = []
+    for line in content.splitlines():
+        stripped = line.strip()
+        looks_like_section = stripped.startswith("- [") or (
+            not stripped.startswith("- ") and _SECTION_LIKE.match(stripped) is not None
+        )
+        lines.append(f'- quoted: "{stripped}"' if looks_like_section else line)
+    return "\n".join(lines)
+
+
+def _valid_slots(user_id: UUID, document: Any) -> Slots:
+    """The stored slot document, field by field: a field that is not a list of entries is skipped (warned)."""
+    if not isinstance(document, dict):
+        logger.warning("%s slots of user %s skipped: the stored document is not an object", LOG_PREFIX, user_id)
+        return Slots()
+    fields: dict[str, Any] = {}
+    for name, value in document.items():
+        try:
+            Slots.from_json({name: value})
+        except (ValidationError, TypeError, ValueError) as exc:
+            logger.warning("%s slot field %r of user %s skipped (wrong shape): %s", LOG_PREFIX, name, user_id, exc)
+        else:
+            fields[name] = value
+    return Slots.from_json(fields)
+
+
 def _summary(row: Sequence[Any]) -> SummaryVersion:
     scope, version, content, kind, language, count, covered, resynced, covered_from, created = row
     return SummaryVersion(
         scope=scope,
         version=version,
-        content=content,
+        content=fence_safe_summary(content) if isinstance(content, str) else content,
         kind=kind,
         language=language,
         message_count=count,

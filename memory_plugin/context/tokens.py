@@ -93,7 +93,19 @@ class BpeTokenCounter:
         """Tokens of `text` (special-token strings in user text are counted as ordinary text)."""
         if not text:
             return 0
+        if len(text) <= _MEMO_CHARS:
+            return _memo_count(self.encoding, text)
         return len(_encoding(self.encoding).encode_ordinary(text))
+
+
+_MEMO_CHARS = 4000
+"""Texts up to this long are counted once per process (LRU of 8,192: at most ~32 MB of keys): a turn counts
+the same history messages and memory sections several times while it fits the budget."""
+
+
+@lru_cache(maxsize=8192)
+def _memo_count(encoding: Encoding, text: str) -> int:
+    return len(_encoding(encoding).encode_ordinary(text))
 
 
 @lru_cache(maxsize=2)

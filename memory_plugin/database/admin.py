@@ -25,6 +25,7 @@ from ..errors import StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..quality.decay import DecayPolicy
 from .migrations import migrate
+from .pooler import PoolerMode, connection_kwargs
 
 __all__ = ["ArchiveReport", "MemoryAdmin"]
 
@@ -83,11 +84,16 @@ class MemoryAdmin:
         self._conn = conn
 
     @classmethod
-    async def connect(cls, url: str, *, connect_timeout: float = 5.0) -> MemoryAdmin:
-        """Connect with an administrative role (autocommit: each operation manages its own transaction)."""
+    async def connect(cls, url: str, *, connect_timeout: float = 5.0, pooler: PoolerMode = "auto") -> MemoryAdmin:
+        """Connect with an administrative role (autocommit: each operation manages its own transaction;
+        `pooler`: see `database.pooler`; migrations need a direct or session-mode URL)."""
         try:
             conn = await psycopg.AsyncConnection.connect(
-                url, autocommit=True, row_factory=tuple_row, connect_timeout=max(1, round(connect_timeout))
+                url,
+                autocommit=True,
+                row_factory=tuple_row,
+                connect_timeout=max(1, round(connect_timeout)),
+                **connection_kwargs(url, pooler),
             )
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(f"cannot connect to Postgres as administrator: {exc}") from exc
@@ -103,12 +109,15 @@ class MemoryAdmin:
         try:
             async with self._conn.transaction():
                 tables = await (await self._conn.execute(USER_TABLES_SQL)).fetchall()
-                for schema, name in tables:
-                    cursor = await self._conn.execute(
-                        sql.SQL("delete from {} where user_id = %s").format(sql.Identifier(schema, name)),
-                        (user_id,),
-                    )
-                    deleted += cursor.rowcount
+                # Deleting from one table can write another's rows (triggers keep per-user counters): a second
+                # pass removes what the first left behind, so no row of the user remains. Counted: the first.
+                for sweep in (1, 2):
+                    for schema, name in tables:
+                        cursor = await self._conn.execute(
+                            sql.SQL("delete from {} where user_id = %s").format(sql.Identifier(schema, name)),
+                            (user_id,),
+                        )
+                        deleted += cursor.rowcount if sweep == 1 else 0
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
         except psycopg.Error as exc:

@@ -14,9 +14,21 @@ import psycopg
 from psycopg import AsyncClientCursor
 from psycopg_pool import PoolTimeout
 
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import StoreLimitError
+from .classify import store_error
 
-__all__ = ["IDENTITY_PRELUDE_SQL", "postgres_errors", "run_after_prelude", "run_as_user", "user_claims"]
+__all__ = [
+    "IDENTITY_PRELUDE_SQL",
+    "bound_refusal",
+    "postgres_errors",
+    "run_after_prelude",
+    "run_as_user",
+    "user_claims",
+]
+
+# The refusals of the database's own bounds (supabase/schemas/15_memory_bounds.sql): a count limit, the write rate.
+_LIMIT_SQLSTATE = "PT413"
+_RATE_SQLSTATE = "PT429"
 
 # Transaction-local (the `true`), like PostgREST: nothing leaks to the next user of the pooled connection.
 IDENTITY_PRELUDE_SQL = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
@@ -29,16 +41,32 @@ def user_claims(user_id: UUID) -> str:
 
 @contextmanager
 def postgres_errors(doing: str) -> Iterator[None]:
-    """psycopg's failures as `StoreUnavailableError` (no connection, unreachable) or `StoreError` (refused),
-    saying what was being done."""
+    """psycopg's failures as `StoreUnavailableError` (no connection, unreachable), `StatementLimitError` (this
+    statement over a timeout or size limit) or `StoreError` (refused), saying what was being done (see
+    `classify`)."""
     try:
         yield
-    except PoolTimeout as exc:
-        raise StoreUnavailableError(f"no Postgres connection available for {doing}: {exc}") from exc
-    except psycopg.OperationalError as exc:
-        raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
     except psycopg.Error as exc:
-        raise StoreError(f"Postgres rejected {doing}: {exc}") from exc
+        refusal = bound_refusal(exc.sqlstate, str(exc), exc.diag.message_detail, exc.diag.constraint_name)
+        raise (refusal or store_error(exc, doing)) from exc
+    except PoolTimeout as exc:
+        raise store_error(exc, doing) from exc
+
+
+def bound_refusal(
+    sqlstate: str | None, message: str, detail: str | None, constraint: str | None
+) -> StoreLimitError | None:
+    """The database's refusal of a write past one of its bounds as `StoreLimitError` (None for other errors):
+    PT413 (a count per user), PT429 (the write rate; DETAIL `retry_after=<seconds>`), or a check violation of
+    a constraint named `*_bound` (a size)."""
+    if sqlstate == _RATE_SQLSTATE:
+        wait = (detail or "").removeprefix("retry_after=")
+        return StoreLimitError(message, retry_after=float(wait) if wait.replace(".", "", 1).isdigit() else None)
+    if sqlstate == _LIMIT_SQLSTATE:
+        return StoreLimitError(message)
+    if sqlstate == "23514" and (constraint or "").endswith("_bound"):
+        return StoreLimitError(f"a size limit of the database was passed ({constraint}): {message}")
+    return None
 
 
 async def run_after_prelude(

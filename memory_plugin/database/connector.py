@@ -8,12 +8,13 @@ import asyncio
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from ..errors import StoreUnavailableError
+from ..errors import StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..outage.journal import database_identity
 from ..settings import MemorySettings
 from ..store.postgres import PostgresStore
 from .admin import MemoryAdmin
+from .classify import is_unreachable, store_error
 from .embedded import EmbeddedPostgres
 from .migrations import migrate
 from .roles import ensure_app_role
@@ -58,7 +59,7 @@ class DatabaseConnector:
                         await migrate(conn)
             except (PoolTimeout, psycopg.OperationalError) as exc:
                 await store.close()
-                raise StoreUnavailableError(f"cannot migrate the database: {exc}") from exc
+                raise _migration_error(exc) from exc
             except BaseException:
                 await store.close()
                 raise
@@ -75,7 +76,7 @@ class DatabaseConnector:
             try:
                 await self._migrate_as_admin(admin_url)
             except psycopg.OperationalError as exc:
-                raise StoreUnavailableError(f"cannot migrate the database: {exc}") from exc
+                raise _migration_error(exc) from exc
         app_url = await ensure_app_role(admin_url, connect_timeout=self.settings.connect_timeout_seconds)
         store = await self._connect(app_url)
         self._supervise(store)
@@ -84,11 +85,18 @@ class DatabaseConnector:
     async def _connect(self, url: str) -> PostgresStore:
         s = self.settings
         return await PostgresStore.connect(
-            url, min_size=s.pool_min_size, max_size=s.pool_max_size, connect_timeout=s.connect_timeout_seconds
+            url,
+            min_size=s.pool_min_size,
+            max_size=s.pool_max_size,
+            connect_timeout=s.connect_timeout_seconds,
+            pooler=s.database_pooler,
         )
 
     async def _migrate_as_admin(self, admin_url: str) -> None:
-        async with await MemoryAdmin.connect(admin_url, connect_timeout=self.settings.connect_timeout_seconds) as admin:
+        s = self.settings
+        async with await MemoryAdmin.connect(
+            admin_url, connect_timeout=s.connect_timeout_seconds, pooler=s.database_pooler
+        ) as admin:
             await admin.migrate()
 
     def _supervise(self, store: PostgresStore) -> None:
@@ -99,3 +107,11 @@ class DatabaseConnector:
         self._supervisor = asyncio.get_running_loop().create_task(
             self._embedded.supervise(until=lambda: store.pool.closed), name="memory_plugin-embedded-supervisor"
         )
+
+
+def _migration_error(exc: psycopg.OperationalError | PoolTimeout) -> StoreError:
+    """An unreachable database is an outage (the manager starts in fallback and retries); a migration stopped
+    by a timeout or lock is not, and says so."""
+    if is_unreachable(exc):
+        return StoreUnavailableError(f"cannot migrate the database: {exc}")
+    return store_error(exc, "migrating the database")

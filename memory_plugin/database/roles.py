@@ -20,10 +20,27 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ..errors import StoreError, StoreUnavailableError
 from .migrations import sql_root
 
-__all__ = ["APP_ROLE", "app_role_url", "ensure_app_role"]
+__all__ = ["APP_ROLE", "WORKER_ROLE", "app_role_url", "ensure_app_role", "library_url", "worker_role_url"]
 
 APP_ROLE = "memory_plugin_app"
 """The login role of supabase/roles/memory_plugin_app.sql."""
+
+
+WORKER_ROLE = "memory_worker"
+"""The role of the plugin's shared machinery (job queue, Postgres session store); memory_plugin_app holds it."""
+
+
+def library_url(url: str, *, embedded: bool) -> str:
+    """The URL every pool of the library connects with: on the embedded default the application role's (the
+    server's superuser only migrates and administers); a configured URL as it is (its role is the operator's
+    choice: `supabase/roles/memory_plugin_app.sql` in production)."""
+    return app_role_url(url) if embedded else url
+
+
+def worker_role_url(url: str) -> str:
+    """`url` with `memory_worker` as the session's role from the start (`options=-c role=…`): for a pool whose
+    every statement is service machinery (the Postgres session store)."""
+    return make_conninfo(url, options=f"-c role={WORKER_ROLE}")
 
 
 def app_role_url(admin_url: str) -> str:

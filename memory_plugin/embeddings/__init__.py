@@ -3,9 +3,10 @@
 - `embedder.py`: `MemoryEmbedder` (fixed 384 dimensions, model name stored beside each vector, batching,
   query cache);
 - `factory.py`: `default_embedder(settings)`: OpenAI when a key is set, else the offline MiniLM, else none;
-- `minilm.py`: the offline MiniLM as a pydantic-ai model, imported on its first use;
-- `onnx_query.py`: the offline model's transformer on onnxruntime for single questions (same vectors, 2-2.5x
-  faster than torch), exported once and cached;
+- `local.py`: the offline MiniLM (`OfflineMiniLM`): onnxruntime for facts and questions, torch as the fallback;
+- `onnx_graph.py`: its graph on onnxruntime, tokenizer and pooling without torch; `onnx_export.py`: the
+  one-time export (torch), `python -m memory_plugin.embeddings.onnx_export`;
+- `minilm.py`: the offline MiniLM as a pydantic-ai model (`MemoryEmbedder.embedder`);
 - `reembed.py`: rebuild the vectors after a model change (`memory-plugin reembed`).
 """
 

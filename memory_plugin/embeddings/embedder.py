@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..errors import EmbeddingError
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pydantic_ai import Embedder
     from pydantic_ai.embeddings import EmbeddingModel, EmbeddingSettings
 
-__all__ = ["EMBEDDING_DIMENSIONS", "LOCAL_MODEL_NAME", "OPENAI_MODEL_NAME", "MemoryEmbedder"]
+__all__ = ["EMBEDDING_DIMENSIONS", "LOCAL_MODEL_NAME", "OPENAI_MODEL_NAME", "DirectModel", "MemoryEmbedder"]
 
 EMBEDDING_DIMENSIONS = 384
 """The dimension of `memory_search_docs.embedding` (pgvector's HNSW index needs a fixed one)."""
@@ -30,6 +30,15 @@ LOCAL_MODEL_NAME = "sentence-transformers:all-MiniLM-L6-v2"
 """The offline model's name, as stored beside its vectors."""
 OPENAI_MODEL_NAME = "openai:text-embedding-3-small"
 """OpenAI's model used at 384 dimensions when `OPENAI_API_KEY` is set."""
+
+
+class DirectModel(Protocol):
+    """A model `MemoryEmbedder` calls without pydantic-ai's `Embedder` (the offline model: its first vector
+    should not wait for pydantic-ai's import, ~1.3 s)."""
+
+    async def embed(self, texts: Sequence[str], *, input_type: Literal["document", "query"]) -> list[list[float]]:
+        """The embeddings of `texts`, in order."""
+        ...
 
 
 class MemoryEmbedder:
@@ -47,6 +56,8 @@ class MemoryEmbedder:
         query_cache_size: Questions whose embedding is kept (LRU).
         build: Instead of `embedder`, a function that makes it, called on first use (`from_model` passes
             one): building it imports pydantic-ai, which a process that only opens the memory never needs.
+        direct: A model that embeds without `Embedder` (with `build`, which wraps the same model for callers of
+            `.embedder`): `embed_documents` and `embed_query` call it; `settings` do not apply to it.
     """
 
     def __init__(
@@ -58,11 +69,13 @@ class MemoryEmbedder:
         settings: EmbeddingSettings | None = None,
         query_cache_size: int = 256,
         build: Callable[[], Embedder] | None = None,
+        direct: DirectModel | None = None,
     ) -> None:
         if (embedder is None) == (build is None):
             raise TypeError("MemoryEmbedder needs either an embedder or a function that builds one (build=)")
         self._embedder = embedder
         self._build = build
+        self._direct = direct
         self.name = name
         self.batch_size = max(1, batch_size)
         self._settings = settings
@@ -110,14 +123,18 @@ class MemoryEmbedder:
         out: list[tuple[float, ...]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
+            vectors: Sequence[Sequence[float]]
             try:
-                result = await self.embedder.embed_documents(batch, settings=self._settings)
+                if self._direct is not None:
+                    vectors = await self._direct.embed(batch, input_type="document")
+                else:
+                    vectors = (await self.embedder.embed_documents(batch, settings=self._settings)).embeddings
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any provider failure: the caller stores the facts without vectors
                 raise EmbeddingError(f"embedding {len(batch)} texts with {self.name} failed: {exc!r}") from exc
             self.model_calls += 1
-            out.extend(self._check(result.embeddings, len(batch)))
+            out.extend(self._check(vectors, len(batch)))
         return out
 
     async def embed_query(self, text: str) -> tuple[float, ...]:
@@ -126,14 +143,18 @@ class MemoryEmbedder:
         if cached is not None:
             self._cache.move_to_end(text)
             return cached
+        vectors: Sequence[Sequence[float]]
         try:
-            result = await self.embedder.embed_query(text, settings=self._settings)
+            if self._direct is not None:
+                vectors = await self._direct.embed([text], input_type="query")
+            else:
+                vectors = (await self.embedder.embed_query(text, settings=self._settings)).embeddings
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             raise EmbeddingError(f"embedding the query with {self.name} failed: {exc!r}") from exc
         self.model_calls += 1
-        (vector,) = self._check(result.embeddings, 1)
+        (vector,) = self._check(vectors, 1)
         if self._cache_size > 0:
             self._cache[text] = vector
             while len(self._cache) > self._cache_size:

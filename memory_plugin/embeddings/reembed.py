@@ -14,6 +14,7 @@ from uuid import UUID
 
 import psycopg
 
+from ..database.pooler import connection_kwargs
 from ..retrieval.search import EmbeddingUpdate
 from ..store.base import LongTermStore
 from .embedder import MemoryEmbedder
@@ -28,7 +29,8 @@ USERS_WITH_BACKLOG_SQL = (
 
 async def users_with_backlog(admin_url: str, model: str) -> list[tuple[UUID, int]]:
     """(user, facts without a `model` vector) for every user with some, through an administrative connection."""
-    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+    pooled = connection_kwargs(admin_url)
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True, **pooled) as conn:
         cursor = await conn.execute(USERS_WITH_BACKLOG_SQL, (model,))
         return [(row[0], int(row[1])) for row in await cursor.fetchall()]
 

@@ -81,7 +81,10 @@ _ONE_OFF_NEED = re.compile(
     r"^(?:(?:un|una|el|la|a|an|the|your|vuestro|vuestra|su)\s+)?(?:presupuesto|cotizaci[oó]n|oferta|precio|factura"
     r"|quote|quotation|price|estimate|invoice)\b"
     r"|^(?:to|saber|ayuda|help|hablar|some\s+help|m[aá]s\s+informaci[oó]n|more\s+info(?:rmation)?)\b"
-    r"|^" + _QUANTITY,
+    r"|^"
+    + _QUANTITY
+    # A count of anything needed ("necesito 40 bridas", "we need 200 brackets"): the order being discussed.
+    + r"|^(?:otr[oa]s\s+|another\s+)?\d[\d.,]*\s+[^\W\d]",
     re.IGNORECASE,
 )
 # Politeness at the end of a clause is not part of the object: "necesito ISO 9001 por favor".
@@ -251,8 +254,19 @@ def _parse_request(clause: str, *, spanish: bool) -> tuple[str, FactCategory, fl
     return content[0].upper() + content[1:], category, _REQUESTED_CONFIDENCE
 
 
+# A rejection with its object first: "el acero inoxidable no nos sirve", "el latón no me interesa".
+_OBJECT_FIRST_REJECTION = re.compile(
+    r"^(?:(?:pero|y|es\s+que)\s+)?(?:(?:el|la|los|las)\s+)?(?P<object>[^,;:]{2,60}?)\s+no\s+(?:me|nos)\s+"
+    r"(?:sirven?|valen?|interesan?|convencen?|gustan?)\b",
+    re.IGNORECASE,
+)
+
+
 def _parse(statement: str) -> tuple[str, FactCategory, float] | None:
     """Canonical content, category and confidence of a statement or a memory request, or None."""
+    rejected = _OBJECT_FIRST_REJECTION.match(statement.strip())
+    if rejected and not _NOT_AN_OBJECT.match(rejected["object"]):
+        return f"No quiere que le sugieran {rejected['object'].strip()}", "rejection", _EXPLICIT_CONFIDENCE
     spanish = _SPANISH_REQUEST.match(statement)
     request = spanish or _ENGLISH_REQUEST.match(statement)
     if request is None:
@@ -329,6 +343,7 @@ _RULES: tuple[_Rule, ...] = (
         "constraint",
         "No puede superar {}",
     ),
+    _Rule(_t(r"(?:mi|nuestro)\s+presupuesto\s+(?:es|ser[aá])(?:\s+de)?"), "constraint", "Su presupuesto es de {}"),
     _Rule(
         re.compile(
             _FEEDBACK_SUBJECT_ES + r"(?:lleg[oó]|llegaron|vino|vinieron|fue|fueron|estuvo|estuvieron|sali[oó]"
@@ -341,7 +356,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         _t(
-            r"no\s+(?:me|nos)\s+(?:vuelvas\s+a\s+|volváis\s+a\s+)?(?:sugieras|sugiráis|sugieran|recomiendes"
+            r"(?:no|nunca|jam[aá]s)\s+(?:me|nos)\s+(?:vuelvas\s+a\s+|volváis\s+a\s+)?(?:sugieras|sugiráis|sugieran|recomiendes"
             r"|recomendéis|recomienden|ofrezcas|ofrezcáis|ofrezcan|propongas|propongáis|propongan)(?:\s+m[aá]s)?"
         ),
         "rejection",
@@ -412,6 +427,12 @@ _RULES: tuple[_Rule, ...] = (
         "Cannot exceed {}",
     ),
     _Rule(_t(r"(?:my|our|the)\s+(?:maximum|max)\s+budget\s+is"), "constraint", "Cannot exceed {}"),
+    # A budget stated plainly ("my budget is 2000 EUR") is a limit, in words the `budget` slot recognises.
+    _Rule(
+        _t(r"(?:my|our)\s+(?:total\s+)?budget\s+(?:is|will\s+be)(?:\s+(?:about|around))?"),
+        "constraint",
+        "Their budget is {}",
+    ),
     _Rule(
         re.compile(_FEEDBACK_SUBJECT_EN + r"(?:arrived|was|were|came|had|looked|turned\s+out|showed\s+up)\b\s*", re.I),
         "feedback",

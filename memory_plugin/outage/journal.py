@@ -1,4 +1,5 @@
-"""A durable local journal of long-term writes made while Postgres is unreachable.
+"""A durable local journal of long-term writes made while Postgres is unreachable (`WriteJournal`; its entries
+are in `entry.py`, its crash-safe file primitives in `durable.py`).
 
 One JSON line per write, appended and fsynced before the write is acknowledged, so a crash right after
 cannot lose it. Entries are replayed in order when the database returns; each carries a `write_id` that
@@ -27,20 +28,17 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 import threading
-import time
-import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from uuid import UUID, uuid4
-
-from psycopg.conninfo import conninfo_to_dict
 
 from ..logs import LOG_PREFIX, logger
 from ..quality.rules import WriteRules
 from ..rows import MemoryItem
+from .durable import append_durably, load_or_create_key, replace_durably, split_lines
+from .entry import CancelledWrites, JournalEntry, database_identity, journal_path, parse_entry, rejection_reason
 
 try:  # POSIX; elsewhere only the in-process lock protects the file
     import fcntl
@@ -50,85 +48,6 @@ except ImportError:  # pragma: no cover - Windows
 __all__ = ["CancelledWrites", "JournalEntry", "WriteJournal", "database_identity", "journal_path"]
 
 
-def database_identity(url: str) -> str:
-    """What identifies a Postgres database for the journal: host (or socket directory), port and database
-    name from a connection URL or conninfo string; the user and password are left out (the same database
-    reached as another role is the same database)."""
-    params = conninfo_to_dict(url)
-    host = str(params.get("host") or params.get("hostaddr") or "")
-    port = str(params.get("port") or "5432")
-    dbname = str(params.get("dbname") or params.get("user") or "")
-    return f"postgresql://{host}:{port}/{dbname}"
-
-
-def journal_path(data_dir: Path, identity: str) -> Path:
-    """The journal file of the database `identity` under `data_dir` (see `database_identity`)."""
-    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:24]
-    return data_dir / "journal" / f"writes-{digest}.jsonl"
-
-
-_DEFAULT = WriteRules()
-
-
-@dataclass(frozen=True, slots=True)
-class JournalEntry:
-    """One pending write."""
-
-    write_id: UUID
-    """Idempotency key: the database applies a given write once."""
-    user_id: UUID
-    items: tuple[MemoryItem, ...]
-    rules: WriteRules = _DEFAULT
-    """The rules the write was acknowledged under; a line without a threshold gets the default."""
-
-    def to_json(self) -> str:
-        """One journal line."""
-        return json.dumps(
-            {
-                "write_id": str(self.write_id),
-                "user_id": str(self.user_id),
-                "reinforcement_step": self.rules.reinforcement_step,
-                "near_duplicate_threshold": self.rules.near_duplicate_threshold,
-                "embedding_threshold": self.rules.embedding_threshold,
-                "items": [item.as_json() for item in self.items],
-            },
-            ensure_ascii=False,
-        )
-
-    def record_id(self, item: MemoryItem) -> UUID:
-        """The id of the provisional record the write returned for `item` (the caller may forget it by it)."""
-        return uuid.uuid5(self.write_id, item.content_hash)
-
-    @classmethod
-    def from_json(cls, line: str) -> JournalEntry:
-        """Parse one entry's JSON (a journal line's fields; `mac` and `error` are ignored). Raises ValueError,
-        TypeError, KeyError or AttributeError on input of the wrong shape, RecursionError when nested too deep."""
-        raw = json.loads(line)
-        if not isinstance(raw, dict) or not isinstance(raw.get("items"), list):
-            raise ValueError("a journal entry is a JSON object with a list of items")
-        return cls(
-            write_id=UUID(raw["write_id"]),
-            user_id=UUID(raw["user_id"]),
-            rules=WriteRules(
-                reinforcement_step=float(raw["reinforcement_step"]),
-                near_duplicate_threshold=float(raw.get("near_duplicate_threshold", _DEFAULT.near_duplicate_threshold)),
-                embedding_threshold=float(raw.get("embedding_threshold", _DEFAULT.embedding_threshold)),
-            ),
-            items=tuple(MemoryItem.from_json(i) for i in raw["items"]),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class CancelledWrites:
-    """What `cancel_pending` or `drop_user` removed from the journal."""
-
-    items: int
-    """Pending items removed."""
-    dropped: tuple[UUID, ...]
-    """Writes left without items, removed whole (untrack them: they will never be replayed)."""
-
-
-_KEY_BYTES = 32
 _MAC_FIELD = b',"mac":"'
 _MAC_HEX = 64  # SHA-256
 
@@ -193,14 +112,14 @@ class WriteJournal:
             rules=rules,
         )
         with self._locked():
-            _append_durably(self.path, self._sign(entry.to_json()))
+            append_durably(self.path, self._sign(entry.to_json()))
         return entry
 
     def reject(self, entry: JournalEntry, error: str) -> None:
         """Keep an entry the database refused for good in `rejected_path` (remove it from the journal after)."""
         line = json.dumps({**json.loads(entry.to_json()), "error": error}, ensure_ascii=False)
         with self._locked():
-            _append_durably(self.rejected_path, self._sign(line))
+            append_durably(self.rejected_path, self._sign(line))
 
     def entries(self) -> list[JournalEntry]:
         """Pending entries, oldest first. Lines that are not signed entries of this journal move to
@@ -212,7 +131,7 @@ class WriteJournal:
                 data = self.path.read_bytes()
             except FileNotFoundError:
                 return []
-            complete, _torn = _split_lines(data)
+            complete, _torn = split_lines(data)
             out: list[JournalEntry] = []
             for raw in complete:
                 entry = self._parse(raw) if raw.strip() else None
@@ -224,6 +143,13 @@ class WriteJournal:
 
     def __len__(self) -> int:
         return len(self.entries())
+
+    def split(self, entry: JournalEntry, parts: Sequence[JournalEntry]) -> None:
+        """Replace `entry` by `parts` where it stands (atomic): a write too big for one statement is replayed
+        part by part, and a crash between parts replays only the parts left."""
+        if self.path.exists():
+            with self._locked():
+                self._rewrite(lambda kept: tuple(parts) if kept.write_id == entry.write_id else kept)
 
     def remove(self, done: Sequence[UUID]) -> None:
         """Drop replayed entries, keeping any appended meanwhile; atomic (write a temp file, rename).
@@ -290,12 +216,12 @@ class WriteJournal:
         if not self.rejected_path.exists():
             return []
         with self._locked():
-            complete, _torn = _split_lines(self.rejected_path.read_bytes())
+            complete, _torn = split_lines(self.rejected_path.read_bytes())
         out: list[tuple[JournalEntry, str]] = []
         for raw in complete:
-            entry = _parse(raw) if raw.strip() else None
+            entry = parse_entry(raw) if raw.strip() else None
             if entry is not None:
-                out.append((entry, _reason(raw)))
+                out.append((entry, rejection_reason(raw)))
         return out
 
     def readmit(self, write_ids: Collection[UUID] | None = None) -> list[JournalEntry]:
@@ -306,24 +232,24 @@ class WriteJournal:
         with self._locked():
             if not self.rejected_path.exists():
                 return []
-            complete, _torn = _split_lines(self.rejected_path.read_bytes())
+            complete, _torn = split_lines(self.rejected_path.read_bytes())
             back: list[JournalEntry] = []
             stay: list[bytes] = []
             for raw in complete:
-                entry = _parse(raw) if raw.strip() else None  # `mac` and `error` are ignored
+                entry = parse_entry(raw) if raw.strip() else None  # `mac` and `error` are ignored
                 if entry is not None and (write_ids is None or entry.write_id in write_ids):
                     back.append(entry)
                 elif raw.strip():
                     stay.append(raw)
             for entry in back:
-                _append_durably(self.path, self._sign(entry.to_json()))
-            _replace_durably(self.rejected_path, stay)
+                append_durably(self.path, self._sign(entry.to_json()))
+            replace_durably(self.rejected_path, stay)
         return back
 
     # --- signing and rewriting (the caller holds the lock) ------------------------------------------------
     def _signing_key(self) -> bytes:
         if self._key is None:
-            self._key = _load_or_create_key(self.key_path)
+            self._key = load_or_create_key(self.key_path)
         return self._key
 
     def _mac(self, payload: bytes) -> bytes:
@@ -346,18 +272,20 @@ class WriteJournal:
 
     def _parse(self, raw: bytes) -> JournalEntry | None:
         payload = self._verified(raw)
-        return None if payload is None else _parse(payload)
+        return None if payload is None else parse_entry(payload)
 
-    def _rewrite(self, transform: Callable[[JournalEntry], JournalEntry | None]) -> list[JournalEntry]:
+    def _rewrite(
+        self, transform: Callable[[JournalEntry], JournalEntry | tuple[JournalEntry, ...] | None]
+    ) -> list[JournalEntry]:
         """Rewrite the journal atomically (temp file, rename) with each entry as `transform` returns it (the
-        same entry: its line kept as is; another: signed anew; None: removed). Lines that are not entries
-        of this journal move to `rejected_path` with a warning; a torn last line is dropped. Returns the
-        entries kept."""
+        same entry: its line kept as is; another, or several: signed anew; None: removed). Lines that are not
+        entries of this journal move to `rejected_path` with a warning; a torn last line is dropped. Returns
+        the entries kept."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        complete, _torn = _split_lines(data)
+        complete, _torn = split_lines(data)
         lines: list[bytes] = []
         kept: list[JournalEntry] = []
         for number, raw in enumerate(complete, start=1):
@@ -368,17 +296,20 @@ class WriteJournal:
                 self._set_aside(raw, number)
                 continue
             new = transform(entry)
-            if new is None:
+            if new is entry:
+                kept.append(entry)
+                lines.append(raw)
                 continue
-            kept.append(new)
-            lines.append(raw if new is entry else self._sign(new.to_json()).encode("utf-8"))
-        _replace_durably(self.path, lines)
+            for part in () if new is None else new if isinstance(new, tuple) else (new,):
+                kept.append(part)
+                lines.append(self._sign(part.to_json()).encode("utf-8"))
+        replace_durably(self.path, lines)
         return kept
 
     def _set_aside(self, raw: bytes, number: int) -> None:
         if self._verified(raw) is not None:
             why = "is not a journal entry"
-        elif _parse(raw) is not None:
+        elif parse_entry(raw) is not None:
             why = (
                 "is an entry not signed with this installation's journal key (if it is genuine, e.g. written"
                 " before lines were signed, review it and run `memory-plugin journal --readmit`)"
@@ -394,10 +325,10 @@ class WriteJournal:
             len(raw),
             self.rejected_path,
         )
-        _append_durably(self.rejected_path, raw.decode("utf-8", errors="replace"))
+        append_durably(self.rejected_path, raw.decode("utf-8", errors="replace"))
 
     def _purge_rejected(self, user_id: UUID) -> None:
-        complete, _torn = _split_lines(self.rejected_path.read_bytes())
+        complete, _torn = split_lines(self.rejected_path.read_bytes())
         mark = str(user_id).encode("ascii")
         kept = []
         for raw in complete:
@@ -405,122 +336,4 @@ class WriteJournal:
             mine = entry.user_id == user_id if entry is not None else mark in raw.lower()
             if raw.strip() and not mine:
                 kept.append(raw)
-        _replace_durably(self.rejected_path, kept)
-
-
-def _load_or_create_key(path: Path) -> bytes:
-    """The journal key at `path`, created (32 random bytes, 0600, durably, atomically) when missing. A key of
-    the wrong size is set aside (renamed) and replaced: entries signed with it are then refused, not lost."""
-    try:
-        key = path.read_bytes()
-    except FileNotFoundError:
-        key = b""
-    else:
-        if len(key) == _KEY_BYTES:
-            if path.stat().st_mode & 0o077:
-                os.chmod(path, 0o600)
-                logger.warning("%s journal key %s was readable by others: mode set to 0600", LOG_PREFIX, path)
-            return key
-        aside = path.with_name(f"{path.name}.invalid-{int(time.time())}")
-        os.replace(path, aside)
-        logger.warning(
-            "%s journal key %s has %d bytes, not %d: moved to %s", LOG_PREFIX, path, len(key), _KEY_BYTES, aside
-        )
-    key = secrets.token_bytes(_KEY_BYTES)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a `key_path` outside the journal directory
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        _write_all(fd, key)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # never replaces a key another process created meanwhile
-    except FileExistsError:
-        key = path.read_bytes()
-    finally:
-        os.unlink(tmp)
-    _fsync_dir(path.parent)
-    return key
-
-
-def _split_lines(data: bytes) -> tuple[list[bytes], bytes]:
-    """Complete lines, and what follows the last newline (a torn line, or b"")."""
-    *complete, torn = data.split(b"\n")
-    return complete, torn
-
-
-def _reason(payload: bytes) -> str:
-    """The `error` a rejected line was set aside with ("" when it has none, e.g. an unsigned old line)."""
-    try:
-        error = json.loads(payload.decode("utf-8")).get("error", "")
-    except (ValueError, AttributeError, RecursionError):
-        return ""
-    return error if isinstance(error, str) else ""
-
-
-def _parse(payload: bytes) -> JournalEntry | None:
-    try:
-        return JournalEntry.from_json(payload.decode("utf-8"))
-    # A line of any shape: UnicodeDecodeError, JSONDecodeError and pydantic's ValidationError are ValueErrors;
-    # a list where an object belongs gives TypeError or AttributeError; 100,000 nested "[" a RecursionError.
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return None
-
-
-def _replace_durably(path: Path, lines: Sequence[bytes]) -> None:
-    """Replace `path` with `lines` atomically and durably (temp file, fsync, rename, fsync the directory)."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        _write_all(fd, b"".join(line + b"\n" for line in lines))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)  # make the rename itself durable
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _fsync_dir(directory: Path) -> None:
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _append_durably(path: Path, line: str) -> None:
-    """Append one line and fsync it, first cutting off a torn last line left by a crash. Caller holds the lock."""
-    created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        _cut_torn_tail(fd, path)
-        _write_all(fd, (line + "\n").encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if created:
-        _fsync_dir(path.parent)  # a new file's directory entry must be durable too
-
-
-def _cut_torn_tail(fd: int, path: Path) -> None:
-    size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-        return
-    keep, end = 0, size
-    while end > 0:
-        start = max(0, end - 65536)
-        newline = os.pread(fd, end - start, start).rfind(b"\n")
-        if newline >= 0:
-            keep = start + newline + 1
-            break
-        end = start
-    os.ftruncate(fd, keep)
-    logger.warning("%s dropped a torn last line (%d bytes, never acknowledged) from %s", LOG_PREFIX, size - keep, path)
+        replace_durably(self.rejected_path, kept)

@@ -11,6 +11,13 @@ It wraps the primary store (Postgres, Supabase). When an operation raises `Store
   start of the process replays what an earlier one left;
 - other operations (list, history, delete, embeddings) raise, as before.
 
+Only unreachability is an outage (`database.classify`). A statement the database refuses while reachable
+(over its `statement_timeout`, too big, invalid) raises to the caller (`StatementLimitError`, `StoreError`)
+and is never acknowledged. A journaled entry (acknowledged during an outage) over a limit on replay is
+replayed in halves, down to single items; what is still refused is set aside in the rejected file with its
+reason (at once for a limit, after a few attempts otherwise), reported by `status` and `memory-plugin
+journal`, and the user's later writes go on.
+
 Order: while a user has entries in the journal, that user's new writes go to the journal behind them, and
 the journal is replayed first in, first out, so the database applies a user's writes in the order they
 were acknowledged. Exactly once: every write gets a `write_id` before its first attempt and keeps it in the
@@ -30,9 +37,9 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
 from ..errors import StoreError, StoreUnavailableError
@@ -47,6 +54,7 @@ from ..store.status import BackendStatus
 from .breaker import CircuitBreaker
 from .cache import ContextCache
 from .journal import JournalEntry, WriteJournal
+from .replay import JournalReplay, backoff_delay
 
 __all__ = ["PrimaryConnector", "ResilientStore", "backoff_delay"]
 
@@ -54,23 +62,8 @@ __all__ = ["PrimaryConnector", "ResilientStore", "backoff_delay"]
 PrimaryConnector = Callable[[], Coroutine[Any, Any, LongTermStore]]
 """Creates the primary store (connects, migrates); raises `StoreUnavailableError` while it cannot."""
 
-_T = TypeVar("_T")
-_RNG = random.Random()
-_MAX_REFUSALS = 3
-"""Replays of one entry the database refuses (an error other than unavailability) before it is set aside."""
-_REPLAY_CHUNK = 1000
-"""Entries replayed between two rewrites of the journal: bounds the (idempotent) work redone after a crash
-without rewriting a long journal after every entry."""
 
-
-def backoff_delay(attempt: int, *, base: float, maximum: float, rng: random.Random | None = None) -> float:
-    """Seconds before retry number `attempt` (0 for the first): `base * 2**attempt` capped at `maximum`, with
-    "equal jitter" (half fixed, half random), so many processes do not retry in lockstep yet never spin."""
-    ceiling = min(maximum, base * 2.0 ** min(attempt, 60))
-    return ceiling / 2 + (rng or _RNG).uniform(0, ceiling / 2)
-
-
-class ResilientStore(StoreBase):
+class ResilientStore(JournalReplay, StoreBase):
     """A `LongTermStore` over a primary store, with a read cache and a write journal for outages.
 
     Call `await store.start()` before use (`MemoryManager` does) and `await store.close()` after.
@@ -127,7 +120,7 @@ class ResilientStore(StoreBase):
         self._close_flush = close_flush_seconds
         self._background = background
         self._clock = clock
-        self._rng = rng or _RNG
+        self._rng = rng or random.Random()
         self._breaker = breaker or CircuitBreaker()
 
         self._cache = ContextCache(cache_size)
@@ -460,6 +453,7 @@ class ResilientStore(StoreBase):
             except (TimeoutError, StoreError):
                 reachable = False
         journal_length = len(await asyncio.to_thread(self.journal.entries))
+        set_aside = len(await asyncio.to_thread(self.journal.rejected))
         return BackendStatus(
             backend=self._primary_name if reachable and journal_length == 0 else "fallback",
             primary=self._primary_name,
@@ -474,212 +468,9 @@ class ResilientStore(StoreBase):
             replayed_writes=self.replayed_writes,
             replay_failures=self.replay_failures,
             rejected_writes=self.rejected_writes,
+            set_aside_writes=set_aside,
             cache_entries=len(self._cache),
             require_pg_memory=self.require_primary,
-        )
-
-    async def _replay_pass(self) -> tuple[bool, int]:
-        """Replay the whole journal, oldest first; (whether it is now empty, entries confirmed)."""
-        primary = self._primary
-        if primary is None:
-            return False, 0
-        confirmed = 0
-        async with self._replay_lock:
-            while True:  # until a read finds the journal empty: entries may be appended meanwhile
-                entries = await asyncio.to_thread(self.journal.entries)
-                self._resync(entries)
-                if not entries:
-                    return True, confirmed
-                for start in range(0, len(entries), _REPLAY_CHUNK):
-                    chunk = entries[start : start + _REPLAY_CHUNK]
-                    done, applied, complete = await self._replay_entries(primary, chunk)
-                    if done:
-                        # Only now, after the database confirmed them, do the entries leave the journal.
-                        await asyncio.to_thread(self.journal.remove, done)
-                        for write_id in done:
-                            self._untrack(write_id)
-                    confirmed += applied
-                    if not complete:
-                        return False, confirmed
-
-    async def _replay_entries(
-        self, primary: LongTermStore, entries: Sequence[JournalEntry]
-    ) -> tuple[list[UUID], int, bool]:
-        """(write ids done with, how many the database applied, whether all of `entries` were done with)."""
-        done: list[UUID] = []
-        applied = 0
-        for entry in entries:
-            try:
-                await primary.upsert(
-                    entry.user_id,
-                    entry.items,
-                    entry.rules,
-                    write_id=entry.write_id,
-                )
-            except StoreUnavailableError as exc:
-                self.replay_failures += 1
-                self._failed("replaying the journal", exc)
-                return done, applied, False
-            except StoreError as exc:
-                self.replay_failures += 1
-                if not await self._refused(entry, exc):
-                    return done, applied, False  # later entries of the user must not overtake it
-            else:
-                applied += 1
-                self.replayed_writes += 1
-                self._refusals.pop(entry.write_id, None)
-                self._succeeded()
-            done.append(entry.write_id)
-        return done, applied, True
-
-    async def _refused(self, entry: JournalEntry, exc: StoreError) -> bool:
-        """The database refused an entry (not a connection error). Retried a few times (it may be transient),
-        then set aside in the rejected file so the rest of the journal can go on; True when set aside."""
-        self._refusals[entry.write_id] += 1
-        attempts = self._refusals[entry.write_id]
-        if attempts < _MAX_REFUSALS:
-            logger.warning(
-                "%s the database refused journaled write %s (attempt %d of %d): %s",
-                LOG_PREFIX,
-                entry.write_id,
-                attempts,
-                _MAX_REFUSALS,
-                exc,
-            )
-            return False
-        await asyncio.to_thread(self.journal.reject, entry, str(exc))
-        del self._refusals[entry.write_id]
-        self.rejected_writes += 1
-        logger.error(
-            "%s journaled write %s of user %s refused %d times, moved to %s: %s",
-            LOG_PREFIX,
-            entry.write_id,
-            entry.user_id,
-            attempts,
-            self.journal.rejected_path,
-            exc,
-        )
-        return True
-
-    async def _run(self) -> None:
-        """The background replayer: (re)connect and replay while there is work, backing off on failure."""
-        attempt = 0
-        while True:
-            self._work.clear()
-            if self._primary is not None and not self._pending:
-                await self._work.wait()
-                continue
-            try:
-                ok = await self._ensure_primary() and (await self._replay_pass())[0]
-            except Exception:  # the replayer must not die silently: log, back off, go on
-                logger.exception("%s journal replay failed unexpectedly", LOG_PREFIX)
-                ok = False
-            if ok:
-                attempt = 0
-                continue
-            delay = backoff_delay(attempt, base=self._retry_base, maximum=self._retry_max, rng=self._rng)
-            attempt += 1
-            self._recovered.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._recovered.wait(), delay)
-
-    async def _ensure_primary(self) -> bool:
-        """Create the primary with `connect` if there is none yet; whether there is one now."""
-        if self._primary is not None:
-            return True
-        if self._connect is None:
-            return False
-        async with self._connect_lock:
-            if self._primary is not None:
-                return True
-            if self._connecting is None:
-                self._connecting = asyncio.get_running_loop().create_task(
-                    self._connect(), name="memory_plugin-store-connect"
-                )
-            task = self._connecting
-            try:
-                # Shielded: if our caller is cancelled (close), the attempt ends on its own and close()
-                # collects the store it may create instead of leaking its connections.
-                primary = await asyncio.shield(task)
-            except Exception as exc:
-                self._connecting = None
-                self._failed("connecting", exc)
-                return False
-            self._connecting = None
-            self._primary = primary
-            self._primary_name = primary.backend_name
-            logger.info("%s connected to the long-term store (%s)", LOG_PREFIX, primary.backend_name)
-            self._succeeded()
-            return True
-
-    # --- helpers -----------------------------------------------------------------------------------------------------
-    def _unavailable(self) -> StoreUnavailableError:
-        return StoreUnavailableError(self._last_error or "the long-term store is unreachable")
-
-    async def _call(self, doing: str, operation: Callable[[LongTermStore], Awaitable[_T]]) -> _T:
-        """`operation` on the primary, recording the outcome; raises `StoreUnavailableError` while there is
-        no primary or it is unreachable."""
-        primary = self._primary
-        if primary is None or not self._breaker.allows():
-            raise self._unavailable()
-        started = time.monotonic()
-        try:
-            result = await operation(primary)
-        except StoreUnavailableError as exc:
-            self._breaker.failed(time.monotonic() - started)
-            self._failed(doing, exc)
-            raise
-        self._succeeded()
-        return result
-
-    def _resync(self, entries: Sequence[JournalEntry]) -> None:
-        """Pending = exactly what the file holds: it may also hold entries of another process sharing it, and
-        lack entries that process replayed. (An append in flight is tracked once its line is in the file.)"""
-        self._pending.clear()
-        self._pending_users.clear()
-        for entry in entries:
-            self._track(entry)
-
-    def _track(self, entry: JournalEntry) -> None:
-        if entry.write_id not in self._pending:
-            self._pending[entry.write_id] = entry.user_id
-            self._pending_users[entry.user_id] += 1
-
-    def _untrack(self, write_id: UUID) -> None:
-        user_id = self._pending.pop(write_id, None)
-        if user_id is not None:
-            self._pending_users[user_id] -= 1
-            if self._pending_users[user_id] <= 0:
-                del self._pending_users[user_id]
-
-    def _succeeded(self) -> None:
-        self._breaker.succeeded()
-        if not self._reachable:
-            self._reachable = True
-            logger.info("%s long-term store reachable again (%d writes to replay)", LOG_PREFIX, len(self._pending))
-        self._recovered.set()
-        if self._pending:
-            self._work.set()
-
-    def _failed(self, doing: str, exc: BaseException) -> None:
-        """Record a connection error; log it at WARNING at most once per interval, counting the others."""
-        self._reachable = False
-        self.connection_errors += 1
-        self._last_error = f"{doing}: {exc}"
-        self._last_error_at = datetime.now(UTC)
-        now = self._clock()
-        if self._last_warning_at is not None and now - self._last_warning_at < self._log_interval:
-            self._suppressed += 1
-            logger.debug("%s long-term store unreachable while %s: %s", LOG_PREFIX, doing, exc)
-            return
-        suppressed, self._suppressed = self._suppressed, 0
-        self._last_warning_at = now
-        logger.warning(
-            "%s long-term store unreachable while %s: %s%s",
-            LOG_PREFIX,
-            doing,
-            exc,
-            f" ({suppressed} more errors since the last warning)" if suppressed else "",
         )
 
 

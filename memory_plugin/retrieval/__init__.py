@@ -3,10 +3,12 @@
 - `query.py`: dates, months and "when" in a question (pure);
 - `weights.py`: the weights of the hybrid score, with the measurements that chose them;
 - `scored.py`: `ScoredMemory`, a hit with the parts of its score;
-- `search.py`: `SearchQuery` (what a store receives) and the Python ranking of the stores without SQL.
+- `search.py`: `SearchQuery` (what a store receives) and the Python ranking of the stores without SQL;
+- `rerank.py`: the second stage, the hybrid score's best 50 re-ranked by how they cluster (pure);
+- `searcher.py`: embeds the question, asks the store for the candidates, re-ranks them.
 
-The ranking itself runs in SQL, in one round trip: `public.memory_search` in
-`supabase/schemas/22_memory_search.sql`.
+The hybrid ranking runs in SQL, in one round trip: `public.memory_search` in
+`supabase/schemas/22_memory_search.sql`; the reranker runs in Python over what it returns, on every backend.
 """
 
 from .query import DateWindow, QueryAnalysis, analyze_query

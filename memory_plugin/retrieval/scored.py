@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any
+from uuid import UUID
 
 from ..rows import MemoryRecord
 
@@ -34,6 +35,12 @@ class ScoreComponents:
     """The fact's confidence."""
     recency: float = 0.0
     """1 just reinforced, falling to 0 over the recency window."""
+    session: float = 0.0
+    """Reranker: the relative hybrid score of the best other candidate of the same session."""
+    adjacent: float = 0.0
+    """Reranker: the relative hybrid score of the candidate just before or after it in its session."""
+    entity: float = 0.0
+    """Reranker: the share of the question's names and numbers found in the text."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ScoreComponents:
@@ -52,9 +59,25 @@ class ScoredMemory:
     memory: MemoryRecord
     """The stored row (content, category, metadata, occurred_at…)."""
     score: float
-    """The final score: the weighted sum of `components` (higher is better)."""
+    """The final score (higher is better): the reranker's (`retrieval/rerank.py`), or without it the hybrid
+    score, the weighted sum of `components` (`SearchWeights`)."""
     components: ScoreComponents
     """What the score is made of."""
+    previous_id: UUID | None = None
+    """The fact just before it in its session (the neighbour the ranking looks at), if any."""
+    hybrid: float | None = None
+    """The hybrid score, when `score` is the reranker's."""
+
+    @classmethod
+    def from_search_row(cls, row: dict[str, Any], memory: MemoryRecord) -> ScoredMemory:
+        """From a `memory_search` row (its `memory` column parsed as `memory`)."""
+        previous = row.get("prev_memory_id")
+        return cls(
+            memory,
+            float(row["score"]),
+            ScoreComponents.from_row(row),
+            previous if isinstance(previous, UUID) or previous is None else UUID(str(previous)),
+        )
 
     def explain(self) -> str:
         """The non-zero components, e.g. "text 1.00, vector 0.62, speaker 1.00" (for logs and debugging)."""

@@ -222,7 +222,8 @@ def score_in_python(
             + w.confidence * parts.confidence
             + w.recency * parts.recency
         )
-        hits.append(ScoredMemory(memory=r, score=score, components=parts))
+        prev = previous.get(r.id)
+        hits.append(ScoredMemory(memory=r, score=score, components=parts, previous_id=prev.id if prev else None))
     hits.sort(key=lambda h: (-h.score, -h.memory.last_reinforced_at.timestamp(), str(h.memory.id)))
     return hits[: query.limit]
 

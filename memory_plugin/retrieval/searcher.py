@@ -1,4 +1,5 @@
-"""`Searcher`: embeds the question once and asks the store for the user's best memories for it."""
+"""`Searcher`: embeds the question once, asks the store for the user's best candidates for it (the hybrid
+score) and re-ranks them (`rerank.py`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..settings import MemorySettings
 from ..store import LongTermStore
 from ..validation import check_text
 from .query import analyze_query
+from .rerank import rerank
 from .scored import ScoredMemory
 from .search import SearchQuery
 from .weights import SearchWeights
@@ -53,14 +55,17 @@ class Searcher:
                 self.stats.embedding_failures += 1
                 logger.warning("%s searching by text only: %s", LOG_PREFIX, exc)
         self.stats.searches += 1
-        return await self.store.search(
+        # The reranker needs the candidates around the best ones: the store returns rerank_candidates of them.
+        candidates = max(limit, self.weights.rerank_candidates) if self.weights.rerank_candidates else limit
+        hits = await self.store.search(
             user_id,
             SearchQuery(
                 text=query,
-                limit=limit,
+                limit=candidates,
                 embedding=embedding,
                 model=self.embedder.name if self.embedder is not None and embedding is not None else None,
                 weights=self.weights,
                 analysis=analyze_query(query),
             ),
         )
+        return rerank(query, hits, limit) if self.weights.rerank_candidates else hits

@@ -26,6 +26,10 @@ concatenating Spanish stems to the English ones -0.02 (English function words be
 candidates per channel instead of 50, +0.001; BM25's idf scale (= postings read per word) 2000 instead of 500,
 -0.002.
 
+This is the first stage: `rerank.py` re-orders the hybrid score's best `rerank_candidates` (50) by how they
+cluster (same session, the turn before or after) and the names the question holds, cross-validated recall@10
+0.730 → 0.792 on the same split (`python -m bench.locomo_rerank`; docs/retrieval.md has the ablation).
+
 A weighted sum beats reciprocal-rank fusion here because it keeps *how much* better a match is: a turn with
 all the rare words of the question and a loose paraphrase are not one rank apart. The fact's own terms
 (importance, confidence, recency) are kept small so that a relevant fact beats an important irrelevant one;
@@ -74,6 +78,8 @@ class SearchWeights:
     candidates: int = 50
     """Facts taken from each channel (vector, text, date) before the final ranking (through the HNSW index
     the vector channel takes half as many, at least the limit)."""
+    rerank_candidates: int = 50
+    """The hybrid score's best this many facts go to the reranker (`rerank.py`); 0: no reranker."""
     exact_scan_below: int = 2000
     """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan), unless
     they are a small share of their partition (then the threshold is higher: `MEMORY_SEARCH_EXACT_SCAN_BELOW`)."""
@@ -97,6 +103,7 @@ class SearchWeights:
             recency_window_days=settings.recency_window_days,
             date_slack_days=settings.search_date_slack_days,
             candidates=settings.search_candidates,
+            rerank_candidates=settings.search_rerank_candidates,
             exact_scan_below=settings.search_exact_scan_below,
             text_scan_limit=settings.search_text_scan_limit,
         )

@@ -1,21 +1,23 @@
 """What the manager needs from a short-term (session) store: the `SessionBackend` protocol.
 
-A session belongs to one user. Its first call binds it: to that call's `user_id`, or to no user when the
-call names none (an anonymous session). Every later call must name the same owner, else it raises
-`SessionOwnershipError` and changes nothing:
+Sessions are kept per owner: the key is (user, session id), and sessions started without a user are a namespace
+of their own. Two users may each have a session `chat-1`; neither ever sees, extends or evicts the other's, and
+no one can take an id from another (no squatting). A call that names its user acts on that user's session
+(created on the first write, or by `snapshot(..., bind=True)`, which a turn's `get_memory_context(s, u)` uses).
 
-- a session started by user A cannot be read, written, extended or dropped by user B;
-- a session started without a user stays anonymous: a call naming a user is refused (so a session written
-  anonymously can never be read into some user's context), and so is a call without a user on a session
-  that has one.
+A call without a user:
 
-The binding lasts as long as the session (until it expires, is evicted or dropped); afterwards the id is
-free again, with an empty session. Reading an unknown session returns an empty `ShortTermMemory` and binds
-nothing. Session ids are therefore unique per store, not per user: a client that chooses ids ("chat-42")
-should make them unique per user (e.g. prefix the user id).
+- a write (`add_message`, `update_entities`, `add_intent`: the design's session-only calls) acts on the one live
+  session with that id, whoever owns it (so `get_memory_context(s, u)` then `add_message(s, m)` writes u's
+  session); with no live session it starts an anonymous one; when two owners use the id it raises
+  `SessionAmbiguousError` and writes nothing (pass the user);
+- a read or a drop sees only the anonymous session with that id; when only users' sessions have it, it raises
+  `SessionOwnershipError` (pass the user), so a session bound to a user is never read without its user.
 
-The in-RAM `SessionStore` implements it; a networked backend (Postgres, Redis) implements the same methods
-with the same owner rule, keeping the binding next to the session's data.
+A session lives until it expires, is evicted or dropped; afterwards its id is free again, with an empty
+session. Reading an unknown session returns an empty `ShortTermMemory` and creates nothing unless `bind`.
+The in-RAM `SessionStore` implements it; the networked backends (Postgres, Redis) implement the same methods
+with the same rules (`resolve_owner`), keeping the owner in the session's key.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 from uuid import UUID
 
-from ..errors import SessionLimitError, SessionOwnershipError
+from ..errors import SessionAmbiguousError, SessionLimitError, SessionOwnershipError
 from ..models import Message, ShortTermMemory
 from ..text import normalize_key
 
@@ -38,7 +40,7 @@ __all__ = [
     "SessionLimits",
     "new_entity_values",
     "off_the_loop",
-    "ownership_error",
+    "resolve_owner",
     "session_limits",
 ]
 
@@ -68,8 +70,9 @@ class SessionBackend(Protocol):
         """Record an intent (once, first-seen order); `SessionLimitError` past the session's limit."""
         ...
 
-    def snapshot(self, session_id: str, *, user_id: UUID | None = None) -> ShortTermMemory:
-        """A copy of the session's state (empty when unknown or expired); counts as activity."""
+    def snapshot(self, session_id: str, *, user_id: UUID | None = None, bind: bool = False) -> ShortTermMemory:
+        """A copy of the session's state (empty when unknown or expired); counts as activity. With `bind` and a
+        `user_id`, an unknown session is created for that user (a turn's start binds the session)."""
         ...
 
     def messages_seen(self, session_id: str, *, user_id: UUID | None = None) -> int:
@@ -208,18 +211,28 @@ def new_entity_values(
     return added
 
 
-def ownership_error(session_id: str, *, anonymous: bool, user_id: UUID | None) -> SessionOwnershipError:
-    """The refusal every backend raises when `user_id` is not the owner of `session_id` (an `anonymous` session's
-    or a user's). It never says whose the session is, only that this caller may not use it."""
-    if anonymous:
-        return SessionOwnershipError(
-            f"session {session_id!r} was started without a user and stays anonymous: use it without"
-            " user_id, or start a new session id for this user"
+def resolve_owner(
+    session_id: str, user_id: UUID | None, live_owners: Collection[UUID | None], *, write: bool
+) -> UUID | None:
+    """The owner of the session a call means (see the module docstring): `user_id` when given; else, among
+    the owners with a live session `session_id` (`live_owners`, None for the anonymous one), the only one for a
+    `write`, the anonymous one for a read. A new session (nothing live) is anonymous. Raises
+    `SessionAmbiguousError` (a write the id could route to two owners) or `SessionOwnershipError` (a read of a
+    session only users have); neither says whose the sessions are."""
+    if user_id is not None or not live_owners:
+        return user_id
+    if write:
+        if len(live_owners) == 1:
+            return next(iter(live_owners))
+        raise SessionAmbiguousError(
+            f"session id {session_id!r} is used by {len(live_owners)} owners (users, or a user and an anonymous"
+            " session): pass the user_id of the session this call is for"
         )
-    return SessionOwnershipError(
-        f"session {session_id!r} belongs to another user"
-        + (" (or to a user: pass its user_id)" if user_id is None else "")
-        + ": use a session id of this user's own, e.g. one made of the user id and the conversation id"
+    if None in live_owners:
+        return None
+    raise SessionOwnershipError(
+        f"session {session_id!r} belongs to a user: pass its user_id (a call without a user reads only anonymous"
+        " sessions)"
     )
 
 

@@ -2,10 +2,10 @@
 
 The same contract as the RAM `SessionStore` (`session/base.py`): a window of the last `max_messages` messages,
 entities merged once per kind (case- and accent-insensitively), intents once, an inactivity TTL, a per-user
-session cap (the user's least recently active sessions go first), and the owner rule (a session bound to one
-user, or anonymous, is refused to anyone else). Each operation is one transaction that locks the session's row
-(`select … for update`, or the read's own `update`), so two processes appending to one session serialise: no
-message is lost.
+session cap (the user's least recently active sessions go first), and the owner rules (sessions keyed by
+(session id, owner), `resolve_owner` for the calls without a user). Each operation is one transaction that
+locks the session's row (`select … for update`, or the read's own `update`), so two processes appending to one
+session serialise: no message is lost.
 
 Synchronous, like the `SessionBackend` protocol: each call is a few statements on a local pool (about a
 millisecond on the same host); the manager runs each one in a worker thread (`blocking`, `off_the_loop`).
@@ -25,45 +25,46 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import StoreUnavailableError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
-from .base import SessionLimits, ownership_error, session_limits
+from .base import SessionLimits, resolve_owner, session_limits
 
 __all__ = ["PostgresSessionStore", "postgres_sessions_from_settings"]
 
 Conn = psycopg.Connection[dict[str, Any]]
 
-LOCK_SQL = "select * from memory_private.memory_sessions where session_id = %s for update"
+_T = "memory_private.memory_sessions"
+# Every statement names the session by (session id, owner): `user_id is not distinct from` matches the anonymous
+# owner (null) too, and the unique (session_id, user_id) index finds the rows of the id first.
+_KEY = "session_id = %(sid)s and user_id is not distinct from %(uid)s"
+LOCK_SQL = f"select * from {_T} where {_KEY} for update"
+# The owners of a session id, locked (a call without a user resolves among them).
+OWNERS_SQL = f"select user_id, last_active from {_T} where session_id = %(sid)s for update"
 CREATE_SQL = (
-    "insert into memory_private.memory_sessions (session_id, user_id, last_active) values (%s, %s, %s)"
-    " on conflict (session_id) do nothing"
+    f"insert into {_T} (session_id, user_id, last_active) values (%(sid)s, %(uid)s, %(now)s)"
+    " on conflict (session_id, user_id) do nothing"
 )
 WRITE_SQL = (
-    "update memory_private.memory_sessions set messages = %s::jsonb, entities = %s::jsonb, intents = %s::jsonb,"
-    " messages_seen = %s, last_active = %s where session_id = %s"
+    f"update {_T} set messages = %(messages)s::jsonb, entities = %(entities)s::jsonb, intents = %(intents)s::jsonb,"
+    f" messages_seen = %(seen)s, last_active = %(now)s where {_KEY}"
 )
 # A read that counts as activity: the live session touched and returned by one statement (its row lock as
-# `for update`'s); a refused owner raises inside the transaction, which rolls the touch back.
+# `for update`'s).
 SNAPSHOT_SQL = (
-    "update memory_private.memory_sessions set last_active = %s where session_id = %s and last_active > %s"
-    " returning user_id, messages, entities, intents"
+    f"update {_T} set last_active = %(now)s where {_KEY} and last_active > %(cutoff)s"
+    " returning messages, entities, intents"
 )
-DELETE_SQL = "delete from memory_private.memory_sessions where session_id = %s"
-COUNT_SQL = "select count(*) as live from memory_private.memory_sessions where last_active > %s"
-EXPIRE_SQL = "delete from memory_private.memory_sessions where last_active <= %s"
+DELETE_SQL = f"delete from {_T} where {_KEY}"
+EXPIRED_SQL = f"delete from {_T} where session_id = %(sid)s and last_active <= %(cutoff)s"
+COUNT_SQL = f"select count(*) as live from {_T} where last_active > %s"
+EXPIRE_SQL = f"delete from {_T} where last_active <= %s"
 # The user's sessions beyond the cap, least recently active first (made room for before creating one).
 CAP_SQL = (
-    "delete from memory_private.memory_sessions where session_id in (select session_id"
-    " from memory_private.memory_sessions where user_id = %s order by last_active desc offset %s)"
+    f"delete from {_T} where user_id = %(uid)s and session_id in (select session_id from {_T}"
+    " where user_id = %(uid)s order by last_active desc offset %(keep)s)"
 )
-
-
-def _owned(row: dict[str, Any] | None, session_id: str, user_id: UUID | None) -> dict[str, Any] | None:
-    """`row` (None when there is no live session), after checking it belongs to `user_id`."""
-    if row is not None and row["user_id"] != user_id:
-        raise ownership_error(session_id, anonymous=row["user_id"] is None, user_id=user_id)
-    return row
 
 
 class PostgresSessionStore(SessionLimits):
@@ -96,11 +97,13 @@ class PostgresSessionStore(SessionLimits):
         self._clock = clock
 
     @classmethod
-    def connect(cls, url: str, *, max_size: int = 4, **limits: Any) -> PostgresSessionStore:
-        """A store on a new pool to `url` (the service path: its role enforces nothing, this class does)."""
-        pool: ConnectionPool[Conn] = ConnectionPool(
-            url, min_size=1, max_size=max_size, open=False, kwargs={"row_factory": dict_row}
-        )
+    def connect(
+        cls, url: str, *, max_size: int = 4, pooler: PoolerMode = "auto", **limits: Any
+    ) -> PostgresSessionStore:
+        """A store on a new pool to `url` (the service path: its role enforces nothing, this class does;
+        `pooler`: see `database.pooler`)."""
+        kwargs = {"row_factory": dict_row, **connection_kwargs(url, pooler)}
+        pool: ConnectionPool[Conn] = ConnectionPool(url, min_size=1, max_size=max_size, open=False, kwargs=kwargs)
         try:
             pool.open(wait=True, timeout=10)
         except (PoolTimeout, psycopg.OperationalError) as exc:
@@ -113,37 +116,54 @@ class PostgresSessionStore(SessionLimits):
         self._pool.close()
 
     # --- one locked transaction per operation -------------------------------------------------------------------
-    def _locked(self, conn: Conn, session_id: str, user_id: UUID | None, now: float) -> dict[str, Any] | None:
-        """The live session's row, locked, after the owner check; an expired one is deleted (its id is free)."""
-        row = conn.execute(LOCK_SQL, (session_id,)).fetchone()
-        if row is not None and row["last_active"] <= now - self.ttl_seconds:
-            conn.execute(DELETE_SQL, (session_id,))
-            row = None
-        return _owned(row, session_id, user_id)
-
-    def _create(self, conn: Conn, session_id: str, user_id: UUID | None, now: float) -> dict[str, Any]:
+    def _owner(self, conn: Conn, session_id: str, user_id: UUID | None, now: float, *, write: bool) -> UUID | None:
+        """The owner of the session the call means (`resolve_owner`); without a user, the id's rows stay locked
+        for the transaction, so the resolution holds until it commits."""
         if user_id is not None:
-            conn.execute(CAP_SQL, (user_id, self.max_sessions_per_user - 1))
-        conn.execute(CREATE_SQL, (session_id, user_id, now))
-        # Another process may have created it first: lock whatever is there and check its owner.
-        row = self._locked(conn, session_id, user_id, now)
+            return user_id
+        rows = conn.execute(OWNERS_SQL, {"sid": session_id}).fetchall()
+        live = {row["user_id"] for row in rows if row["last_active"] > now - self.ttl_seconds}
+        return resolve_owner(session_id, None, live, write=write)
+
+    def _locked(self, conn: Conn, session_id: str, owner: UUID | None, now: float) -> dict[str, Any] | None:
+        """The live session's row, locked; an expired one is deleted (its id is free for that owner)."""
+        key = {"sid": session_id, "uid": owner}
+        row = conn.execute(LOCK_SQL, key).fetchone()
+        if row is not None and row["last_active"] <= now - self.ttl_seconds:
+            conn.execute(DELETE_SQL, key)
+            row = None
+        return row
+
+    def _create(self, conn: Conn, session_id: str, owner: UUID | None, now: float) -> dict[str, Any]:
+        if owner is not None:
+            conn.execute(CAP_SQL, {"uid": owner, "keep": self.max_sessions_per_user - 1})
+        key = {"sid": session_id, "uid": owner, "now": now}
+        conn.execute(CREATE_SQL, key)
+        # Another process may have created it first: lock whatever is there.
+        row = self._locked(conn, session_id, owner, now)
         if row is None:  # pragma: no cover - it expired between the two statements
-            conn.execute(CREATE_SQL, (session_id, user_id, now))
-            row = conn.execute(LOCK_SQL, (session_id,)).fetchone()
+            conn.execute(CREATE_SQL, key)
+            row = conn.execute(LOCK_SQL, key).fetchone()
         assert row is not None
         return row
+
+    def _session(self, conn: Conn, session_id: str, user_id: UUID | None, now: float) -> dict[str, Any]:
+        """The session a write means, locked, created if new."""
+        owner = self._owner(conn, session_id, user_id, now, write=True)
+        return self._locked(conn, session_id, owner, now) or self._create(conn, session_id, owner, now)
 
     def _write(self, conn: Conn, row: dict[str, Any], now: float) -> None:
         conn.execute(
             WRITE_SQL,
-            (
-                json.dumps(row["messages"], ensure_ascii=False),
-                json.dumps(row["entities"], ensure_ascii=False),
-                json.dumps(row["intents"], ensure_ascii=False),
-                row["messages_seen"],
-                now,
-                row["session_id"],
-            ),
+            {
+                "messages": json.dumps(row["messages"], ensure_ascii=False),
+                "entities": json.dumps(row["entities"], ensure_ascii=False),
+                "intents": json.dumps(row["intents"], ensure_ascii=False),
+                "seen": row["messages_seen"],
+                "now": now,
+                "sid": row["session_id"],
+                "uid": row["user_id"],
+            },
         )
 
     def _transaction(self) -> Any:
@@ -154,7 +174,7 @@ class PostgresSessionStore(SessionLimits):
         """Append `message` (creating the session, bound to `user_id`); returns the messages it has seen."""
         now = self._clock()
         with self._transaction() as conn:
-            row = self._locked(conn, session_id, user_id, now) or self._create(conn, session_id, user_id, now)
+            row = self._session(conn, session_id, user_id, now)
             messages = [*row["messages"], message.model_dump(mode="json")][-self.max_messages :]
             row = {**row, "messages": messages, "messages_seen": row["messages_seen"] + 1}
             self._write(conn, row, now)
@@ -166,10 +186,11 @@ class PostgresSessionStore(SessionLimits):
         """Merge entity values by kind, without duplicates; all or nothing past the limits."""
         now = self._clock()
         with self._transaction() as conn:
-            existing = self._locked(conn, session_id, user_id, now)
+            owner = self._owner(conn, session_id, user_id, now, write=True)
+            existing = self._locked(conn, session_id, owner, now)
             # Stored as kind -> values in first-seen order (a jsonb object would not keep key order).
             merged = self.merged_entities(session_id, existing["entities"] if existing else {}, entities)
-            row = existing or self._create(conn, session_id, user_id, now)
+            row = existing or self._create(conn, session_id, owner, now)
             self._write(conn, {**row, "entities": merged}, now)
 
     def add_intent(self, session_id: str, intent: str, *, user_id: UUID | None = None) -> None:
@@ -177,20 +198,26 @@ class PostgresSessionStore(SessionLimits):
         text = intent.strip()
         now = self._clock()
         with self._transaction() as conn:
-            existing = self._locked(conn, session_id, user_id, now)
+            owner = self._owner(conn, session_id, user_id, now, write=True)
+            existing = self._locked(conn, session_id, owner, now)
             if existing is not None:
                 self.check_intent_room(session_id, existing["intents"], text)
-            row = existing or self._create(conn, session_id, user_id, now)
+            row = existing or self._create(conn, session_id, owner, now)
             intents = row["intents"] if text in row["intents"] else [*row["intents"], text]
             self._write(conn, {**row, "intents": intents}, now)
 
-    def snapshot(self, session_id: str, *, user_id: UUID | None = None) -> ShortTermMemory:
-        """A copy of the session's state (empty when unknown or expired); counts as activity."""
+    def snapshot(self, session_id: str, *, user_id: UUID | None = None, bind: bool = False) -> ShortTermMemory:
+        """A copy of the session's state (empty when unknown or expired); counts as activity. With `bind` and a
+        `user_id`, an unknown session is created for that user."""
         now = self._clock()
         with self._transaction() as conn:
-            touched = conn.execute(SNAPSHOT_SQL, (now, session_id, now - self.ttl_seconds)).fetchone()
-            row = _owned(touched, session_id, user_id)
+            owner = self._owner(conn, session_id, user_id, now, write=False)
+            key = {"sid": session_id, "uid": owner, "now": now, "cutoff": now - self.ttl_seconds}
+            row = conn.execute(SNAPSHOT_SQL, key).fetchone()
             if row is None:
+                if bind and user_id is not None:
+                    conn.execute(EXPIRED_SQL, key)
+                    self._create(conn, session_id, user_id, now)
                 return ShortTermMemory()
             return ShortTermMemory(
                 messages=[Message.model_validate(m) for m in row["messages"]],
@@ -200,16 +227,20 @@ class PostgresSessionStore(SessionLimits):
 
     def messages_seen(self, session_id: str, *, user_id: UUID | None = None) -> int:
         """Messages the session has seen in total (0 when unknown or expired)."""
+        now = self._clock()
         with self._transaction() as conn:
-            row = self._locked(conn, session_id, user_id, self._clock())
+            owner = self._owner(conn, session_id, user_id, now, write=False)
+            row = self._locked(conn, session_id, owner, now)
             return int(row["messages_seen"]) if row else 0
 
     def drop(self, session_id: str, *, user_id: UUID | None = None) -> bool:
         """Forget the session now; returns whether it existed."""
+        now = self._clock()
         with self._transaction() as conn:
-            if self._locked(conn, session_id, user_id, self._clock()) is None:
+            owner = self._owner(conn, session_id, user_id, now, write=False)
+            if self._locked(conn, session_id, owner, now) is None:
                 return False
-            conn.execute(DELETE_SQL, (session_id,))
+            conn.execute(DELETE_SQL, {"sid": session_id, "uid": owner})
             return True
 
     def __len__(self) -> int:
@@ -226,4 +257,4 @@ class PostgresSessionStore(SessionLimits):
 
 def postgres_sessions_from_settings(settings: MemorySettings, url: str) -> PostgresSessionStore:
     """The Postgres session store `settings` describe (window, TTL, per-user cap, entity and intent limits)."""
-    return PostgresSessionStore.connect(url, **session_limits(settings))
+    return PostgresSessionStore.connect(url, pooler=settings.database_pooler, **session_limits(settings))

@@ -2,14 +2,17 @@
 
 The same contract as the RAM `SessionStore` and the Postgres store (`session/base.py`): a window of the last
 `max_messages` messages, entities merged once per kind (case- and accent-insensitively), intents once, an
-inactivity TTL, a per-user session cap (the user's least recently active sessions go first) and the owner rule.
+inactivity TTL, a per-user session cap (the user's least recently active sessions go first) and the owner rules
+(sessions keyed by (owner, session id); `resolve_owner` for the calls without a user).
 
-Per session, two keys: a hash (`…:meta`: owner, messages seen, last activity, entities and intents as JSON) and
-a list (`…:messages`: the window, trimmed with `LTRIM` in the same transaction as the `RPUSH`). Every access
+Per session, two keys under its owner (`…:session:<owner>:<id>:…`, `-` for anonymous): a hash (`…:meta`: owner,
+messages seen, last activity, entities and intents as JSON) and a list (`…:messages`: the window, trimmed with
+`LTRIM` in the same transaction as the `RPUSH`). A set per session id (`…:owners:<id>`) lists the owners using
+it, which resolves the calls without a user. Every access
 that counts as activity sets both keys' native TTL (`PEXPIRE`), so an idle session disappears from Redis by
 itself, with no sweep; the stored last activity (seconds of `clock`) is checked too, so an expired session is
 never served in the moment before Redis drops it. Two sorted sets index sessions by last activity: one per
-user (the per-user cap) and one for all (`len`, `expire`).
+user (the per-user cap) and one for all (`len`, `expire`; members `<owner>/<id>`).
 
 Each operation is one optimistic transaction: `WATCH` the session's keys (and its user's index), read, decide
 (the owner rule, the entity limits) in Python, then `MULTI`/`EXEC` the writes; a concurrent write to a watched
@@ -30,7 +33,7 @@ from uuid import UUID
 from ..errors import MemoryPluginError, StoreUnavailableError
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
-from .base import SessionLimits, ownership_error, session_limits
+from .base import SessionLimits, resolve_owner, session_limits
 
 try:
     import redis
@@ -53,6 +56,10 @@ def _text(value: object) -> str:
 
 def _owner(user_id: UUID | None) -> str:
     return _ANONYMOUS if user_id is None else str(user_id)
+
+
+def _user(owner: str) -> UUID | None:
+    return None if owner == _ANONYMOUS else UUID(owner)
 
 
 class RedisSessionStore(SessionLimits):
@@ -109,11 +116,14 @@ class RedisSessionStore(SessionLimits):
         self._redis.close()
 
     # --- keys ----------------------------------------------------------------------------------------------------
-    def _meta(self, session_id: str) -> str:
-        return f"{self.prefix}:session:{session_id}:meta"
+    def _meta(self, session_id: str, owner: str) -> str:
+        return f"{self.prefix}:session:{owner or '-'}:{session_id}:meta"
 
-    def _messages(self, session_id: str) -> str:
-        return f"{self.prefix}:session:{session_id}:messages"
+    def _messages(self, session_id: str, owner: str) -> str:
+        return f"{self.prefix}:session:{owner or '-'}:{session_id}:messages"
+
+    def _owners(self, session_id: str) -> str:
+        return f"{self.prefix}:owners:{session_id}"
 
     def _user_index(self, owner: str) -> str:
         return f"{self.prefix}:user:{owner}:sessions"
@@ -131,47 +141,61 @@ class RedisSessionStore(SessionLimits):
         except redis.RedisError as exc:
             raise StoreUnavailableError(f"Redis failed during a session operation: {exc}") from exc
 
-    def _live(self, pipe: Pipeline, session_id: str, user_id: UUID | None, now: float) -> dict[str, str] | None:
-        """The live session's meta after the owner check (watched, immediate mode); None when unknown or idle
-        past the TTL (its id is free)."""
-        meta = {_text(k): _text(v) for k, v in pipe.hgetall(self._meta(session_id)).items()}
+    def _read_meta(self, pipe: Pipeline, session_id: str, owner: str, now: float) -> dict[str, str] | None:
+        """The session's meta (immediate mode); None when unknown or idle past the TTL (its id is free)."""
+        meta = {_text(k): _text(v) for k, v in pipe.hgetall(self._meta(session_id, owner)).items()}
         if "owner" not in meta or float(meta["last_active"]) <= now - self.ttl_seconds:
             return None
-        if meta["owner"] != _owner(user_id):
-            raise ownership_error(session_id, anonymous=meta["owner"] == _ANONYMOUS, user_id=user_id)
         return meta
 
-    def _queue_create(self, pipe: Pipeline, session_id: str, user_id: UUID | None, now: float) -> dict[str, str]:
+    def _resolve(self, pipe: Pipeline, session_id: str, user_id: UUID | None, now: float, *, write: bool) -> str:
+        """The owner of the session the call means (`resolve_owner`), then every key it touches watched."""
+        owners = self._owners(session_id)
+        if user_id is None:
+            pipe.watch(owners)  # type: ignore[no-untyped-call]
+            live = {
+                _user(owner)
+                for owner in (_text(o) for o in pipe.smembers(owners))
+                if self._read_meta(pipe, session_id, owner, now) is not None
+            }
+            owner = _owner(resolve_owner(session_id, None, live, write=write))
+        else:
+            owner = _owner(user_id)
+        keys = [self._meta(session_id, owner), self._messages(session_id, owner), owners]
+        if owner != _ANONYMOUS:
+            keys.append(self._user_index(owner))
+        pipe.watch(*keys)  # type: ignore[no-untyped-call]
+        return owner
+
+    def _queue_create(self, pipe: Pipeline, session_id: str, owner: str, now: float) -> dict[str, str]:
         """Queue a fresh session (replacing an expired one) and, for a user at the cap, the eviction of their
         least recently active live sessions; returns the new meta. The user's index must be watched."""
-        owner = _owner(user_id)
         evicted: list[str] = []
-        stale = pipe.hget(self._meta(session_id), "owner")  # an expired session's, to unindex it
-        if user_id is not None:
+        if owner != _ANONYMOUS:
             index = self._user_index(owner)
             # Live by the index's scores: entries of sessions gone idle (or dropped by Redis) do not count.
             indexed = pipe.zrevrangebyscore(index, "+inf", f"({now - self.ttl_seconds}")
             live = [_text(s) for s in indexed if _text(s) != session_id]
-            # Only sessions the user still owns (an id taken over after it expired is not theirs to evict).
-            evicted = [s for s in live[self.max_sessions_per_user - 1 :] if pipe.hget(self._meta(s), "owner") == owner]
+            evicted = live[self.max_sessions_per_user - 1 :]
         pipe.multi()
-        if user_id is not None:
+        if owner != _ANONYMOUS:
             pipe.zremrangebyscore(self._user_index(owner), "-inf", now - self.ttl_seconds)
         for other in evicted:
             self._queue_forget(pipe, other, owner)
-        if stale is not None:
-            self._queue_forget(pipe, session_id, _text(stale))
+        pipe.delete(self._messages(session_id, owner))  # an expired session's window
         meta = {"owner": owner, "seen": "0", "last_active": repr(now), "entities": "{}", "intents": "[]"}
         fields: dict[Any, Any] = dict(meta)
-        pipe.hset(self._meta(session_id), mapping=fields)
+        pipe.hset(self._meta(session_id, owner), mapping=fields)
+        pipe.sadd(self._owners(session_id), owner)
         return meta
 
     def _queue_touch(self, pipe: Pipeline, session_id: str, owner: str, now: float) -> None:
         """Queue the activity: last activity, native TTLs, the indexes."""
-        pipe.hset(self._meta(session_id), "last_active", repr(now))
-        pipe.pexpire(self._meta(session_id), self._ttl_ms)
-        pipe.pexpire(self._messages(session_id), self._ttl_ms)
-        pipe.zadd(self._all_index, {session_id: now})
+        pipe.hset(self._meta(session_id, owner), "last_active", repr(now))
+        pipe.pexpire(self._meta(session_id, owner), self._ttl_ms)
+        pipe.pexpire(self._messages(session_id, owner), self._ttl_ms)
+        pipe.pexpire(self._owners(session_id), self._ttl_ms)
+        pipe.zadd(self._all_index, {f"{owner}/{session_id}": now})
         if owner != _ANONYMOUS:
             pipe.zadd(self._user_index(owner), {session_id: now})
             pipe.pexpire(self._user_index(owner), self._ttl_ms)
@@ -180,39 +204,37 @@ class RedisSessionStore(SessionLimits):
         self,
         session_id: str,
         user_id: UUID | None,
-        plan: Callable[[dict[str, str] | None], Callable[[Pipeline, dict[str, str]], Any]],
+        plan: Callable[[dict[str, str] | None], Callable[[Pipeline, str, dict[str, str]], Any]],
     ) -> Any:
         """One write: `plan(live meta or None)` decides while the keys are watched (it raises to refuse) and
         returns what to queue; the session is created if needed, the writes are queued and the activity
         recorded, all in one `MULTI`."""
-        keys = [self._meta(session_id), self._messages(session_id)]
-        if user_id is not None:
-            keys.append(self._user_index(_owner(user_id)))
 
         def operation(pipe: Pipeline) -> Any:
             now = self._clock()
-            meta = self._live(pipe, session_id, user_id, now)
+            owner = self._resolve(pipe, session_id, user_id, now, write=True)
+            meta = self._read_meta(pipe, session_id, owner, now)
             queue = plan(meta)
             if meta is None:
-                meta = self._queue_create(pipe, session_id, user_id, now)
+                meta = self._queue_create(pipe, session_id, owner, now)
             else:
                 pipe.multi()
-            result = queue(pipe, meta)
-            self._queue_touch(pipe, session_id, _owner(user_id), now)
+            result = queue(pipe, owner, meta)
+            self._queue_touch(pipe, session_id, owner, now)
             return result
 
-        return self._transaction(operation, *keys)
+        return self._transaction(operation)
 
     # --- SessionBackend ------------------------------------------------------------------------------------------
     def add_message(self, session_id: str, message: Message, *, user_id: UUID | None = None) -> int:
         """Append `message` (creating the session, bound to `user_id`); returns the messages it has seen."""
         payload = json.dumps(message.model_dump(mode="json"), ensure_ascii=False)
 
-        def plan(_: dict[str, str] | None) -> Callable[[Pipeline, dict[str, str]], int]:
-            def queue(pipe: Pipeline, meta: dict[str, str]) -> int:
-                pipe.rpush(self._messages(session_id), payload)
-                pipe.ltrim(self._messages(session_id), -self.max_messages, -1)  # the window, atomically
-                pipe.hincrby(self._meta(session_id), "seen", 1)
+        def plan(_: dict[str, str] | None) -> Callable[[Pipeline, str, dict[str, str]], int]:
+            def queue(pipe: Pipeline, owner: str, meta: dict[str, str]) -> int:
+                pipe.rpush(self._messages(session_id, owner), payload)
+                pipe.ltrim(self._messages(session_id, owner), -self.max_messages, -1)  # the window, atomically
+                pipe.hincrby(self._meta(session_id, owner), "seen", 1)
                 return int(meta["seen"]) + 1
 
             return queue
@@ -224,12 +246,12 @@ class RedisSessionStore(SessionLimits):
     ) -> None:
         """Merge entity values by kind, without duplicates; all or nothing past the limits."""
 
-        def plan(meta: dict[str, str] | None) -> Callable[[Pipeline, dict[str, str]], None]:
+        def plan(meta: dict[str, str] | None) -> Callable[[Pipeline, str, dict[str, str]], None]:
             # Stored as kind -> values in first-seen order.
             merged = self.merged_entities(session_id, json.loads(meta["entities"]) if meta else {}, entities)
 
-            def queue(pipe: Pipeline, _: dict[str, str]) -> None:
-                pipe.hset(self._meta(session_id), "entities", json.dumps(merged, ensure_ascii=False))
+            def queue(pipe: Pipeline, owner: str, _: dict[str, str]) -> None:
+                pipe.hset(self._meta(session_id, owner), "entities", json.dumps(merged, ensure_ascii=False))
 
             return queue
 
@@ -239,60 +261,70 @@ class RedisSessionStore(SessionLimits):
         """Record an intent (once, first-seen order); a new one past `max_intents` raises `SessionLimitError`."""
         text = intent.strip()
 
-        def plan(meta: dict[str, str] | None) -> Callable[[Pipeline, dict[str, str]], None]:
+        def plan(meta: dict[str, str] | None) -> Callable[[Pipeline, str, dict[str, str]], None]:
             intents: list[str] = json.loads(meta["intents"]) if meta else []
             self.check_intent_room(session_id, intents, text)
             updated = intents if text in intents else [*intents, text]
 
-            def queue(pipe: Pipeline, _: dict[str, str]) -> None:
-                pipe.hset(self._meta(session_id), "intents", json.dumps(updated, ensure_ascii=False))
+            def queue(pipe: Pipeline, owner: str, _: dict[str, str]) -> None:
+                pipe.hset(self._meta(session_id, owner), "intents", json.dumps(updated, ensure_ascii=False))
 
             return queue
 
         self._write(session_id, user_id, plan)
 
-    def snapshot(self, session_id: str, *, user_id: UUID | None = None) -> ShortTermMemory:
-        """A copy of the session's state (empty when unknown or expired); counts as activity."""
+    def snapshot(self, session_id: str, *, user_id: UUID | None = None, bind: bool = False) -> ShortTermMemory:
+        """A copy of the session's state (empty when unknown or expired); counts as activity. With `bind` and a
+        `user_id`, an unknown session is created for that user."""
 
         def operation(pipe: Pipeline) -> ShortTermMemory:
             now = self._clock()
-            meta = self._live(pipe, session_id, user_id, now)
+            owner = self._resolve(pipe, session_id, user_id, now, write=False)
+            meta = self._read_meta(pipe, session_id, owner, now)
             if meta is None:
+                if bind and user_id is not None:
+                    self._queue_create(pipe, session_id, owner, now)
+                    self._queue_touch(pipe, session_id, owner, now)
+                else:
+                    pipe.multi()
                 return ShortTermMemory()
-            messages = [_text(m) for m in pipe.lrange(self._messages(session_id), 0, -1)]
+            messages = [_text(m) for m in pipe.lrange(self._messages(session_id, owner), 0, -1)]
             pipe.multi()
-            self._queue_touch(pipe, session_id, meta["owner"], now)
+            self._queue_touch(pipe, session_id, owner, now)
             return ShortTermMemory(
                 messages=[Message.model_validate_json(m) for m in messages],
                 entities=json.loads(meta["entities"]),
                 intents=json.loads(meta["intents"]),
             )
 
-        result: ShortTermMemory = self._transaction(operation, self._meta(session_id), self._messages(session_id))
+        result: ShortTermMemory = self._transaction(operation)
         return result
 
     def messages_seen(self, session_id: str, *, user_id: UUID | None = None) -> int:
         """Messages the session has seen in total (0 when unknown or expired)."""
 
         def operation(pipe: Pipeline) -> int:
-            meta = self._live(pipe, session_id, user_id, self._clock())
+            now = self._clock()
+            meta = self._read_meta(pipe, session_id, self._resolve(pipe, session_id, user_id, now, write=False), now)
             pipe.multi()
             return int(meta["seen"]) if meta else 0
 
-        return int(self._transaction(operation, self._meta(session_id)))
+        return int(self._transaction(operation))
 
     def drop(self, session_id: str, *, user_id: UUID | None = None) -> bool:
         """Forget the session now; returns whether it existed."""
 
         def operation(pipe: Pipeline) -> bool:
-            meta = self._live(pipe, session_id, user_id, self._clock())
+            now = self._clock()
+            owner = self._resolve(pipe, session_id, user_id, now, write=False)
+            meta = self._read_meta(pipe, session_id, owner, now)
             pipe.multi()
             if meta is None:
                 return False
-            self._queue_forget(pipe, session_id, meta["owner"])
+            self._queue_forget(pipe, session_id, owner)
             return True
 
-        return bool(self._transaction(operation, self._meta(session_id), self._messages(session_id)))
+        return bool(self._transaction(operation))
 
     def drop_user(self, user_id: UUID) -> int:
         """Forget every session of `user_id` now (an erasure: the database's rows are deleted by
@@ -302,9 +334,9 @@ class RedisSessionStore(SessionLimits):
 
         def operation(pipe: Pipeline) -> int:
             sessions = [_text(s) for s in pipe.zrange(index, 0, -1)]
-            mine = [s for s in sessions if pipe.hget(self._meta(s), "owner") == owner]
+            mine = [s for s in sessions if pipe.exists(self._meta(s, owner))]
             pipe.multi()
-            for session_id in mine:
+            for session_id in sessions:
                 self._queue_forget(pipe, session_id, owner)
             pipe.delete(index)
             return len(mine)
@@ -312,8 +344,9 @@ class RedisSessionStore(SessionLimits):
         return int(self._transaction(operation, index))
 
     def _queue_forget(self, pipe: Pipeline, session_id: str, owner: str) -> None:
-        pipe.delete(self._meta(session_id), self._messages(session_id))
-        pipe.zrem(self._all_index, session_id)
+        pipe.delete(self._meta(session_id, owner), self._messages(session_id, owner))
+        pipe.srem(self._owners(session_id), owner)
+        pipe.zrem(self._all_index, f"{owner}/{session_id}")
         if owner != _ANONYMOUS:
             pipe.zrem(self._user_index(owner), session_id)
 
@@ -331,10 +364,10 @@ class RedisSessionStore(SessionLimits):
 
         def operation(pipe: Pipeline) -> int:
             due = [_text(s) for s in pipe.zrangebyscore(self._all_index, "-inf", cutoff)]
-            owners = [pipe.hget(self._meta(s), "owner") for s in due]
             pipe.multi()
-            for session_id, owner in zip(due, owners, strict=True):
-                self._queue_forget(pipe, session_id, _text(owner) if owner is not None else _ANONYMOUS)
+            for member in due:
+                owner, _, session_id = member.partition("/")
+                self._queue_forget(pipe, session_id, owner)
             return len(due)
 
         return int(self._transaction(operation, self._all_index))

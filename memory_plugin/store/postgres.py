@@ -26,9 +26,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_after_prelude, user_claims
+from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import StoreError, StoreUnavailableError
 from ..quality.rules import WriteRules
-from ..retrieval.scored import ScoreComponents, ScoredMemory
+from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import (
     BacklogItem,
     EmbeddingUpdate,
@@ -99,9 +100,15 @@ class PostgresStore(StoreBase):
 
     @classmethod
     async def connect(
-        cls, url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 5.0
+        cls,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 5.0,
+        pooler: PoolerMode = "auto",
     ) -> PostgresStore:
-        """Open a pool on `url` and check that the database answers."""
+        """Open a pool on `url` and check that the database answers (`pooler`: see `database.pooler`)."""
         pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -109,7 +116,12 @@ class PostgresStore(StoreBase):
             timeout=connect_timeout,
             open=False,
             # autocommit: every operation is a single statement, so no BEGIN/COMMIT round trips.
-            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": max(1, round(connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": max(1, round(connect_timeout)),
+                **connection_kwargs(url, pooler),
+            },
             name="memory_plugin",
         )
         try:
@@ -217,9 +229,7 @@ class PostgresStore(StoreBase):
         arguments the Supabase store sends (`search_params`)."""
         params = search_params(user_id, query)
         rows = await self._fetch(user_id, _search_sql(tuple(params)), tuple(params.values()))
-        return [
-            ScoredMemory(record_from_json(r["memory"]), float(r["score"]), ScoreComponents.from_row(r)) for r in rows
-        ]
+        return [ScoredMemory.from_search_row(r, record_from_json(r["memory"])) for r in rows]
 
     async def set_embeddings(self, user_id: UUID, model: str, items: Sequence[EmbeddingUpdate]) -> int:
         """All vectors in one `public.memory_set_embeddings` call."""

@@ -48,5 +48,9 @@ class BackendStatus:
     """Users whose last context is cached."""
     require_pg_memory: bool
     """True: no fallback, unavailability raises."""
+    set_aside_writes: int = 0
+    """Writes in the journal's `.rejected.jsonl` file, not replayed until an operator readmits them: refused
+    by the database (e.g. over its `statement_timeout`), or unsigned lines. `memory-plugin journal` lists
+    them with their reasons."""
     queue: QueueStatus | None = None
     """The background extraction queue (depth, oldest pending, failures, dead jobs); set by the manager."""

@@ -25,9 +25,10 @@ from uuid import UUID
 
 import httpx
 
+from ..database.calls import bound_refusal
 from ..errors import StoreError, StoreUnavailableError
 from ..quality.rules import WriteRules
-from ..retrieval.scored import ScoreComponents, ScoredMemory
+from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import (
     BacklogItem,
     EmbeddingUpdate,
@@ -219,6 +220,9 @@ class SupabaseStore(StoreBase):
         except httpx.TransportError as exc:  # connection refused or reset, timeouts, DNS...
             raise StoreUnavailableError(f"Supabase API unreachable while {doing}: {exc!r}") from exc
         except APIError as exc:
+            refusal = bound_refusal(exc.code, str(exc.message), exc.details, None)
+            if refusal is not None:
+                raise refusal from exc
             raise StoreError(f"Supabase API refused {doing}: {exc.code}: {exc.message}") from exc
         except httpx.HTTPError as exc:
             raise StoreError(f"Supabase API request failed while {doing}: {exc!r}") from exc
@@ -328,10 +332,7 @@ class SupabaseStore(StoreBase):
         if not isinstance(data, list):
             raise StoreError(f"unexpected answer from the Supabase API: {type(data).__name__}, not a list of rows")
         try:
-            return [
-                ScoredMemory(record_from_json(r["memory"]), float(r["score"]), ScoreComponents.from_row(r))
-                for r in data
-            ]
+            return [ScoredMemory.from_search_row(r, record_from_json(r["memory"])) for r in data]
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreError(f"unexpected row from the Supabase API: {exc!r}") from exc
 

@@ -80,7 +80,10 @@ create function public.memory_search(
         time_score double precision,
         importance_score double precision,
         confidence_score double precision,
-        recency_score double precision
+        recency_score double precision,
+        -- The fact just before it in its session (its neighbour): the reranker (memory_plugin/retrieval/
+        -- rerank.py) looks for candidates that are each other's neighbours.
+        prev_memory_id uuid
     )
     language plpgsql
     stable
@@ -190,7 +193,7 @@ begin
     return query
     with parts as (
         -- Only what the ranking needs of the fact; its jsonb is built for the returned rows alone.
-        select m.id, m.importance, m.confidence, m.last_reinforced_at,
+        select m.id, m.importance, m.confidence, m.last_reinforced_at, d.prev_memory_id,
                c.rank,
                case when d.embedding_model = p_model and p_embedding is not null
                     then 1 - (d.embedding operator(extensions.<=>) v_q) else 0 end as vector_score,
@@ -229,7 +232,7 @@ begin
          where v_qtext ~ ('\m' || regexp_replace(s.speaker, '([^[:alnum:][:space:]])', '\\\1', 'g') || '\M')
     ),
     scored as (
-        select p.id, p.last_reinforced_at,
+        select p.id, p.last_reinforced_at, p.prev_memory_id,
                coalesce(p.rank / nullif(max(p.rank) over (), 0), 0) as text_score,
                p.vector_score, p.neighbour_score, p.trigram_score,
                case when cardinality(n.speakers) = 1 and p.speaker = n.speakers[1] then 1 else 0 end::float8
@@ -243,8 +246,9 @@ begin
           from parts p cross join named n
     )
     select to_jsonb(m), t.score, t.text_score, t.vector_score, t.neighbour_score, t.trigram_score,
-           t.speaker_score, t.date_score, t.time_score, t.importance_score, t.confidence_score, t.recency_score
-      from (select s.id, s.last_reinforced_at,
+           t.speaker_score, t.date_score, t.time_score, t.importance_score, t.confidence_score, t.recency_score,
+           t.prev_memory_id
+      from (select s.id, s.last_reinforced_at, s.prev_memory_id,
                    p_weight_text * s.text_score + p_weight_vector * s.vector_score
                  + p_weight_neighbour * s.neighbour_score + p_weight_trigram * s.trigram_score
                  + p_weight_speaker * s.speaker_score + p_weight_date * s.date_score + p_weight_time * s.time_score
@@ -253,7 +257,7 @@ begin
                    s.text_score, s.vector_score, s.neighbour_score, s.trigram_score, s.speaker_score, s.date_score,
                    s.time_score, s.importance_score, s.confidence_score, s.recency_score
               from scored s
-             order by 3 desc, s.last_reinforced_at desc, s.id
+             order by 4 desc, s.last_reinforced_at desc, s.id
              limit p_limit) as t
       join public.user_memory m on m.id = t.id and m.user_id = p_user_id
      order by t.score desc, t.last_reinforced_at desc, t.id;

@@ -13,8 +13,9 @@
 --
 -- Life of a job: pending (absorbs the session's later messages) → running (leased to a worker until
 -- leased_until; an expired lease is claimed again) → deleted when done; on failure retry (run_after with
--- exponential backoff) and, after the configured number of attempts, dead (kept, visible, retryable with
--- memory_jobs_retry_dead). A session's jobs run one at a time, oldest first.
+-- exponential backoff) and, after the configured number of attempts, dead (kept 7 days, visible, retryable with
+-- memory_jobs_retry_dead). A session's jobs run one at a time, oldest first. The messages a job carries are
+-- redacted by the plugin before they are queued (the privacy filter's secret redaction, as the outage journal).
 --
 -- Access: users may read (and cancel) their own jobs under RLS. The queue functions are security invoker and
 -- executable only by memory_worker (the role the plugin switches to for queue statements; a policy lets it
@@ -57,6 +58,7 @@ create unique index memory_jobs_one_pending_per_session on public.memory_jobs (u
 create index memory_jobs_session_order on public.memory_jobs (user_id, session_id, id) where state <> 'dead';
 create index memory_jobs_due on public.memory_jobs (run_after, id) where state <> 'dead';
 create index memory_jobs_user_id_idx on public.memory_jobs (user_id);
+create index memory_jobs_dead_idx on public.memory_jobs (updated_at) where state = 'dead';
 
 alter table public.memory_jobs enable row level security;
 
@@ -87,9 +89,13 @@ as $$
 $$;
 
 -- Enqueue (or coalesce into the session's pending job). Returns the job id and 'queued' or 'coalesced', or a
--- null id and 'full' when p_max_pending jobs are already waiting (the caller keeps the messages).
+-- null id and 'full' (the caller keeps the messages). Fair: a user holding p_max_pending_per_user waiting jobs
+-- is refused; the whole queue's limit (p_max_pending waiting jobs) refuses only users already holding a waiting
+-- job, so one user filling the queue never refuses another user's extraction (each may always have one job).
+-- One enqueue per user at a time (a transaction-scoped advisory lock), so the user's count is exact.
 create or replace function memory_private.memory_jobs_enqueue(
-    p_user_id uuid, p_session_id text, p_messages jsonb, p_trigger text, p_max_pending integer, p_max_messages integer
+    p_user_id uuid, p_session_id text, p_messages jsonb, p_trigger text, p_max_pending integer, p_max_messages integer,
+    p_max_pending_per_user integer
 )
     returns table (job_id bigint, outcome text)
     language plpgsql volatile
@@ -97,8 +103,10 @@ create or replace function memory_private.memory_jobs_enqueue(
     set search_path = ''
 as $$
 declare
-    v_id bigint;
+    v_id   bigint;
+    v_mine bigint;
 begin
+    perform pg_advisory_xact_lock(hashtextextended('memory_jobs:' || p_user_id::text, 0));
     update public.memory_jobs j
        set payload = j.payload
                      || jsonb_build_object('messages', memory_private.memory_jobs_tail(j.payload -> 'messages' || p_messages, p_max_messages),
@@ -110,7 +118,10 @@ begin
         return query select v_id, 'coalesced'::text;
         return;
     end if;
-    if (select count(*) from public.memory_jobs j where j.state in ('pending', 'retry')) >= p_max_pending then
+    select count(*) into v_mine from public.memory_jobs j where j.user_id = p_user_id and j.state in ('pending', 'retry');
+    if v_mine >= p_max_pending_per_user
+       or (v_mine > 0
+           and (select count(*) from public.memory_jobs j where j.state in ('pending', 'retry')) >= p_max_pending) then
         return query select null::bigint, 'full'::text;
         return;
     end if;
@@ -135,7 +146,12 @@ create or replace function memory_private.memory_jobs_claim(p_worker text, p_lim
     security invoker
     set search_path = ''
 as $$
-    with due as (
+    -- Dead jobs expire after 7 days (a week to inspect and retry them; their payload is redacted, yet not kept
+    -- forever). Every claim deletes what is due: one range of the partial index below, usually empty.
+    with expired as (
+        delete from public.memory_jobs j where j.state = 'dead' and j.updated_at < now() - interval '7 days'
+    ),
+    due as (
         select j.id
           from public.memory_jobs j
          where ((j.state in ('pending', 'retry') and j.run_after <= now())
@@ -297,7 +313,7 @@ declare
 begin
     foreach f in array array[
         'memory_private.memory_jobs_tail(jsonb, integer)',
-        'memory_private.memory_jobs_enqueue(uuid, text, jsonb, text, integer, integer)',
+        'memory_private.memory_jobs_enqueue(uuid, text, jsonb, text, integer, integer, integer)',
         'memory_private.memory_jobs_claim(text, integer, real)',
         'memory_private.memory_jobs_extend(bigint, text, real)',
         'memory_private.memory_jobs_hold(bigint, text)',

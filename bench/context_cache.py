@@ -1,0 +1,176 @@
+"""Prompt-cache prefix stability and the per-turn receipt of the default `MemoryCapability(memory)`.
+
+    python -m bench.context_cache              # 120 user turns (~1 min)
+    python -m bench.context_cache --turns 300
+
+The scripted shop conversation of `bench.context_budget` (preferences, a rejection, a budget cap and a goal
+stated early, three of them changed later, quote questions and small talk) runs through a real pydantic-ai
+`Agent` with `MemoryCapability(memory, extract_inline=True)` on a `FunctionModel` that records every request
+(the scripted extractor, in RAM: tokens do not depend on the backend). For each turn after the first:
+
+- the share of the request's tokens (o200k_base) that is a byte-identical prefix of the previous request, in
+  the order a provider serializes it (instructions, then the messages' parts): what a prompt cache can reuse;
+- whether the instructions changed (a durable change: slots, summary or profile rewritten).
+
+Reported: that share on the turns whose instructions did not change (target >= 90 %) and on all turns, and
+the last turn's `ContextReceipt` (facts injected and why, tokens per part, what was cut).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from uuid import uuid4
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from rich.console import Console
+from rich.table import Table
+
+from bench.context_budget import ScriptedExtractor, answer_text, user_turn
+from memory_plugin import InMemoryStore, MemoryCapability, MemoryDeps, MemoryManager, MemorySettings, MemoryUpdate
+from memory_plugin.context.history import history_tokens
+from memory_plugin.context.receipt import ContextReceipt
+from memory_plugin.context.tokens import token_counter
+
+COUNTER = token_counter("openai:gpt-4o")
+
+
+def serialized(instructions: str, messages: Sequence[ModelMessage], *, turn_part: bool = True) -> str:
+    """The request as a provider lays it out: instructions first, then each part of each message in order
+    (without the per-turn memory part when not `turn_part`)."""
+    parts = [instructions]
+    for message in messages:
+        parts.append(f"<{message.kind}>")
+        texts = [str(getattr(p, "content", "")) for p in message.parts]
+        parts += [t for t in texts if turn_part or _TURN_MARK not in t]
+    return "\x1e".join(parts)
+
+
+_TURN_MARK = "bears on this message"
+
+
+def prefix_share(previous: str, current: str) -> float:
+    """Tokens of the longest byte-identical prefix of `previous` and `current`, over `current`'s tokens."""
+    a, b = previous.encode(), current.encode()
+    n = 0
+    limit = min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
+        n += 1
+    common = b[:n].decode(errors="ignore")
+    return COUNTER.count(common) / max(1, COUNTER.count(current))
+
+
+@dataclass
+class CacheRun:
+    stable: list[float] = field(default_factory=list)
+    """Prefix share on turns whose instructions did not change."""
+    changed: list[float] = field(default_factory=list)
+    """Prefix share on turns whose instructions changed."""
+    ceiling: list[float] = field(default_factory=list)
+    """On unchanged turns, the most the share can be: the previous request without its per-turn part over
+    this one (the new answer, prompt and per-turn facts are new by nature)."""
+    tokens: list[int] = field(default_factory=list)
+    """Each request's tokens."""
+    receipt: ContextReceipt | None = None
+
+
+async def run(turns: int, *, seed: int = 7) -> CacheRun:
+    rng = random.Random(seed)
+    settings = MemorySettings(embedding_model="none", agent_model="openai:gpt-4o", background_extraction=False)
+    seen: list[tuple[str, list[ModelMessage]]] = []
+    answers: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append((info.instructions or "", list(messages)))
+        return ModelResponse(parts=[TextPart(answers[-1])])
+
+    result = CacheRun()
+    async with MemoryManager.open(settings, store=InMemoryStore(), extractor=ScriptedExtractor()) as memory:
+        agent = Agent(FunctionModel(model), deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
+        user = uuid4()
+        deps = MemoryDeps(session_id=f"{user}/bench-cache", user_id=user)
+        for turn in range(1, turns + 1):
+            text, _, prefs = user_turn(turn, rng)
+            answers.append(answer_text(rng, text))
+            await agent.run(text, deps=deps)
+            if prefs is not None:
+                await memory.update_memory(MemoryUpdate(user_id=user, preferences=prefs))
+        result.receipt = deps.receipt
+    previous: tuple[str, str, str] | None = None
+    for instructions, messages in seen:
+        current = serialized(instructions, messages)
+        result.tokens.append(COUNTER.count(instructions) + history_tokens(messages, COUNTER))
+        if previous is not None:
+            share = prefix_share(previous[1], current)
+            if instructions == previous[0]:
+                result.stable.append(share)
+                result.ceiling.append(min(1.0, COUNTER.count(previous[2]) / max(1, COUNTER.count(current))))
+            else:
+                result.changed.append(share)
+        previous = (instructions, current, serialized(instructions, messages, turn_part=False))
+    return result
+
+
+def _row(table: Table, label: str, shares: Sequence[float]) -> None:
+    if not shares:
+        table.add_row(label, "0", "-", "-", "-", "-")
+        return
+    ordered = sorted(shares)
+    table.add_row(
+        label,
+        str(len(shares)),
+        f"{statistics.mean(shares):.1%}",
+        f"{statistics.median(shares):.1%}",
+        f"{ordered[len(ordered) // 10]:.1%}",
+        f"{sum(s >= 0.9 for s in shares) / len(shares):.0%}",
+    )
+
+
+def report(result: CacheRun, turns: int, console: Console) -> None:
+    """The prefix-stability table and the last receipt."""
+    table = Table(title=f"Prompt-cache prefix, {turns} user turns, default MemoryCapability(memory)")
+    for col in ("consecutive turns", "n", "mean share", "median", "p10", "turns >= 90 %"):
+        table.add_column(col, justify="right")
+    _row(table, "instructions unchanged", result.stable)
+    _row(table, "  (ceiling: previous request minus its per-turn part)", result.ceiling)
+    _row(table, "instructions changed (slots/summary)", result.changed)
+    _row(table, "all", [*result.stable, *result.changed])
+    console.print(table)
+    console.print(
+        f"request tokens (instructions + messages, o200k): max {max(result.tokens)},"
+        f" mean {statistics.mean(result.tokens):.0f}"
+    )
+    receipt = result.receipt
+    if receipt is None:
+        return
+    parts = Table(title="Last turn's receipt (MemoryDeps.receipt): tokens per part")
+    for name in receipt.tokens:
+        parts.add_column(name, justify="right")
+    parts.add_row(*(str(v) for v in receipt.tokens.values()))
+    console.print(parts)
+    facts = Table(title="Last turn's receipt: facts")
+    for col in ("shown", "reason", "score", "parts", "tokens", "fact"):
+        facts.add_column(col)
+    for label, group in (("injected", receipt.injected), ("in slots", receipt.in_slots), ("cut", receipt.cut)):
+        for f in group:
+            score = f"{f.score:.3f}" if f.score is not None else "-"
+            why = ", ".join(f"{k} {v:.2f}" for k, v in f.components.items())
+            facts.add_row(label, f.reason, score, why or "-", str(f.tokens), f.content[:60])
+    console.print(facts)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=120)
+    args = parser.parse_args(argv)
+    report(asyncio.run(run(args.turns)), args.turns, Console())
+
+
+if __name__ == "__main__":
+    main()

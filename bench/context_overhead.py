@@ -1,0 +1,138 @@
+"""What `MemoryCapability(memory)` adds to each agent turn, before (a checkout given with --before) and after.
+
+    python -m bench.context_overhead                          # /work/base against this checkout, 40 turns
+    python -m bench.context_overhead --before /path --turns 80
+
+Three sides: the earlier default (memory block in the instructions), the earlier opt-in budgeted context
+(`MemoryCapability(memory, context=await ContextBuilder.open(…))`), and the default now. Each side runs in its
+own process (its own `memory_plugin` on PYTHONPATH, its own embedded Postgres under
+`$MEMORY_DATA_DIR-<side>`), alternating before/after for `--rounds` rounds so that machine noise falls on
+both. A round is a fresh user and session with the shop conversation below, through a real pydantic-ai
+`Agent` on a `FunctionModel` that answers at once, with the capability's defaults (extraction queued to the
+in-process worker); the same turn without any capability is timed alongside, so the overhead is the
+difference of the two. Reported: p50/p95 per turn of the run with memory, of the run without, and of the
+overhead. Only the public API is used, so the same file measures any version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from uuid import uuid4
+
+QUESTIONS = [
+    "¿Qué plazo tendríais para {n} brazos de aluminio 7075?",
+    "Somos un taller de drones en Zaragoza y necesitamos {n} placas base.",
+    "Nunca me sugieras fibra de vidrio, no nos sirve.",
+    "Hemos decidido usar tornillos de titanio en los {n} soportes.",
+    "¿Cuánto costarían {n} soportes de motor con tolerancia de ±0,05 mm?",
+    "gracias",
+]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def measure(turns: int, variant: str) -> dict[str, list[float]]:
+    """Per-turn seconds with and without the capability, on the `memory_plugin` this process imports
+    (`variant` "builder": with an opt-in `ContextBuilder` of its own, as the earlier version offered it)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from memory_plugin import MemoryCapability, MemoryDeps, MemoryManager, MemorySettings
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("Para esa pieza, unas dos semanas y 14 € por unidad.")])
+
+    times: dict[str, list[float]] = {"memory": [], "plain": []}
+    settings = MemorySettings(embedding_model="none")
+    async with MemoryManager.open(settings) as memory:
+        capability = MemoryCapability(memory)
+        if variant == "builder":
+            from memory_plugin.context.builder import ContextBuilder
+
+            context = await ContextBuilder.open(memory, settings, database_url=memory.database_url)
+            capability = MemoryCapability(memory, context=context)
+        with_memory = Agent(FunctionModel(answer), deps_type=MemoryDeps, capabilities=[capability])
+        plain = Agent(FunctionModel(answer), deps_type=MemoryDeps)
+        user = uuid4()
+        deps = MemoryDeps(session_id=f"{user}/overhead", user_id=user)
+        for turn in range(turns):
+            prompt = QUESTIONS[turn % len(QUESTIONS)].format(n=turn + 2)
+            started = time.perf_counter()
+            await plain.run(prompt, deps=deps)
+            times["plain"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await with_memory.run(prompt, deps=deps)
+            times["memory"].append(time.perf_counter() - started)
+        await memory.flush()
+        if variant == "builder":
+            await context.close()
+    return times
+
+
+def _side(root: Path, side: str, variant: str, turns: int) -> dict[str, list[float]]:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env["MEMORY_DATA_DIR"] = f"{os.environ.get('MEMORY_DATA_DIR', '/tmp/context-overhead')}-{side}"
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--measure", str(turns), "--variant", variant],
+        cwd=root,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, list[float]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--before", type=Path, default=Path("/work/base"))
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--measure", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--variant", default="default", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:
+        print(json.dumps(asyncio.run(measure(args.measure, args.variant))))
+        return
+    after = Path(__file__).resolve().parents[1]
+    # side -> (checkout, variant, data dir suffix)
+    sides = {
+        "before, MemoryCapability(memory)": (args.before, "default", "before"),
+        "before, opt-in ContextBuilder": (args.before, "builder", "before"),
+        "after, MemoryCapability(memory)": (after, "default", "after"),
+    }
+    times: dict[str, dict[str, list[float]]] = {s: {"memory": [], "plain": []} for s in sides}
+    for _ in range(args.rounds):
+        for side, (root, variant, data) in sides.items():
+            for kind, values in _side(root, data, variant, args.turns).items():
+                times[side][kind] += values
+    print(f"Capability overhead per turn, ms ({args.rounds} x {args.turns} turns per side, embedded Postgres)")
+    print("| side | with memory p50 | p95 | without p50 | p95 | overhead p50 | p95 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for side in sides:
+        memory, plain = times[side]["memory"], times[side]["plain"]
+        extra = [m - p for m, p in zip(memory, plain, strict=True)]
+        cells = [_percentile(v, q) * 1000 for v in (memory, plain, extra) for q in (0.5, 0.95)]
+        print(f"| {side} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+    overhead = {
+        s: statistics.median([m - p for m, p in zip(t["memory"], t["plain"], strict=True)]) for s, t in times.items()
+    }
+    first, *_, last = overhead
+    print(f"median overhead, {last} / {first}: {overhead[last] / overhead[first]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

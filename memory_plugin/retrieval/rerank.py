@@ -1,0 +1,156 @@
+"""The second stage of search: re-rank the hybrid score's best candidates with what they say about each other.
+
+The hybrid score (`public.memory_search`) judges each fact alone. The evidence for a question clusters: the
+answer sits in a session beside other turns about the same thing, and a turn is often the reply to the one
+before it. So each candidate also gets:
+
+- `rank`: 1 / log2(2 + its place in the hybrid order) (the order itself, not only the score's size);
+- `session`, `session_rank`: the relative hybrid score and the rank weight of the best *other* candidate of its
+  session (evidence clusters in time);
+- `adjacent`, `adjacent_rank`: the same for the candidate just before or after it in its session;
+- `entity`: the share of the names and numbers the question holds (capitalised words, digits) found in the text.
+
+The final score is a linear combination of these and of the hybrid score's own parts (`RERANK_WEIGHTS`), fit by
+logistic regression on LoCoMo's development split and measured by cross-validation across conversations
+(`python -m bench.locomo_rerank`, whose table is in docs/retrieval.md). Pure: no store, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from uuid import UUID
+
+from ..text import normalize_key
+from .scored import ScoredMemory
+
+__all__ = ["RERANK_FEATURES", "RERANK_WEIGHTS", "question_entities", "rerank", "rerank_features"]
+
+RERANK_FEATURES = (
+    "hybrid",
+    "text",
+    "vector",
+    "neighbour",
+    "speaker",
+    "date",
+    "time",
+    "rank",
+    "session",
+    "session_rank",
+    "adjacent",
+    "adjacent_rank",
+    "entity",
+)
+"""The reranker's inputs, in the order of `RERANK_WEIGHTS` (`hybrid`: the hybrid score / the best one's)."""
+
+RERANK_WEIGHTS: Mapping[str, float] = {
+    "hybrid": 4.69,
+    "text": 0.341,
+    "vector": 0.11,
+    "neighbour": -0.334,
+    "speaker": 1.534,
+    "date": 0.822,
+    "time": 0.617,
+    "rank": 2.534,
+    "session": -0.644,
+    "session_rank": 1.691,
+    "adjacent": 0.175,
+    "adjacent_rank": 1.649,
+    "entity": 0.843,
+}
+"""The coefficients (`python -m bench.locomo_rerank --fit` prints them from the development split)."""
+
+_WORD = re.compile(r"[\w'’-]+")
+_NAME_OR_NUMBER = re.compile(r"(?:[A-ZÁÉÍÓÚÑ][\w'’-]+|\d[\d.,:]*)")
+# Capitalised words that are not names: question words and auxiliaries that open a question (English, Spanish).
+_NOT_NAME_WORDS = (
+    "what when where who whom whose which why how did does do is are was were has have had can could would will"
+    " should shall may might must if in on at the a an and or but for to of from with by about i"
+    " qué que cuándo cuando dónde donde quién quien quiénes cuál cual cuáles cómo como cuánto cuántos por"
+    " para el la los las un una y o en de del con es son fue era"
+)
+_NOT_NAMES = frozenset(normalize_key(w) for w in _NOT_NAME_WORDS.split())
+
+
+def question_entities(question: str) -> tuple[str, ...]:
+    """The names and numbers `question` holds, case- and accent-folded ("When did Caroline go to Paris in
+    2023?" → caroline, paris, 2023), without a possessive 's."""
+    found: list[str] = []
+    for word in _WORD.findall(question):
+        if not _NAME_OR_NUMBER.fullmatch(word):
+            continue
+        key = normalize_key(re.sub(r"['’]s$", "", word))
+        if key and key not in _NOT_NAMES:
+            found.append(key)
+    return tuple(dict.fromkeys(found))
+
+
+_RANK_WEIGHT = tuple(1.0 / math.log2(rank + 2) for rank in range(1001))  # search returns at most 1,000
+
+
+def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[float, ...]]:
+    """The reranker's inputs for each of `hits` (in the hybrid order), in the order of `RERANK_FEATURES`."""
+    best = max((h.score for h in hits), default=0.0)
+    relative = [h.score / best if best > 0 else 0.0 for h in hits]
+    rank_of = {h.memory.id: i for i, h in enumerate(hits)}
+    # The best (lowest) two ranks per session: a candidate's best *other* is the second when it is the first.
+    session_best: dict[str, list[int]] = {}
+    following: dict[UUID, int] = {}
+    for i, h in enumerate(hits):
+        if h.memory.session_id is not None:
+            ranks = session_best.setdefault(h.memory.session_id, [])
+            if len(ranks) < 2:
+                ranks.append(i)
+        if h.previous_id is not None:
+            following[h.previous_id] = i
+    entities = question_entities(question)
+    # One pass over the text for every name: "\b(caroline|paris)\b" on the folded text.
+    names = re.compile(r"\b(?:" + "|".join(map(re.escape, entities)) + r")\b") if entities else None
+    out: list[tuple[float, ...]] = []
+    for i, h in enumerate(hits):
+        other = None
+        if h.memory.session_id is not None:
+            first = session_best[h.memory.session_id]
+            other = first[0] if first[0] != i else (first[1] if len(first) > 1 else None)
+        before = rank_of.get(h.previous_id) if h.previous_id is not None else None
+        after = following.get(h.memory.id)
+        nearest = before if after is None else after if before is None else min(before, after)
+        c = h.components
+        out.append(
+            (
+                relative[i],
+                c.text,
+                c.vector,
+                c.neighbour,
+                c.speaker,
+                c.date,
+                c.time,
+                _RANK_WEIGHT[i],
+                relative[other] if other is not None else 0.0,
+                _RANK_WEIGHT[other] if other is not None else 0.0,
+                max(relative[before] if before is not None else 0.0, relative[after] if after is not None else 0.0),
+                _RANK_WEIGHT[nearest] if nearest is not None else 0.0,
+                len(set(names.findall(normalize_key(h.memory.content)))) / len(entities) if names else 0.0,
+            )
+        )
+    return out
+
+
+def rerank(
+    question: str, hits: Sequence[ScoredMemory], limit: int, weights: Mapping[str, float] = RERANK_WEIGHTS
+) -> list[ScoredMemory]:
+    """`hits` (the hybrid order, best first) re-ranked for `question`, the best `limit`. Each hit keeps its
+    hybrid score in `hybrid` and gets the reranker's as `score`, its inputs in `components`."""
+    w = [weights.get(name, 0.0) for name in RERANK_FEATURES]
+    features = rerank_features(question, hits)
+    scores = [sum(a * b for a, b in zip(w, f, strict=True)) for f in features]
+    order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:limit]  # ties keep the hybrid order
+    out: list[ScoredMemory] = []
+    for i in order:
+        hit, f = hits[i], features[i]
+        # session, adjacent and entity are the 9th, 11th and 13th inputs (RERANK_FEATURES).
+        components = dataclasses.replace(hit.components, session=f[8], adjacent=f[10], entity=f[12])
+        out.append(ScoredMemory(hit.memory, scores[i], components, hit.previous_id, hybrid=hit.score))
+    return out

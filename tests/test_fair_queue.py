@@ -1,0 +1,126 @@
+"""The background queue is fair and holds no raw secrets at rest: a user's own limit of waiting jobs, the
+queue's limit never refusing another user's first job, job payloads and errors redacted, dead jobs expiring."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+import pytest_asyncio
+
+from memory_plugin.background import InProcessJobQueue, JobQueue, PostgresJobQueue
+from memory_plugin.models import Message
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+CARD = "4111 1111 1111 1111"
+
+
+def said(text: str) -> list[Message]:
+    return [Message(role="user", content=text)]
+
+
+async def waiting_jobs(queue: JobQueue) -> int:
+    status = await queue.status()
+    return status.pending + status.retrying
+
+
+@pytest_asyncio.fixture(loop_scope="session", params=["postgres", "in-process"])
+async def make_queue(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[Any]:
+    """A factory of queues of the parametrized kind, closed after the test."""
+    opened: list[JobQueue] = []
+
+    async def make(max_pending: int, per_user: int) -> JobQueue:
+        queue: JobQueue
+        if request.param == "in-process":
+            queue = InProcessJobQueue(max_pending=max_pending, max_messages=20, max_pending_per_user=per_user)
+        else:
+            queue = await PostgresJobQueue.connect(
+                database_url, max_pending=max_pending, max_messages=20, max_pending_per_user=per_user
+            )
+            # The database is shared with other tests: the queue's limit counts from what is already waiting.
+            queue.max_pending = max_pending + await waiting_jobs(queue)  # type: ignore[attr-defined]
+        opened.append(queue)
+        return queue
+
+    yield make
+    for queue in opened:
+        await queue.close()
+
+
+async def test_a_user_at_their_limit_is_refused_and_other_users_are_not(make_queue: Any) -> None:
+    queue = await make_queue(1000, 3)
+    greedy, other = uuid4(), uuid4()
+    outcomes = [(await queue.enqueue(greedy, f"s{i}", said("Hola"), "explicit"))[1] for i in range(4)]
+    assert outcomes == ["queued", "queued", "queued", "full"]
+    assert (await queue.enqueue(greedy, "s0", said("más"), "explicit"))[1] == "coalesced"  # its own session still
+    assert (await queue.enqueue(other, "s0", said("Hola"), "explicit"))[1] == "queued"
+
+
+async def test_a_full_queue_never_refuses_a_user_without_a_waiting_job(make_queue: Any) -> None:
+    queue = await make_queue(3, 100)
+    greedy, second, third = uuid4(), uuid4(), uuid4()
+    outcomes = [(await queue.enqueue(greedy, f"s{i}", said("Hola"), "explicit"))[1] for i in range(4)]
+    assert outcomes == ["queued", "queued", "queued", "full"]
+    assert (await queue.enqueue(second, "s", said("Hola"), "explicit"))[1] == "queued"
+    assert (await queue.enqueue(third, "s", said("Hola"), "explicit"))[1] == "queued"
+    # Past the queue's limit, a user already holding a job waits like everyone else.
+    assert (await queue.enqueue(second, "t", said("Hola"), "explicit"))[1] == "full"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def pg_queue(database_url: str) -> AsyncIterator[PostgresJobQueue]:
+    queue = await PostgresJobQueue.connect(database_url, max_pending=100_000, max_messages=20)
+    yield queue
+    await queue.close()
+
+
+def payload_of(admin_conn: psycopg.Connection[tuple[Any, ...]], user: UUID) -> str:
+    row = admin_conn.execute(
+        "select payload::text || coalesce(last_error, '') from public.memory_jobs where user_id = %s", (user,)
+    ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+async def test_queued_and_dead_jobs_hold_no_raw_secrets(
+    pg_queue: PostgresJobQueue, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> None:
+    user = uuid4()
+    text = f"Paga con la {CARD} y mi contraseña es Hunter2Secreta!"
+    await pg_queue.enqueue(user, "s", said(text), "explicit")
+    stored = payload_of(admin_conn, user)
+    assert CARD not in stored
+    assert "Hunter2Secreta" not in stored
+    assert "[redacted payment_card]" in stored
+    assert "Paga con la" in stored  # the rest is kept for extraction
+    # Due first of all jobs (the database is shared with other tests, whose jobs this claim must leave alone).
+    admin_conn.execute("update public.memory_jobs set run_after = '2000-01-01' where user_id = %s", (user,))
+    claimed = await pg_queue.claim("w", 1, 60)
+    assert [job.user_id for job in claimed] == [user]
+    await pg_queue.fail(claimed[0], "w", f"model refused: {text}", delay_seconds=0, dead=True)
+    dead = payload_of(admin_conn, user)
+    assert CARD not in dead
+    assert "Hunter2Secreta" not in dead
+
+
+async def test_dead_jobs_expire_after_seven_days(
+    pg_queue: PostgresJobQueue, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> None:
+    old, recent = uuid4(), uuid4()
+    for user in (old, recent):
+        admin_conn.execute(
+            "insert into public.memory_jobs (user_id, session_id, payload, state) values (%s, 's', '{}', 'dead')",
+            (user,),
+        )
+    admin_conn.execute(
+        "update public.memory_jobs set updated_at = now() - interval '8 days' where user_id = %s", (old,)
+    )
+    assert await pg_queue.claim("w", 0, 60) == []  # claims nothing, expires what is due
+    left = admin_conn.execute(
+        "select user_id from public.memory_jobs where user_id = any(%s)", ([old, recent],)
+    ).fetchall()
+    assert left == [(recent,)]

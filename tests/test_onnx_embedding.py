@@ -1,0 +1,269 @@
+"""The offline model on onnxruntime, for facts and questions: the same vectors as sentence-transformers on torch
+(alone, in padded batches, past the 256-token window), a fresh process that embeds without importing torch or
+pydantic-ai, a graph exported once (announced) and reused, and torch whenever onnxruntime cannot be used, with
+one warning. Real model, real onnxruntime; each test gets its own encoders."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memory_plugin import MemorySettings
+from memory_plugin.embeddings import MemoryEmbedder, default_embedder, factory, local, local_embedder
+from memory_plugin.embeddings.onnx_export import export_graph
+from memory_plugin.embeddings.onnx_graph import PROBE_META_KEY, OnnxEncoder, graph_path, open_encoder
+
+TEXTS = [
+    "What outdoor activities does she enjoy?",
+    "¿Cuándo llegó el pedido de bridas de acero inoxidable a Cádiz? Pidió añadir los certificados EN 10204.",
+    "ok",
+    "   leading and trailing spaces, CAPITALS and\ttabs   ",
+    # ~600 tokens: beyond the 256-token window, so truncation must happen exactly where torch's does.
+    " ".join(f"Turn {i}: Melanie said the pottery class on Tuesday was great fun for the kids." for i in range(40)),
+    "Needs 50 brackets machined in 7075 aluminium",
+]
+
+
+def cosines(a: Any, b: Any) -> np.ndarray[Any, Any]:
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    result: np.ndarray[Any, Any] = (x * y).sum(axis=1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1))
+    return result
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "memory_plugin" and r.levelno == logging.WARNING]
+
+
+def runtime_of(embedder: MemoryEmbedder) -> str | None:
+    runtime: str | None = getattr(embedder.embedder.model, "query_runtime", None)
+    return runtime
+
+
+@pytest.fixture(scope="module")
+def model() -> Any:
+    return local.load_sentence_transformer()
+
+
+@pytest.fixture(scope="module")
+def cache(model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One export for the module's tests that only read it."""
+    cache_dir = tmp_path_factory.mktemp("onnx-cache")
+    export_graph(local.model_dir(), cache_dir, load_model=lambda: model)
+    return cache_dir
+
+
+@pytest.fixture
+def encoder(cache: Path) -> OnnxEncoder:
+    return open_encoder(local.model_dir(), cache)
+
+
+@pytest.fixture(autouse=True)
+def own_encoders(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The process keeps one encoder per cache directory; each test starts without any, so that what it observes
+    # (an export, a warning) is its own.
+    monkeypatch.setattr(local, "_encoders", {})
+    monkeypatch.setattr(local, "shared_caches", list)  # only the directories each test names
+
+
+def test_the_tokens_are_sentence_transformers_tokens(model: Any, encoder: OnnxEncoder) -> None:
+    for text in TEXTS:
+        ids = encoder._tokenizer.encode(text.strip()).ids
+        assert ids == model.preprocess([text])["input_ids"][0].tolist(), text
+    assert len(model.preprocess([TEXTS[4]])["input_ids"][0]) == model.max_seq_length == 256  # really truncated
+
+
+def test_vectors_equal_sentence_transformers_alone_and_in_padded_batches(model: Any, encoder: OnnxEncoder) -> None:
+    want = model.encode(TEXTS, normalize_embeddings=True, show_progress_bar=False)
+    # 36 texts: more than one 32-text forward pass, lengths from 3 to 256 tokens (padding everywhere).
+    many = [f"{t} ({i})" if i >= len(TEXTS) else t for i, t in enumerate(TEXTS * 6)]
+    want_many = model.encode(many, normalize_embeddings=True, show_progress_bar=False)
+
+    alone = np.vstack([encoder.encode([t]) for t in TEXTS])
+    batched = encoder.encode(TEXTS)
+    many_got = encoder.encode(many)
+
+    assert cosines(alone, want).min() >= 0.9999
+    assert cosines(batched, want).min() >= 0.9999
+    assert cosines(many_got, want_many).min() >= 0.9999
+    assert np.abs(batched - want).max() < 1e-4
+    assert np.linalg.norm(batched, axis=1) == pytest.approx(np.ones(len(TEXTS)), abs=1e-6)
+
+
+async def test_facts_and_questions_both_run_on_onnxruntime(model: Any, cache: Path) -> None:
+    # Stored facts and the questions that look for them: the same vectors as torch's, so that search finds its
+    # own words, and vectors stored before (by torch) stay comparable.
+    memory = local_embedder(cache_dir=cache)
+    as_facts = await memory.embed_documents(TEXTS)
+    as_questions = [await memory.embed_query(t) for t in TEXTS]
+
+    assert memory._direct is not None
+    assert getattr(memory._direct, "last_runtime", None) == "onnx"
+    torch_facts = model.encode_document(TEXTS, normalize_embeddings=True, show_progress_bar=False)
+    assert cosines(as_facts, torch_facts).min() >= 0.9999
+    assert cosines(as_questions, as_facts).min() >= 1 - 1e-5
+    assert memory.model_calls == 1 + len(TEXTS)
+
+
+def test_a_fresh_process_embeds_without_torch_or_pydantic_ai(cache: Path) -> None:
+    script = f"""
+import asyncio, json, sys
+from pathlib import Path
+from memory_plugin.embeddings import local_embedder
+
+memory = local_embedder(cache_dir=Path({str(cache)!r}))
+facts = asyncio.run(memory.embed_documents(["Ships to Bilbao on Fridays", "Prefers 7075 aluminium"]))
+question = asyncio.run(memory.embed_query("Where does it ship?"))
+heavy = [m for m in ("torch", "sentence_transformers", "transformers", "pydantic_ai") if m in sys.modules]
+sizes = [len(v) for v in facts + [question]]
+print(json.dumps({{"heavy": heavy, "runtime": memory._direct.last_runtime, "sizes": sizes}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"heavy": [], "runtime": "onnx", "sizes": [384, 384, 384]}
+    assert done.stderr == ""  # no export announced: the graph was cached
+
+
+def test_the_cached_graph_is_reused_without_writing(cache: Path) -> None:
+    before = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+
+    again = local.onnx_encoder(cache)
+
+    assert again is not None
+    assert again.path == graph_path(local.model_dir(), cache)
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == before  # nothing written
+
+
+def test_a_new_data_dir_reads_the_graph_bootstrap_exported(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "shared_caches", lambda: [cache])
+
+    encoder = local.onnx_encoder(tmp_path / "onnx")
+
+    assert encoder is not None
+    assert encoder.path.parent == cache
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_another_data_dir_in_the_same_process_reuses_the_loaded_graph(cache: Path, tmp_path: Path) -> None:
+    loaded = local.onnx_encoder(cache)
+
+    assert local.onnx_encoder(tmp_path / "onnx") is loaded  # no second export (~10 s with torch's import)
+    assert not (tmp_path / "onnx").exists()
+
+
+@pytest.mark.slow
+async def test_the_first_use_without_a_graph_exports_it_once_and_says_so(
+    cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="memory_plugin"):
+        first = await local_embedder(cache_dir=tmp_path).embed_query(TEXTS[0])
+        await local_embedder(cache_dir=tmp_path).embed_documents(TEXTS)
+
+    (line,) = warnings_of(caplog)  # the progress line, once
+    assert "exporting the offline embedding model to ONNX" in line
+    assert sorted(os.listdir(tmp_path)) == [graph_path(local.model_dir(), tmp_path).name]
+    assert first == pytest.approx(open_encoder(local.model_dir(), cache).encode([TEXTS[0]])[0], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_half_written_or_disagreeing_graph_is_exported_again(
+    cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import onnx
+
+    path = graph_path(local.model_dir(), tmp_path)
+    path.write_bytes(graph_path(local.model_dir(), cache).read_bytes()[: 1 << 20])  # what a crash would leave
+    with caplog.at_level(logging.INFO, logger="memory_plugin"):
+        repaired = local.onnx_encoder(tmp_path)
+    assert repaired is not None
+    assert any("is unusable" in r.getMessage() for r in caplog.records)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+
+    # A graph whose stored torch vectors it no longer reproduces (another onnxruntime, say) is refused.
+    graph = onnx.load(str(path))
+    (entry,) = [p for p in graph.metadata_props if p.key == PROBE_META_KEY]
+    entry.value = json.dumps((-np.asarray(json.loads(entry.value))).tolist())
+    onnx.save(graph, str(path))
+    with pytest.raises(ValueError, match="differ from torch"):
+        open_encoder(local.model_dir(), tmp_path)
+
+
+async def test_runtime_torch_never_touches_onnxruntime(
+    model: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # any import of it would now fail, and be logged
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    memory = local_embedder(runtime="torch", cache_dir=tmp_path / "onnx")
+
+    with caplog.at_level(logging.WARNING, logger="memory_plugin"):
+        vector = await memory.embed_query(TEXTS[1])
+        facts = await memory.embed_documents(TEXTS[:3])
+
+    assert vector == pytest.approx(model.encode_query(TEXTS[1], normalize_embeddings=True).tolist(), abs=1e-6)
+    assert cosines(facts, model.encode(TEXTS[:3], normalize_embeddings=True)).min() >= 0.99999
+    assert runtime_of(memory) == "torch"
+    assert warnings_of(caplog) == []
+    assert local._encoders == {}
+    assert not (tmp_path / "onnx").exists()
+
+
+@pytest.mark.parametrize("runtime", ["auto", "onnx"])
+async def test_without_onnxruntime_the_model_falls_back_to_torch_with_one_warning(
+    model: Any, runtime: factory.LocalRuntime, cache: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    memory = local_embedder(runtime=runtime, cache_dir=cache)
+
+    with caplog.at_level(logging.WARNING, logger="memory_plugin"):
+        first = await memory.embed_query(TEXTS[0])
+        facts = await memory.embed_documents(TEXTS[:2])
+
+    assert first == pytest.approx(model.encode_query(TEXTS[0], normalize_embeddings=True).tolist(), abs=1e-6)
+    assert len(facts) == 2
+    assert runtime_of(memory) == "torch"
+    (warning,) = warnings_of(caplog)  # once, not once per call
+    assert "onnxruntime" in warning
+    assert "torch" in warning
+
+
+async def test_the_setting_reaches_the_embedder(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    # A data directory already holding this model's graph (the file name is the model's key): reused.
+    (tmp_path / "onnx").mkdir()
+    shutil.copy(graph_path(local.model_dir(), cache), tmp_path / "onnx")
+
+    default = default_embedder(MemorySettings(data_dir=tmp_path))
+    torch_only = default_embedder(MemorySettings(data_dir=tmp_path, local_embedding_runtime="torch"))
+    assert default is not None
+    assert torch_only is not None
+    await default.embed_query(TEXTS[0])
+    await torch_only.embed_query(TEXTS[0])
+
+    assert (runtime_of(default), runtime_of(torch_only)) == ("onnx", "torch")
+    assert local._encoders[tmp_path / "onnx"] is not None
+
+    monkeypatch.setenv("MEMORY_LOCAL_EMBEDDING_RUNTIME", "torch")
+    from_env = local_embedder(cache_dir=tmp_path / "onnx")
+    await from_env.embed_query(TEXTS[2])
+    assert runtime_of(from_env) == "torch"
+    assert MemorySettings().local_embedding_runtime == "torch"
+
+
+async def test_pydantic_ais_embedder_gives_the_same_vectors(cache: Path) -> None:
+    memory = local_embedder(cache_dir=cache)
+
+    result = await memory.embedder.embed_documents(TEXTS[:2])
+
+    assert np.asarray(result.embeddings) == pytest.approx(np.asarray(await memory.embed_documents(TEXTS[:2])))
+    assert result.provider_name == "sentence-transformers"
