@@ -34,13 +34,6 @@ async def timed_memory(database_url: str, pg_settings: MemorySettings) -> AsyncI
         yield memory
 
 
-_UNDER_LOAD = pytest.mark.xfail(
-    reason="on a 2-core machine at load average ~10, a 200-fact chunk still passed the 5 s statement_timeout inside"
-    " the per-fact triggers (the user_memory foreign-key check of memory_search_docs); not yet bounded",
-    strict=False,
-)
-
-
 def _record_chunks(memory: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The size of every statement the write pipeline sends to the store."""
     sizes: list[int] = []
@@ -61,7 +54,6 @@ def _pending(memory: MemoryManager) -> int:
 
 
 @pytest.mark.slow
-@_UNDER_LOAD
 async def test_update_memory_of_10000_facts_is_written_in_chunks(
     timed_memory: MemoryManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -77,7 +69,6 @@ async def test_update_memory_of_10000_facts_is_written_in_chunks(
 
 
 @pytest.mark.slow
-@_UNDER_LOAD
 async def test_remember_many_of_10000_notes_reports_each_and_journals_nothing(
     timed_memory: MemoryManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,6 +2,10 @@
 -- cached per connection; planned while the tables were empty, that plan read all of the user's search rows for
 -- each posting, so a write's cost grew with the user's memory. The postings are written and deleted by
 -- memory_search_terms_sync only, which now also follows a deleted search row.
+--
+-- memory_search_docs: no foreign key to user_memory, for the same reason (its check, once per fact, read the
+-- user's facts: a 200-fact write passed the 5 s statement_timeout at ~5,000 facts); a deleted fact's search
+-- row is deleted by a trigger instead.
 
 alter table memory_private.memory_search_terms drop constraint memory_search_terms_doc_fkey;
 
@@ -33,3 +37,25 @@ create trigger memory_search_docs_terms_sync
     after insert or update of content or delete on public.memory_search_docs
     for each row execute function memory_private.memory_search_terms_sync();
 
+
+alter table public.memory_search_docs drop constraint memory_search_docs_memory_id_fkey;
+-- Search rows of facts deleted before this migration (none: the foreign key cascaded) need no cleanup.
+
+-- A deleted fact takes its search row (and through it its postings and count) with it.
+create function memory_private.memory_search_docs_drop() returns trigger
+    language plpgsql
+    set search_path = ''
+as $$
+begin
+    delete from public.memory_search_docs d where d.user_id = old.user_id and d.memory_id = old.id;
+    return null;
+end;
+$$;
+
+create trigger user_memory_search_docs_drop
+    after delete on public.user_memory
+    for each row
+    execute function memory_private.memory_search_docs_drop();
+
+revoke all on function memory_private.memory_search_docs_drop() from public, anon;
+grant execute on function memory_private.memory_search_docs_drop() to authenticated, service_role;
