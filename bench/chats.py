@@ -86,7 +86,8 @@ async def _patch_latency(client: httpx.AsyncClient, turns: int) -> None:
         )  # fmt: skip
         latencies.append((time.perf_counter() - began) * 1000)
         response.raise_for_status()
-        body = response.json()
+    # A PATCH answers with what it appended: the histories are read once at the end.
+    body = (await client.get(f"/api/chats/{chat['id']}", headers=_headers(user))).json()
     full, visible = _tokens(body["full_history"]), _tokens(body["assistant_history"])
     print(f"## PATCH /api/chats/{{id}}: a chat grown to {turns} turns, 2 turns per request\n")
     print("| measure | result |\n|---|---:|")
@@ -203,7 +204,8 @@ async def _bench(url: str, turns: int, chats: int, seconds: float) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app(services, rate_per_second=0)  # measures the server, not the per-user rate limit
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     for _ in range(1500):
         if server.started:

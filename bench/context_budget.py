@@ -27,8 +27,8 @@ Reported:
   one present except on an `outdated:` line;
 - the token counter: o200k_base vs cl100k_base on the conversation's messages (the approximation error
   for models whose vocabulary is not available offline), and the chars/4 rule's error against o200k_base;
-- through the default `MemoryCapability(memory)` (`bench.context_cache`, up to 120 turns): the share of each
-  request that is a byte-identical prefix of the previous one, and the last turn's receipt.
+- (`python -m bench.context_cache` runs this script through the default `MemoryCapability(memory)`: the share
+  of each request that is a byte-identical prefix of the previous one, and the last turn's receipt.)
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ from memory_plugin.context.budget import BudgetSettings
 from memory_plugin.context.builder import ContextBuilder
 from memory_plugin.context.history import history_tokens
 from memory_plugin.context.store import InMemoryContextStore, session_scope
-from memory_plugin.context.summary import RollingSummarizer, SummaryPolicy, extractive_summary
+from memory_plugin.context.summarizer import RollingSummarizer
+from memory_plugin.context.summary import SummaryPolicy, extractive_summary
 from memory_plugin.context.tokens import BpeTokenCounter, token_counter
 from memory_plugin.extraction import ExtractionOutcome, FactExtractor, LLMExtractor
 from memory_plugin.models import MemorizedFact, MemoryUpdate, Message, UserPreferences
@@ -459,10 +460,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             f" (missing: {missing or 'none'}); superseded facts shown as current: {stale or 'none'}"
         )
     token_error_table(console)
-    from bench.context_cache import report
-    from bench.context_cache import run as cache_run
-
-    report(asyncio.run(cache_run(min(args.turns, 120))), min(args.turns, 120), console)
 
 
 if __name__ == "__main__":

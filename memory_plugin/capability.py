@@ -20,11 +20,8 @@ from .context.budget import ContextReport
 from .context.builder import ContextBuilder
 from .context.history import message_tokens, messages_for_request
 from .context.receipt import ContextReceipt
-from .errors import InvalidMemoryInputError, MemoryPluginError
-from .extraction.policy import ExtractionRun
-from .extraction.runner import ScheduledExtraction
+from .errors import InvalidMemoryInputError
 from .lifetime import ManagerLifetime, ManagerOpener
-from .logs import LOG_PREFIX, logger
 from .manager import MemoryManager
 from .settings import MemorySettings
 
@@ -66,36 +63,6 @@ def _prompt_text(prompt: str | Sequence[Any] | None) -> str:
     if isinstance(prompt, str):
         return prompt
     return "\n".join(part for part in prompt if isinstance(part, str))
-
-
-async def _update_context(
-    context: ContextBuilder,
-    memory: MemoryManager,
-    session_id: str,
-    user_id: str | UUID,
-    run: ExtractionRun | None,
-    scheduled: ScheduledExtraction | None,
-) -> None:
-    """After a run: the slots from the facts an inline extraction stored and those it superseded, and
-    the rolling summary if due (unless the extraction's own call writes it). Never raises: the answer is
-    already produced."""
-    queued = scheduled is not None and scheduled.job_id is not None
-    try:
-        short = await memory.get_short_term(session_id, user_id=user_id)
-        await context.after_turn(
-            session_id,
-            user_id,
-            short.messages,
-            stored=run.stored if run else (),
-            superseded=run.superseded if run else (),
-            extraction_ran=(run is not None and run.trigger is not None) or queued,
-            # A queued job asks for a due summary in its own call when the runner has a summary host and an
-            # extractor that writes summaries; it runs here or in `memory-plugin worker`, which follows a
-            # context builder of its own (`ContextBuilder.follow`).
-            summary_done=(run is not None and run.summary_asked) or (queued and memory.extraction.writes_summaries),
-        )
-    except MemoryPluginError as exc:
-        logger.warning("%s could not update the slots or the summary after the run: %s", LOG_PREFIX, exc)
 
 
 MEMORY_PART_MARK = "memory_plugin.turn_memory"
@@ -282,29 +249,15 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         identity = _identity(ctx.deps)
         answer = result.output if isinstance(result.output, str) else ""
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
-        await memory.record_exchange(identity.session_id, identity.user_id, _prompt_text(ctx.prompt), answer)
-        extraction = scheduled = None
-        inline = memory.extracts_inline(self.extract_inline)
-        if self.extract_facts and identity.user_id is not None:
-            try:
-                # The extraction policy decides: an explicit memory instruction, or the cadence of user
-                # messages; one batched call covers everything not extracted yet.
-                if inline:
-                    extraction = await memory.extract_if_due(identity.session_id, identity.user_id)
-                else:
-                    scheduled = await memory.schedule_extraction(identity.session_id, identity.user_id)
-            except MemoryPluginError as exc:
-                # The answer is already produced; failing the run now would lose it. Report instead.
-                logger.warning("%s could not store facts after the run: %s", LOG_PREFIX, exc)
-        if self._builder is not None and identity.user_id is not None:
-            update = _update_context(
-                self._builder, memory, identity.session_id, identity.user_id, extraction, scheduled
-            )
-            if inline:
-                await update
-            else:
-                # Slots and summary are derived data: off the request path (a summary model call takes seconds).
-                memory.run_in_background(update, name="memory_plugin-context-update")
+        await memory.finish_turn(
+            identity.session_id,
+            identity.user_id,
+            prompt=_prompt_text(ctx.prompt),
+            answer=answer,
+            extract=self.extract_facts,
+            inline=self.extract_inline,
+            context=self._builder,
+        )
         return result
 
     @classmethod

@@ -7,6 +7,7 @@ The switch is in the database, so every process sees it at its next write; on a 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from uuid import UUID
 
@@ -38,6 +39,12 @@ def memory_notice(language: str = "en") -> str:
     return MEMORY_NOTICE.get(language.split("-")[0].lower(), MEMORY_NOTICE["en"])
 
 
+CACHE_SECONDS = 2.0
+"""A switch read is reused this long by this process: a pause set by another process applies to this one's writes
+within 2 s (its own `pause_memory` at once). Reading it at every write cost +12 ms at p50 on `update_memory` on a
+loaded 2-core machine."""
+CACHE_USERS = 10_000
+
 READ_SQL = "select paused from memory_private.memory_consent where user_id = %(uid)s"
 WRITE_SQL = (
     "insert into memory_private.memory_consent (user_id, paused) values (%(uid)s, %(paused)s)"
@@ -49,13 +56,20 @@ class ConsentStore:
     """Reads and sets the switch as the user, under row-level security (a small pool of its own, or one given)."""
 
     def __init__(
-        self, url: str | None = None, *, pool: AsyncConnectionPool[Any] | None = None, timeout: float = 5.0
+        self,
+        url: str | None = None,
+        *,
+        pool: AsyncConnectionPool[Any] | None = None,
+        timeout: float = 5.0,
+        cache_seconds: float = CACHE_SECONDS,
     ) -> None:
         self._url = url
         self._timeout = timeout
         self._pool = pool
         self._owned = pool is None and url is not None
         self._local: dict[UUID, bool] = {}
+        self._read_at: dict[UUID, float] = {}
+        self._cache_seconds = cache_seconds
 
     async def _get_pool(self) -> AsyncConnectionPool[Any] | None:
         if self._pool is None and self._url is not None:
@@ -71,6 +85,9 @@ class ConsentStore:
         pool = await self._get_pool()
         if pool is None:
             return self._local.get(user_id, False)
+        read_at = self._read_at.get(user_id)
+        if read_at is not None and time.monotonic() - read_at < self._cache_seconds:
+            return self._local[user_id]
         try:
             with postgres_errors("reading the memory switch"):
                 async with pool.connection(timeout=self._timeout) as conn:
@@ -83,6 +100,9 @@ class ConsentStore:
         row = rows[0] if rows else None  # a tuple, or a dict on a pool of dict rows (the REST API's)
         paused = bool(row is not None and (row["paused"] if isinstance(row, dict) else row[0]))
         self._local[user_id] = paused
+        self._read_at[user_id] = time.monotonic()
+        if len(self._read_at) > CACHE_USERS:
+            self._read_at.pop(next(iter(self._read_at)))
         return paused
 
     async def set_paused(self, user_id: UUID, paused: bool) -> None:
@@ -95,6 +115,7 @@ class ConsentStore:
             async with pool.connection(timeout=self._timeout) as conn:
                 await run_as_user(conn, user_id, [WRITE_SQL], {"uid": user_id, "paused": paused})
         self._local[user_id] = paused
+        self._read_at[user_id] = time.monotonic()
 
     async def close(self) -> None:
         """Close the pool if it is this store's own."""

@@ -18,7 +18,6 @@ services' counters in `stats`:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence, Sized
@@ -27,16 +26,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from .background import BackgroundWorker, JobQueue, QueueStatus, open_job_queue
+from .background import BackgroundWorker, JobQueue, QueueStatus
 from .background.jobs import ExtractionJob
-from .background.memory_queue import InProcessJobQueue
-from .background.worker import wait_settled
 from .consent import ConsentStore
 from .context.reader import ContextReader
 from .conversions import fact_from_record
-from .database.connector import DatabaseConnector
-from .database.pooler import transaction_pooled
-from .database.roles import library_url, worker_role_url
 from .database.urls import masked_url
 from .embeddings import MemoryEmbedder, default_embedder
 from .embeddings.reembed import reembed_user
@@ -49,12 +43,15 @@ from .failures import StoreFailures
 from .formatting import MemoryFormat, format_memory_for_agent
 from .logs import LOG_PREFIX, logger
 from .models import FactCategory, MemorizedFact, MemoryContext, MemoryUpdate, Message, ShortTermMemory
-from .outage import ResilientStore, WriteJournal
 from .quality import WriteOutcome
 from .quality.outcome import NoteBatchOutcome
 from .retrieval import ScoredMemory
 from .retrieval.searcher import Searcher
 from .rows import CONTENT_MAX_CHARS, MemoryRecord
+from .runtime.assembly import Assembly, assemble
+from .runtime.connector import DatabaseConnector
+from .runtime.supervisor import Supervisor
+from .runtime.turn import TurnOutcome, finish_turn
 from .session import Clock, SessionBackend, SessionStore, off_the_loop
 from .settings import MemorySettings
 from .stats import MemoryStats
@@ -75,14 +72,6 @@ if TYPE_CHECKING:
     from .context.receipt import ContextReceipt
 
 __all__ = ["MemoryManager", "MemoryStats"]
-
-
-def _library_url(settings: MemorySettings, connector: DatabaseConnector | None) -> str | None:
-    """The URL the manager's other pools (job queue, Postgres sessions) use: the store's own role, never the
-    embedded server's superuser (None without a database)."""
-    if connector is None or connector.url is None:
-        return None
-    return library_url(connector.url, embedded=settings.database_url is None)
 
 
 class MemoryManager:
@@ -144,17 +133,14 @@ class MemoryManager:
         self._messages_added = 0
         self._valid_session_ids: set[str] = set()
         """Session ids `check_session_id` accepted (`_remember_session_id`)."""
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._exchanges_not_recorded = 0
-        self._database_url = database_url
-        self._sweeper: asyncio.Task[None] | None = None
-        self._connector: DatabaseConnector | None = None
-        self._queue: JobQueue | None = None
-        self._worker: BackgroundWorker | None = None
-        self._queued: dict[int, None] = {}
+        self._supervisor = Supervisor(settings, self._run_job)
+        """The work off the request path: job queue, worker, tasks, session sweeper (`runtime/supervisor.py`)."""
         self.consent = ConsentStore(database_url)
         """The users' memory switch (`pause_memory`): in the database, or in this process without one."""
-        """Jobs this manager queued and has not seen settle yet (what `flush` waits for), oldest first."""
+        self._exchanges_not_recorded = 0
+        self._database_url = database_url
+        self._connector: DatabaseConnector | None = None
+        self._assembly: Assembly | None = None
         self._context: ContextBuilder | None = None
         self._context_lock = asyncio.Lock()
 
@@ -215,60 +201,20 @@ class MemoryManager:
         unless `require_pg_memory`, which raises `StoreUnavailableError` instead.
         """
         settings = settings or MemorySettings()
-        connector: DatabaseConnector | None = None
-        if store is None:
-            connector = DatabaseConnector(settings)
-            if settings.resilient_store:
-                store = ResilientStore(
-                    None,
-                    WriteJournal.for_database(settings.data_dir, connector.identity),
-                    connect=connector,
-                    primary_name="postgres",
-                    require_primary=settings.require_pg_memory,
-                    cache_size=settings.fallback_cache_users,
-                    retry_base_seconds=settings.retry_base_seconds,
-                    retry_max_seconds=settings.retry_max_seconds,
-                    log_interval_seconds=settings.outage_log_interval_seconds,
-                    close_flush_seconds=settings.connect_timeout_seconds,
-                )
-            else:
-                store = await connector()
+        parts = await assemble(settings, store=store)
+        manager = cls(
+            settings, parts.store, extractor=extractor, clock=clock, embedder=embedder, sessions=parts.sessions
+        )
+        manager._assembly = parts
+        manager._connector = parts.connector
+        if parts.connector is not None and parts.connector.url is not None:
+            # On the one pool (the store's role); a database down at start: a pool of its own, same role.
+            pool = parts.pool()
+            url = None if pool is not None else parts.library_url()
+            manager.consent = ConsentStore(url, pool=pool, timeout=settings.connect_timeout_seconds)
+        manager._supervisor.start_sweeper(manager.sessions)
         try:
-            await store.start()  # a resilient store connects (or falls back) and replays an earlier run's journal
-        except BaseException:
-            await store.close()
-            raise
-        sessions: SessionBackend | None = None
-        if settings.session_backend == "postgres":  # shared by every worker: on the database in use
-            from .session.postgres_store import postgres_sessions_from_settings
-
-            url = _library_url(settings, connector)
-            if url is None:
-                await store.close()
-                raise MemoryPluginError(
-                    "MEMORY_SESSION_BACKEND=postgres keeps sessions in the manager's own database: set"
-                    " MEMORY_DATABASE_URL or let the manager start the embedded one (do not pass store=)"
-                )
-            # As memory_worker (a startup option, which a transaction-mode pooler may not pass on: there the
-            # URL's own role is used).
-            if not transaction_pooled(url, settings.database_pooler):
-                url = worker_role_url(url)
-            sessions = await asyncio.to_thread(postgres_sessions_from_settings, settings, url)
-        elif settings.session_backend == "redis":  # shared by every worker: on the deployment's Redis
-            from .session.redis_store import redis_sessions_from_settings
-
-            try:
-                sessions = await asyncio.to_thread(redis_sessions_from_settings, settings)
-            except BaseException:
-                await store.close()
-                raise
-        manager = cls(settings, store, extractor=extractor, clock=clock, embedder=embedder, sessions=sessions)
-        manager._connector = connector
-        if connector is not None and connector.url is not None:
-            manager.consent = ConsentStore(connector.url, timeout=settings.connect_timeout_seconds)
-        manager._start_sweeper()
-        try:
-            await manager._start_background(_library_url(settings, connector))
+            await manager._supervisor.start(parts.library_url(), parts.pool())
         except BaseException:
             await manager.close()
             raise
@@ -297,96 +243,24 @@ class MemoryManager:
         """Stop background work and close the store's connections. The embedded server, if any, keeps
         running until the process exits (other managers in the process may share it)."""
         self._closed = True
-        await self._wait_tasks(self.settings.background_close_timeout_seconds, cancel=True)
-        await self._stop_background()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
+        await self._supervisor.close()
         self.sessions.close()
         if self._context is not None:
             await self._context.close()
+        await self.consent.close()
         await self.store.close()
 
-    # --- background extraction (docs/background.md) ------------------------------------------------------------
-    async def _start_background(self, database_url: str | None) -> None:
-        """Open the job queue (durable in Postgres when there is a database URL) and, unless
-        `background_worker=False`, a worker in this process: it also runs what earlier runs left queued."""
-        self._queue = await open_job_queue(self.settings, database_url)
-        if self.settings.background_worker or self._queue.name == "in-process":
-            self._worker = self._new_worker(self._queue)
-            self._worker.start()
-
-    def _new_worker(self, queue: JobQueue) -> BackgroundWorker:
-        s = self.settings
-        return BackgroundWorker(
-            queue,
-            self._run_job,
-            concurrency=s.background_concurrency,
-            poll_seconds=s.background_poll_seconds,
-            lease_seconds=s.background_lease_seconds,
-            max_attempts=s.background_max_attempts,
-            retry_base_seconds=s.background_retry_base_seconds,
-            retry_max_seconds=s.background_retry_max_seconds,
-        )
-
+    # --- background extraction (docs/background.md): the supervisor's (runtime/supervisor.py) ---------------------
     async def _run_job(self, job: ExtractionJob, queue: JobQueue, worker: str) -> None:
         """A queued extraction, unless its user paused memory since it was queued (then it is done, unwritten)."""
         if await self.consent.paused(job.user_id):
+            async with queue.hold(job, worker):
+                pass  # a clean exit completes (removes) the job: left leased, it would run again at every lease end
             return
         await self.extraction.run_job(job, queue, worker)
 
     def _background(self) -> tuple[JobQueue, BackgroundWorker | None]:
-        """The queue, created in-process on first use by a manager built without `create`."""
-        if self._queue is None:
-            self._queue = InProcessJobQueue(
-                max_pending=self.settings.background_max_pending_jobs,
-                max_messages=self.settings.max_messages_per_session,
-                max_pending_per_user=self.settings.background_max_pending_jobs_per_user,
-            )
-            self._worker = self._new_worker(self._queue)
-            self._worker.start()
-        return self._queue, self._worker
-
-    async def _stop_background(self) -> None:
-        """Drain for at most `background_close_timeout_seconds`, then stop the worker; what is left stays
-        queued (durable in Postgres; lost with an in-process queue, logged)."""
-        queue, worker = self._queue, self._worker
-        self._queue = self._worker = None
-        if queue is None:
-            return
-        timeout = self.settings.background_close_timeout_seconds
-        deadline = time.monotonic() + timeout
-        try:
-            if worker is not None:
-                await self._wait_queued(queue, worker, timeout)
-                await worker.stop(max(0.0, deadline - time.monotonic()))
-            left = await queue.status()
-            if left.depth and queue.name == "in-process":
-                logger.warning(
-                    "%s closing with %d memory jobs unfinished in this process's queue: they are lost",
-                    LOG_PREFIX, left.depth,
-                )  # fmt: skip
-            elif left.depth:
-                logger.info("%s %d memory jobs stay queued for the next worker", LOG_PREFIX, left.depth)
-        except MemoryPluginError as exc:
-            logger.warning("%s could not drain the memory job queue at close: %s", LOG_PREFIX, exc)
-        finally:
-            await queue.close()
-
-    async def _wait_queued(self, queue: JobQueue, worker: BackgroundWorker | None, seconds: float) -> bool:
-        ids = list(self._queued)
-        deadline = time.monotonic() + seconds
-        done = await wait_settled(queue, ids, seconds, wake=worker.notify if worker is not None else None)
-        if worker is not None:
-            done = await worker.wait_running(ids, deadline - time.monotonic()) and done
-        for job_id in ids:
-            self._queued.pop(job_id, None)
-        if not done:
-            for job_id in await queue.unsettled(ids):
-                self._queued[job_id] = None
-        return done
+        return self._supervisor.background()
 
     async def schedule_extraction(
         self, session_id: str, user_id: str | UUID, *, end_of_request: bool = False
@@ -399,16 +273,12 @@ class MemoryManager:
         uid = parse_user_id(user_id)
         if await self.consent.paused(uid):
             return ScheduledExtraction()
-        queue, worker = self._background()
+        queue, _ = self._background()
         scheduled = await self.extraction.schedule(
             queue, check_session_id(session_id), uid, end_of_request=end_of_request
         )
         if scheduled.job_id is not None:
-            self._queued[scheduled.job_id] = None
-            while len(self._queued) > self.settings.background_max_pending_jobs:
-                del self._queued[next(iter(self._queued))]
-            if worker is not None:
-                worker.notify()
+            self._supervisor.queued(scheduled.job_id)
         return scheduled
 
     async def flush(self, timeout: float = 30.0) -> bool:  # noqa: ASYNC109 - a deadline is the point of flush
@@ -418,10 +288,7 @@ class MemoryManager:
         for its retry does not hold `flush` (it counts in `backend_status().queue.retrying`). With
         `background_worker=False` another process runs the jobs; `flush` waits for it all the same."""
         self._check_open()
-        deadline = time.monotonic() + timeout
-        tasks_done = await self._wait_tasks(timeout)
-        queue, worker = self._background()
-        return await self._wait_queued(queue, worker, max(0.0, deadline - time.monotonic())) and tasks_done
+        return await self._supervisor.flush(timeout)
 
     def run_in_background(self, work: Coroutine[Any, Any, None], *, name: str) -> None:
         """Run `work` off the request path in this process, for derived memory the next turn or a resync
@@ -429,26 +296,7 @@ class MemoryManager:
         `flush` waits for it, `close` too (then cancels what is left after its deadline); a
         `MemoryPluginError` it raises is logged, never lost silently."""
         self._check_open()
-
-        async def guarded() -> None:
-            try:
-                await work
-            except MemoryPluginError as exc:
-                logger.warning("%s background %s failed: %s", LOG_PREFIX, name, exc)
-
-        task = asyncio.get_running_loop().create_task(guarded(), name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _wait_tasks(self, seconds: float, *, cancel: bool = False) -> bool:
-        """Wait for this process's background tasks, at most `seconds`; whether they all finished."""
-        if not self._tasks:
-            return True
-        _, pending = await asyncio.wait(set(self._tasks), timeout=seconds)
-        if cancel:
-            for task in pending:
-                task.cancel()
-        return not pending
+        self._supervisor.run_in_background(work, name=name)
 
     async def queue_status(self) -> QueueStatus:
         """The background extraction queue now: depth, oldest pending job, failures, retries, dead jobs."""
@@ -465,16 +313,6 @@ class MemoryManager:
         if worker is not None:
             worker.notify()
         return revived
-
-    def _start_sweeper(self) -> None:
-        async def sweep() -> None:
-            while True:
-                await asyncio.sleep(self.settings.session_sweep_interval_seconds)
-                expired = await off_the_loop(self.sessions, self.sessions.expire)
-                if expired:
-                    logger.debug("%s released %d expired sessions", LOG_PREFIX, expired)
-
-        self._sweeper = asyncio.get_running_loop().create_task(sweep(), name="memory_plugin-session-sweeper")
 
     @property
     def database_url(self) -> str | None:
@@ -581,6 +419,34 @@ class MemoryManager:
             return False
         return True
 
+    async def finish_turn(
+        self,
+        session_id: str,
+        user_id: str | UUID | None,
+        *,
+        prompt: str | None = None,
+        answer: str | None = None,
+        extract: bool = True,
+        inline: bool | None = None,
+        end_of_request: bool = False,
+        context: ContextBuilder | None = None,
+    ) -> TurnOutcome:
+        """End one turn as every face does (`runtime/turn.py`): record the exchange (`prompt`, `answer`; None:
+        recorded already), extract now or queue (`inline`; None: the settings' choice) when the policy says it
+        is due, patch `context`'s slots and summary. Never raises for memory: see `TurnOutcome`."""
+        self._check_open()
+        return await finish_turn(
+            self,
+            session_id,
+            user_id,
+            prompt=prompt,
+            answer=answer,
+            extract=extract,
+            inline=inline,
+            end_of_request=end_of_request,
+            context=context,
+        )
+
     def should_extract(self, messages_seen: int) -> bool:
         """A plain count: True after every `extract_every_n_messages` messages of a session.
 
@@ -623,8 +489,10 @@ class MemoryManager:
             if self._context is None:
                 from .context.builder import ContextBuilder
 
-                url = _library_url(self.settings, self._connector) if self._connector else self._database_url
-                self._context = await ContextBuilder.open(self, self.settings, database_url=url, wait=False)
+                parts = self._assembly
+                url = parts.library_url() if parts is not None and parts.connector else self._database_url
+                pool = parts.pool() if parts is not None else None
+                self._context = await ContextBuilder.open(self, self.settings, database_url=url, wait=False, pool=pool)
                 self._context.follow(self.extraction)
         return self._context
 

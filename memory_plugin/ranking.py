@@ -7,8 +7,8 @@ where `confidence` is the decayed confidence when a `DecayPolicy` is given (`qua
 
 The Postgres store computes the same expression in SQL (`public.memory_context` in
 `supabase/migrations/`), so ranking costs one round trip; the in-memory store calls `fact_score` here.
-`public.memory_rank_facts` computes the same order without scoring every fact (see its comment).
-A later issue makes the ranking query-aware.
+`public.memory_rank_facts` computes the same order without scoring every fact (see its comment). With a
+query, facts are ranked by `retrieval/` (the hybrid score) instead.
 """
 
 from __future__ import annotations

@@ -582,13 +582,20 @@ class MemorySettings(BaseSettings):
     api_max_body_bytes: int = Field(default=1_000_000, ge=1024)
     """Largest request body the API accepts (413 beyond)."""
 
+    api_rate_per_second: float = Field(default=10.0, ge=0)
+    """Requests per second one user may make to the API once their burst is spent (429 with `Retry-After`
+    beyond it; per server process); 0: no limit."""
+
+    api_rate_burst: int = Field(default=100, ge=1)
+    """Requests one user may make to the API at once before `api_rate_per_second` applies."""
+
     api_cors_origins: str = ""
     """Browser origins allowed to call the API, comma-separated (`https://app.example,http://localhost:5173`,
     or `*`); empty: no CORS headers, so browsers allow only same-origin pages."""
 
     api_dev_tokens: bool = False
-    """Allow `memory-plugin token --user UUID` to mint user tokens with `jwt_secret` (development only: anyone
-    who can run it can act as any user)."""
+    """Allow `memory-plugin token --user UUID` to mint user tokens with `jwt_secret`, and the dashboard's
+    development sign-in (a user id, no password) (development only: anyone who can run it can act as any user)."""
 
     chat_summary_model: str | None = None
     """pydantic-ai model writing chat summaries and titles (e.g. "openai:gpt-4o-mini"); unset: the offline

@@ -117,10 +117,14 @@ async def test_create_read_append_with_compaction_and_delete(client: httpx.Async
     assert patched.status_code == 200
     body = patched.json()
     assert body["turn_count"] == 32
-    assert len(body["full_history"]) == 32
-    assert body["assistant_history"][0]["parts"][0]["part_kind"] == "compaction"
-    assert 11 <= len(body["assistant_history"]) <= 16
+    assert len(body["appended"]) == 28  # what changed, not the whole chat
+    assert "full_history" not in body
     assert "anodizados" in body["summary_text"]
+    assert 11 <= body["assistant_turn_count"] <= 16
+    whole = (await client.get(f"/api/chats/{chat_id}", headers=auth(user))).json()
+    assert len(whole["full_history"]) == 32
+    assert whole["assistant_history"][0]["parts"][0]["part_kind"] == "compaction"
+    assert len(whole["assistant_history"]) == body["assistant_turn_count"]
 
     one = await client.get("/api/chats", params={"id": chat_id}, headers=auth(user))
     assert one.status_code == 200
@@ -145,7 +149,7 @@ async def test_pydantic_ai_messages_are_accepted_as_turns(client: httpx.AsyncCli
                                             "tool_call_id": "c1"}]}  # fmt: skip
     patched = await client.patch(f"/api/chats/{chat_id}", json={"turns": [call, result]}, headers=auth(user))
     assert patched.status_code == 200
-    history = patched.json()["assistant_history"]
+    history = patched.json()["appended"]
     assert [m["parts"][0]["part_kind"] for m in history] == ["tool-call", "tool-return"]
     assert patched.json()["title"] == "Stock"
 

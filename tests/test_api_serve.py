@@ -32,6 +32,7 @@ async def test_serve_command_answers_over_http(database_url: str, tmp_path: Path
         "MEMORY_DATA_DIR": str(tmp_path),
         "MEMORY_JWT_SECRET": SECRET,
         "MEMORY_EMBEDDING_MODEL": "local",
+        "MEMORY_API_CORS_ORIGINS": "https://app.example",
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from memory_plugin.cli import app; app()", "serve", "--port", str(port),
@@ -68,6 +69,17 @@ async def test_serve_command_answers_over_http(database_url: str, tmp_path: Path
             )
             assert found.json()["chosen"]["id"] == created.json()["id"]
             assert (await client.get("/api/chats")).status_code == 401
+            # The settings reach the served app: health routes, and CORS for the configured origin.
+            assert (await client.get("/healthz")).status_code == 200
+            assert (await client.get("/readyz")).status_code == 200
+            preflight = await client.options(
+                "/api/chats",
+                headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"},
+            )
+            assert preflight.headers["access-control-allow-origin"] == "https://app.example"
+            dashboard = await client.get("/dashboard")  # the sign-in page; no development sign-in unless enabled
+            assert dashboard.status_code == 200
+            assert "dev-login" not in dashboard.text
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)

@@ -4,8 +4,6 @@ flag, and validation errors that name the field. The real app over the test data
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,18 +15,19 @@ import pytest
 import pytest_asyncio
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+from typer.testing import CliRunner
 
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.api.cors import parse_origins
 from memory_plugin.api.devtoken import DevTokenRefusedError, mint_dev_token
 from memory_plugin.chats import ChatService, PostgresChatStore
+from memory_plugin.cli import app
 from memory_plugin.settings import MemorySettings
 from memory_plugin.store.postgres import PostgresStore
 from tests.chat_helpers import word_embedder
 from tests.test_api import SECRET, auth
 
-ROOT = Path(__file__).resolve().parents[1]
 ORIGIN = "https://app.example"
 
 Pool = AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
@@ -173,14 +172,12 @@ def test_development_tokens_are_refused_unless_enabled_and_signed() -> None:
 
 
 def test_token_command_refuses_without_the_flag(tmp_path: Path) -> None:
-    env = {"PYTHONPATH": str(ROOT), "MEMORY_JWT_SECRET": SECRET, "MEMORY_DATA_DIR": str(tmp_path), "PATH": "/usr/bin"}
-    command = [sys.executable, "-c", "from memory_plugin.cli import app; app()", "token", "--user", str(uuid4())]
-    refused = subprocess.run(command, env=env, capture_output=True, text=True, check=False, timeout=120)
-    assert refused.returncode == 1
+    env = {"MEMORY_JWT_SECRET": SECRET, "MEMORY_DATA_DIR": str(tmp_path), "MEMORY_API_DEV_TOKENS": "0"}
+    command = ["token", "--user", str(uuid4())]
+    refused = CliRunner().invoke(app, command, env=env)
+    assert refused.exit_code == 1
     assert "MEMORY_API_DEV_TOKENS=1" in refused.stderr
     assert refused.stdout == ""
-    allowed = subprocess.run(
-        command, env=env | {"MEMORY_API_DEV_TOKENS": "1"}, capture_output=True, text=True, check=False, timeout=120
-    )
-    assert allowed.returncode == 0, allowed.stderr
-    assert allowed.stdout.count(".") == 2  # header.claims.signature
+    allowed = CliRunner().invoke(app, command, env=env | {"MEMORY_API_DEV_TOKENS": "1"})
+    assert allowed.exit_code == 0, allowed.output
+    assert allowed.stdout.strip().count(".") == 2  # header.claims.signature

@@ -77,6 +77,7 @@ def contents(records: list[Any]) -> set[str]:
     return {r.content for r in records}
 
 
+@pytest.mark.slow
 async def test_the_turn_returns_before_a_slow_extraction_and_the_facts_appear_after_flush(
     gated: tuple[MemoryManager, GatedExtractor], user_id: UUID
 ) -> None:

@@ -79,7 +79,9 @@ async def test_the_same_key_twice_appends_once_and_another_body_with_it_is_422(c
     again = await client.patch(url, json=body, headers=headers)
     assert (first.status_code, again.status_code) == (200, 200)
     assert first.json()["turn_count"] == again.json()["turn_count"] == 4
-    assert contents(again.json()["full_history"]) == ["¿bridas 0?", "bridas 0.", "¿tornillos 0?", "tornillos 0."]
+    assert contents(again.json()["appended"]) == ["¿tornillos 0?", "tornillos 0."]
+    whole = (await client.get(url, headers=auth(user))).json()
+    assert contents(whole["full_history"]) == ["¿bridas 0?", "bridas 0.", "¿tornillos 0?", "tornillos 0."]
 
     other = await client.patch(url, json={"turns": turns(1, "tuercas")}, headers=headers)
     assert other.status_code == 422
@@ -256,7 +258,7 @@ async def test_a_retry_after_a_503_from_a_failure_after_the_commit_stores_each_t
                     break
                 await asyncio.sleep(0.2)
             assert answer.status_code == 200, answer.text
-            assert contents(answer.json()["full_history"]) == ["¿anodizado 0?", "anodizado 0."]
+            assert contents(answer.json()["appended"]) == ["¿anodizado 0?", "anodizado 0."]
             assert answer.json()["turn_count"] == 2
             assert answer.json()["summary_text"]  # what the failed attempt did not finish, the retry did
     finally:

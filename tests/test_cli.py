@@ -14,7 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_plugin.cli import app
-from workflows.cli import DEMO_USER_ID
+from workflows.cli import DEMO_USER_ID, register
+
+# The shop's commands, whatever directory first imported the command line (plugin discovery reads the current
+# directory's pyproject.toml at import; tests/test_cli_plugins.py tests the discovery itself).
+register(app)
 
 WIDE = {"COLUMNS": "200"}  # no wrapping inside the phrases the tests look for
 

@@ -31,6 +31,7 @@ def _help(cwd: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_shops_commands_come_from_the_checkouts_pyproject_only(tmp_path: Path) -> None:
     in_checkout = _help(ROOT)
     elsewhere = _help(tmp_path)  # no pyproject naming a plugin: the library's commands only

@@ -78,6 +78,7 @@ def test_status_inspect_db_url_and_stop_run_without_pydantic_ai_or_the_embedding
     assert loaded == {"status": [], "inspect": [], "db-url": [], "stop": []}
 
 
+@pytest.mark.slow
 def test_the_offline_embedder_imports_pydantic_ai_when_first_used(tmp_path: Path) -> None:
     loaded = run_python(
         f"""

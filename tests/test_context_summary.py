@@ -12,9 +12,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_plugin.context.store import InMemoryContextStore, PostgresContextStore, session_scope
+from memory_plugin.context.summarizer import RollingSummarizer
 from memory_plugin.context.summary import (
     EXTRACTIVE_HEADER,
-    RollingSummarizer,
     SummaryPolicy,
     detect_language,
     summary_due,

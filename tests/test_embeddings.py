@@ -27,9 +27,7 @@ from memory_plugin.embeddings import (
     MemoryEmbedder,
     default_embedder,
     local_embedder,
-)
-from memory_plugin.embeddings import (
-    local as offline,
+    model_files,
 )
 from memory_plugin.embeddings.reembed import reembed_user
 from memory_plugin.errors import EmbeddingError
@@ -210,6 +208,7 @@ def test_reembed_command_fills_the_backlog_with_a_progress_bar(pg_settings: Memo
     assert "5/5" in result.output  # the progress bar reached the end
 
 
+@pytest.mark.slow
 def test_commands_that_need_no_vector_never_import_the_offline_model(tmp_path: Path) -> None:
     # A fresh interpreter: this test process may have loaded torch already. `status` opens a manager with the
     # offline embedder configured and must not pay for torch (≈ 4 s) nor print a progress bar.
@@ -231,10 +230,11 @@ def test_commands_that_need_no_vector_never_import_the_offline_model(tmp_path: P
     assert "Loading weights" not in done.stderr
 
 
+@pytest.mark.slow
 async def test_loading_the_offline_model_draws_no_progress_bar(
     monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(offline, "_st_model", None)  # load it again, as a new process would
+    monkeypatch.setattr(model_files, "_st_model", None)  # load it again, as a new process would
     local = local_embedder(runtime="torch")
 
     vector = await local.embed_query("Ships to Bilbao on Fridays")

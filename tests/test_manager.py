@@ -452,7 +452,7 @@ async def test_background_sweeper_releases_expired_sessions(clock: Any) -> None:
         assert "a" not in memory.sessions
         assert memory.sessions.expired_total == 2
 
-        sweeper = memory._sweeper
+        sweeper = memory._supervisor.sweeper
         assert sweeper is not None
         assert not sweeper.done()
     assert sweeper.done()  # closing the manager stops it

@@ -22,6 +22,10 @@ from memory_plugin.embeddings import MemoryEmbedder, default_embedder, factory, 
 from memory_plugin.embeddings.onnx_export import export_graph
 from memory_plugin.embeddings.onnx_graph import PROBE_META_KEY, OnnxEncoder, graph_path, open_encoder
 
+# Every test here stands on the module's fixtures, which load sentence-transformers (torch) and export the graph:
+# ~30 s at load 8 on 2 cores before the first test, so the quick run (`-m "not slow"`) leaves the module out.
+pytestmark = pytest.mark.slow
+
 TEXTS = [
     "What outdoor activities does she enjoy?",
     "¿Cuándo llegó el pedido de bridas de acero inoxidable a Cádiz? Pidió añadir los certificados EN 10204.",

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.privacy_filter import ADVERSARIAL
-from memory_plugin.privacy import health, own_health, redaction
+from memory_plugin.privacy import api_keys, cards, health, identifiers, own_health, scan
 from memory_plugin.privacy.patterns import by_first_char, split_alternatives
 
 HEALTH_SET = Path(__file__).parent / "data" / "health_statements.jsonl"
@@ -145,16 +145,16 @@ def test_class_first_cue_patterns_match_as_their_plain_forms() -> None:
 
 
 # --- secrets -------------------------------------------------------------------------------------------------
-_PLAIN_DIGIT_RUN = re.compile(r"(?=[\d" + redaction._SPACES + r"./-]{13})\d++(?:" + redaction._SEPARATOR + r"\d++)*+")
+_PLAIN_DIGIT_RUN = re.compile(r"(?=[\d" + scan._SPACES + r"./-]{13})\d++(?:" + cards._SEPARATOR + r"\d++)*+")
 _PLAIN_DNI = re.compile(r"(?<![\w.])(?P<num>\d{2}\.?\d{3}\.?\d{3})(?:-?(?P<l1>[A-Za-z])|[ \u00a0](?P<l2>[A-Z]))(?!\w)")
 _PLAIN_NIE = re.compile(r"\b(?P<prefix>[XYZxyz])[ -]?(?P<num>\d{7})[ -]?(?P<letter>[A-Za-z])(?!\w)")
 
 
 def test_digit_first_secret_patterns_match_as_their_plain_forms() -> None:
     for text in CORPUS:
-        assert _spans(redaction._DIGIT_RUN, text) == _spans(_PLAIN_DIGIT_RUN, text)
-        assert _spans(redaction._DNI, text) == _spans(_PLAIN_DNI, text)
-        assert _spans(redaction._NIE, text) == _spans(_PLAIN_NIE, text)
+        assert _spans(cards._DIGIT_RUN, text) == _spans(_PLAIN_DIGIT_RUN, text)
+        assert _spans(identifiers._DNI, text) == _spans(_PLAIN_DNI, text)
+        assert _spans(identifiers._NIE, text) == _spans(_PLAIN_NIE, text)
 
 
 def test_byte_gates_never_hide_a_candidate() -> None:
@@ -162,25 +162,25 @@ def test_byte_gates_never_hide_a_candidate() -> None:
     the first match of the pattern it stands before."""
     for text in CORPUS:
         if _PLAIN_DIGIT_RUN.search(text):
-            assert redaction._has_run(text, redaction._DIGIT_RUN_BYTES, 13)
-        if redaction._AWS_SECRET.search(text):
-            assert redaction._has_run(text, redaction._BASE64_BYTES, 40)
-        if redaction._IBAN.search(text):
-            assert b"aadd" in text.encode("utf-8", "surrogatepass").translate(redaction._LETTER_DIGIT_SHAPE)
+            assert scan._has_run(text, cards._DIGIT_RUN_BYTES, 13)
+        if api_keys._AWS_SECRET.search(text):
+            assert scan._has_run(text, api_keys._BASE64_BYTES, 40)
+        if identifiers._IBAN.search(text):
+            assert b"aadd" in text.encode("utf-8", "surrogatepass").translate(identifiers._LETTER_DIGIT_SHAPE)
         for pattern, gate, table, length in (
-            (_PLAIN_DNI, redaction._DNI_GATE, redaction._DIGIT_OR_DOT_BYTES, 8),
-            (_PLAIN_NIE, redaction._NIE_GATE, redaction._DIGIT_BYTES, 7),
+            (_PLAIN_DNI, identifiers._DNI_GATE, identifiers._DIGIT_OR_DOT_BYTES, 8),
+            (_PLAIN_NIE, identifiers._NIE_GATE, identifiers._DIGIT_BYTES, 7),
         ):
             match = pattern.search(text)
             if match:
-                assert redaction._has_run(text, table, length)
+                assert scan._has_run(text, table, length)
                 hit = gate.search(text)
                 assert hit is not None
                 assert hit.start() <= match.start()
 
 
 def test_key_prefix_gates_never_hide_a_literal() -> None:
-    for required, literals, _ in redaction._API_KEY_GATES:
+    for required, literals, _ in api_keys._API_KEY_GATES:
         assert all(required in literal for literal in literals)
 
 
@@ -188,9 +188,9 @@ def test_single_space_runs_split_as_the_regex_splits_them() -> None:
     rng = random.Random(7)
     for _ in range(2_000):
         run = " ".join(str(rng.randrange(10 ** rng.randint(0, 7))) for _ in range(rng.randint(1, 15)))
-        split = redaction._split_run(run)
-        parts = redaction._GROUP_SPLIT.split(run)
-        if len(parts[1::2]) > redaction._MAX_CARD_RUN_GROUPS:
+        split = cards._split_run(run)
+        parts = cards._GROUP_SPLIT.split(run)
+        if len(parts[1::2]) > cards._MAX_CARD_RUN_GROUPS:
             assert split is None
         else:
             assert split == (parts[1::2], parts[2:-1:2], True)
@@ -218,14 +218,14 @@ def test_check_digits_agree_with_the_digit_by_digit_definitions() -> None:
     rng = random.Random(11)
     for _ in range(3_000):
         digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(12, 19)))
-        assert redaction._luhn_valid(digits) == _luhn_by_digit(digits)
+        assert cards._luhn_valid(digits) == _luhn_by_digit(digits)
     alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     for _ in range(3_000):
         country = rng.choice(["ES", "GB", "DE", "FR", "NL", "PT"])
         body = "".join(rng.choice(alphabet if country in ("GB", "NL", "FR") else "0123456789") for _ in range(30))
-        compact = (country + f"{rng.randint(2, 98):02d}" + body)[: redaction._IBAN_LENGTHS[country]]
-        assert redaction._iban_valid(compact) == (_mod97_by_character(compact) == 1)
-    assert redaction._iban_valid("ES9121000418450200051332")
+        compact = (country + f"{rng.randint(2, 98):02d}" + body)[: identifiers._IBAN_LENGTHS[country]]
+        assert identifiers._iban_valid(compact) == (_mod97_by_character(compact) == 1)
+    assert identifiers._iban_valid("ES9121000418450200051332")
 
 
 # --- the layout helper ---------------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ def _random_run(rng: random.Random) -> str:
     separator = rng.choice([" ", " ", "  ", "-", ".", "/", "\t", " \t"])
     kind = rng.random()
     if kind < 0.4:  # a card number (valid or one digit off) in a card shape, maybe with a reference around it
-        shape = rng.choice(redaction._CARD_SHAPES)
+        shape = rng.choice(cards._CARD_SHAPES)
         number = _luhn_complete(
             rng.choice("23456789") + "".join(rng.choice("0123456789") for _ in range(sum(shape) - 2))
         )
@@ -286,14 +286,14 @@ def test_card_runs_judged_by_shape_agree_with_the_group_walk() -> None:
     judged = found = 0
     for _ in range(6_000):
         run = _random_run(rng)
-        if not redaction._DIGIT_RUN.fullmatch(run):
+        if not cards._DIGIT_RUN.fullmatch(run):
             continue
-        walk = redaction._cards_in_run(run)
-        if len(run) <= redaction._MAX_SHAPE_CHARS:
+        walk = cards._cards_in_run(run)
+        if len(run) <= cards._MAX_SHAPE_CHARS:
             judged += 1
             found += walk is not None
-            assert redaction._may_hold_card(run) == (walk is not None), run
-        elif not redaction._may_hold_card(run):
+            assert cards._may_hold_card(run) == (walk is not None), run
+        elif not cards._may_hold_card(run):
             assert walk is None
     assert judged > 4_000
     assert found > 500

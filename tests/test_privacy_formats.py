@@ -14,13 +14,13 @@ import pytest
 
 from memory_plugin.privacy import (
     OFFLOAD_THRESHOLD_CHARS,
+    cards,
     own_health,
     redact_json,
     redact_json_value,
     redact_note_text,
     redact_note_text_async,
     redact_sensitive,
-    redaction,
     run_filter,
 )
 
@@ -163,7 +163,7 @@ def _adversarial(size: int) -> str:
 
 
 def test_card_checks_grow_linearly_with_the_input(monkeypatch: pytest.MonkeyPatch) -> None:
-    luhn_calls = _count_calls(monkeypatch, redaction, "_luhn_valid")
+    luhn_calls = _count_calls(monkeypatch, cards, "_luhn_valid")
     redact_sensitive(_adversarial(2_000))
     small = luhn_calls()
     redact_sensitive(_adversarial(20_000))
@@ -174,10 +174,10 @@ def test_card_checks_grow_linearly_with_the_input(monkeypatch: pytest.MonkeyPatc
 
 
 def test_one_long_run_of_digit_groups_costs_no_more_than_its_groups(monkeypatch: pytest.MonkeyPatch) -> None:
-    luhn_calls = _count_calls(monkeypatch, redaction, "_luhn_valid")
+    luhn_calls = _count_calls(monkeypatch, cards, "_luhn_valid")
     run = " ".join(["4539", "1488", "0343", "6460", "12"] * 2)  # 10 groups, below the table cut-off
     redact_sensitive(run)
-    assert luhn_calls() <= 10 * len(redaction._CARD_SHAPES)
+    assert luhn_calls() <= 10 * len(cards._CARD_SHAPES)
 
 
 class _ScanCounter:

@@ -249,19 +249,16 @@ class BudgetRequestWorkflow:
     async def _extract(
         self, session_id: str, user_id: str | UUID, end_of_request: bool, warnings: list[str]
     ) -> tuple[list[MemorizedFact], bool]:
-        """Step 7's facts: extracted now (inline), or queued for the background worker (no facts yet)."""
+        """Step 7's facts: extracted now (inline), or queued for the background worker (no facts yet); the
+        turn's end is the library's (`MemoryManager.finish_turn`), the messages recorded already."""
         inline = self.memory.extracts_inline(self.extract_inline)
-        if inline:
-            run = await self.memory.extract_if_due(session_id, user_id, end_of_request=end_of_request)
-            if run.error is not None:
-                warnings.append(f"fact extraction failed: {run.error}")
-            return list(run.stored), run.trigger is not None
-        scheduled = await self.memory.schedule_extraction(session_id, user_id, end_of_request=end_of_request)
-        if scheduled.error is not None:
-            warnings.append(f"fact extraction could not be queued: {scheduled.error}")
-        elif scheduled.outcome == "full":
+        turn = await self.memory.finish_turn(session_id, user_id, inline=inline, end_of_request=end_of_request)
+        if turn.error is not None:
+            what = "fact extraction failed" if inline else "fact extraction could not be queued"
+            warnings.append(f"{what}: {turn.error}")
+        elif turn.scheduled is not None and turn.scheduled.outcome == "full":
             warnings.append("the memory queue is full: this turn's facts wait for the session's next trigger")
-        return [], scheduled.job_id is not None
+        return (list(turn.extraction.stored) if turn.extraction else []), turn.extraction_ran
 
 
 def _project(session_id: str, short: ShortTermMemory) -> ProjectRecord | None:

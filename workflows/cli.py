@@ -59,7 +59,9 @@ _EXIT_WORDS = {"exit", "quit", "salir", ":q"}
 
 
 def register(app: typer.Typer) -> None:
-    """Add `demo` and `chat` to the `memory-plugin` command line."""
+    """Add `demo` and `chat` to the `memory-plugin` command line (once: a second call adds nothing)."""
+    if any(command.name in {"demo", "chat"} for command in app.registered_commands):
+        return
     app.command("demo")(demo)
     app.command("chat")(chat)
 

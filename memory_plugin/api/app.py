@@ -11,23 +11,20 @@ that does not exist.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
 
+import psycopg
 from fastapi import Depends, FastAPI, Header, Query, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic import ValidationError
+from psycopg_pool import AsyncConnectionPool
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    UserPromptPart,
 )
 from starlette.exceptions import HTTPException
 
@@ -35,7 +32,7 @@ from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
 from ..consent import ConsentStore, memory_notice
-from ..errors import IdempotencyKeyReusedError, MemoryPluginError, StoreUnavailableError
+from ..errors import IdempotencyKeyReusedError, MemoryLimitError, MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
 from ..rows import MemoryKind
 from ..store.base import LongTermStore
@@ -43,23 +40,24 @@ from . import health
 from .auth import AuthenticationError, TokenVerifier
 from .cors import add_cors
 from .docs import add_docs
-from .limits import BodySizeLimit
+from .limits import DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND, BodySizeLimit, RateLimiter
 from .messages import plain_error
 from .schemas import (
     ChatCreate,
     ChatOut,
     ChatPage,
     ChatPatch,
+    ChatPatchOut,
     ChatSearchResult,
     ChatSummaryOut,
     ErrorBody,
     MemorySwitch,
     MemorySwitchIn,
     RecordOut,
-    SimpleTurn,
     Turn,
 )
 from .security import BEARER
+from .turns import TurnRefused, check_text, client_turns
 
 __all__ = ["ApiServices", "create_app"]
 
@@ -73,6 +71,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such chat for this user"},
     413: {"model": ErrorBody, "description": "Body too large"},
     422: {"model": ErrorBody, "description": "Invalid request"},
+    429: {"model": ErrorBody, "description": "Request rate or a per-user limit reached (see Retry-After)"},
     503: {"model": ErrorBody, "description": "Database unavailable"},
 }
 
@@ -101,16 +100,19 @@ class ApiServices:
     """Streams the user's export (`GET /api/memory/export`); None: the route answers 404."""
     consent: ConsentStore | None = None
     """The user's memory switch (`GET/PUT /api/memory/pause`); None: the routes answer 404."""
+    pool: AsyncConnectionPool[Any] | None = None
+    """The pool the services share: the dashboard's own user-scoped statements run on it (`memory_plugin.dashboard`)."""
 
 
 class ApiError(Exception):
-    """An error answered with the API's error body."""
+    """An error answered with the API's error body (and `headers`, e.g. `Retry-After`)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -118,29 +120,19 @@ def _error(status: int, code: str, message: str, headers: dict[str, str] | None 
 
 
 def _turns(raw: Sequence[Turn]) -> list[ModelMessage]:
-    """Plain turns become a user request or an assistant response; other entries must be pydantic-ai messages."""
-    out: list[ModelMessage] = []
-    for index, turn in enumerate(raw):
-        if isinstance(turn, SimpleTurn):
-            if turn.role == "user":
-                out.append(ModelRequest(parts=[UserPromptPart(turn.content)]))
-            else:
-                out.append(ModelResponse(parts=[TextPart(turn.content)]))
-            continue
-        if "kind" not in turn and "role" in turn:  # meant as a plain turn: say what is wrong with it
-            try:
-                SimpleTurn.model_validate(turn)
-            except ValidationError as exc:
-                raise ApiError(422, "invalid_turn", plain_error(exc.errors()[0], ("turns", index))) from exc
-        try:
-            out.extend(ModelMessagesTypeAdapter.validate_python([turn]))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise ApiError(
-                422, "invalid_turn", f"turns[{index}] is neither {{role, content}} nor a pydantic-ai message:"
-                f" {first['msg']} at {'.'.join(map(str, first['loc']))}",
-            ) from exc  # fmt: skip
-    return out
+    """The messages to store for a request's turns (`turns.client_turns`), refusals as the API's 422."""
+    try:
+        return client_turns(raw)
+    except TurnRefused as exc:
+        raise ApiError(422, exc.code, exc.message) from exc
+
+
+def _text(value: str | None, where: str) -> None:
+    """Refuse a NUL or an unpaired surrogate in a text field (Postgres stores neither) with 422 `invalid_text`."""
+    try:
+        check_text(value, where)
+    except TurnRefused as exc:
+        raise ApiError(422, exc.code, exc.message) from exc
 
 
 def _summary(row: ChatRow | ChatHit) -> ChatSummaryOut:
@@ -171,7 +163,19 @@ async def current_user(
 ) -> UUID:
     """The user of the request's bearer token (401 otherwise); `BEARER` puts the scheme in the OpenAPI schema."""
     services: ApiServices = request.app.state.services
-    return await services.verifier.user_of(request.headers.get("authorization"))
+    user = await services.verifier.user_of(request.headers.get("authorization"))
+    limiter: RateLimiter = request.app.state.rate_limiter
+    wait = limiter.wait(user)
+    if wait > 0:
+        seconds = max(1, math.ceil(wait))
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"too many requests: at most {limiter.rate:g} a second after a burst of {limiter.burst}; retry in"
+            f" {seconds} s",
+            {"Retry-After": str(seconds)},
+        )
+    return user
 
 
 # Module level: FastAPI resolves the (postponed) annotations of the routes in this module's globals.
@@ -179,11 +183,18 @@ User = Annotated[UUID, Depends(current_user)]
 
 
 def create_app(
-    services: ApiServices, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, cors_origins: Sequence[str] = ()
+    services: ApiServices,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    cors_origins: Sequence[str] = (),
+    rate_per_second: float = DEFAULT_RATE_PER_SECOND,
+    rate_burst: int = DEFAULT_RATE_BURST,
 ) -> FastAPI:
-    """The FastAPI app serving `services`; `cors_origins`: browser origins allowed to call it (none: no CORS)."""
+    """The FastAPI app serving `services`; `cors_origins`: browser origins allowed to call it (none: no CORS);
+    `rate_per_second` / `rate_burst`: each user's request rate (`limits.RateLimiter`; 0: no limit)."""
     app = FastAPI(title="memory_plugin API", version="1", responses=_ERRORS, docs_url=None, redoc_url=None)
     app.state.services = services
+    app.state.rate_limiter = RateLimiter(rate_per_second, rate_burst)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     add_cors(app, cors_origins)  # added last: outermost, so preflights and error answers carry its headers
     add_docs(app)
@@ -191,7 +202,7 @@ def create_app(
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message)
+        return _error(exc.status, exc.code, exc.message, exc.headers)
 
     @app.exception_handler(AuthenticationError)
     async def auth_error(request: Request, exc: AuthenticationError) -> JSONResponse:
@@ -205,6 +216,12 @@ def create_app(
     async def key_reused(request: Request, exc: IdempotencyKeyReusedError) -> JSONResponse:
         return _error(422, "idempotency_key_reused", str(exc))
 
+    @app.exception_handler(MemoryLimitError)
+    async def limit_reached(request: Request, exc: MemoryLimitError) -> JSONResponse:
+        # A count per user (chats, …) or the write rate, enforced by the library or the database.
+        wait = None if exc.retry_after is None else str(max(1, math.ceil(exc.retry_after)))
+        return _error(429, "limit_reached", str(exc), {"Retry-After": wait} if wait else None)
+
     @app.exception_handler(MemoryPluginError)
     async def plugin_error(request: Request, exc: MemoryPluginError) -> JSONResponse:
         logger.warning("API request failed: %s", exc)
@@ -214,6 +231,16 @@ def create_app(
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"msg": "invalid request", "loc": ()}
         return _error(422, "invalid_request", plain_error(first))
+
+    @app.exception_handler(UnicodeError)
+    async def bad_text(request: Request, exc: UnicodeError) -> JSONResponse:
+        return _error(422, "invalid_text", "the request holds text that is not valid UTF-8: send valid UTF-8 text")
+
+    @app.exception_handler(psycopg.DataError)
+    async def bad_data(request: Request, exc: psycopg.DataError) -> JSONResponse:
+        # Postgres's own message quotes the statement: logged, never answered.
+        logger.warning("API request refused by the database: %s", type(exc).__name__)
+        return _error(422, "invalid_text", "the database cannot store a value of this request (a NUL or invalid text)")
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -228,6 +255,7 @@ def create_app(
     @app.post("/api/chats", status_code=201, response_model=ChatOut, tags=["chats"])
     async def create_chat(body: ChatCreate, user: User) -> ChatOut:
         """Start a chat (optionally with a title and first turns)."""
+        _text(body.title, "title")
         row = await services.chats.create(user, title=body.title, turns=_turns(body.turns))
         return _chat(row)
 
@@ -243,6 +271,7 @@ def create_app(
         if id is not None:
             return _chat(await own_chat(user, id))
         if search is not None:
+            _text(search, "query parameter search")
             match = await services.chats.find(user, search)
             return ChatSearchResult(
                 chosen=_summary(match.chosen) if match.chosen else None,
@@ -256,15 +285,17 @@ def create_app(
         """One chat with both histories."""
         return _chat(await own_chat(user, chat_id))
 
-    @app.patch("/api/chats/{chat_id}", response_model=ChatOut, tags=["chats"])
+    @app.patch("/api/chats/{chat_id}", response_model=ChatPatchOut, tags=["chats"])
     async def patch_chat(
         chat_id: UUID,
         body: ChatPatch,
         user: User,
         idempotency_key: Annotated[str | None, _IDEMPOTENCY_KEY] = None,
-    ) -> ChatOut:
+    ) -> ChatPatchOut:
         """Append turns (compaction runs when needed) and/or rename the chat. Send an `Idempotency-Key` header
-        to make a retried append store its turns once."""
+        to make a retried append store its turns once. Answers with what changed (the appended turns), not the
+        whole chat: its cost stays that of the request however long the chat grows."""
+        _text(body.title, "title")
         turns = _turns(body.turns)
         # The writes answer "no such chat" themselves, and the append returns the chat after it (compacted,
         # summarised): a read is needed only when nothing was appended.
@@ -278,7 +309,18 @@ def create_app(
             appended = await services.chats.append(
                 user, chat_id, turns, idempotency_key=idempotency_key, request_hash=same
             )
-        return _chat(appended or await own_chat(user, chat_id))
+        row = appended or await own_chat(user, chat_id)
+        return ChatPatchOut(
+            id=row.id,
+            title=row.title,
+            summary_text=row.summary_text,
+            turn_count=row.turn_count,
+            last_activity_at=row.last_activity_at,
+            created_at=row.created_at,
+            # `full_history` is append-only: this request's turns are its last ones.
+            appended=row.full_history[-len(turns) :] if turns else [],
+            assistant_turn_count=len(row.assistant_history),
+        )
 
     @app.delete("/api/chats/{chat_id}", status_code=204, tags=["chats"])
     async def delete_chat(chat_id: UUID, user: User) -> Response:

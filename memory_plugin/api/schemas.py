@@ -9,7 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "ChatCreate", "ChatOut", "ChatPage", "ChatPatch", "ChatSearchResult", "ChatSummaryOut", "ErrorBody",
+    "ChatCreate", "ChatOut", "ChatPage", "ChatPatch", "ChatPatchOut", "ChatSearchResult", "ChatSummaryOut", "ErrorBody",
     "ErrorDetail", "RecordOut", "SimpleTurn",
 ]  # fmt: skip
 
@@ -65,6 +65,19 @@ class ChatOut(ChatSummaryOut):
     created_at: datetime
     full_history: list[dict[str, Any]]
     assistant_history: list[dict[str, Any]]
+
+
+class ChatPatchOut(ChatSummaryOut):
+    """What a `PATCH` changed: the chat's summary fields and title as they are now, the turns it appended, and the
+    size of the model-visible history. Bounded by the request (at most `MAX_TURNS_PER_REQUEST` turns), never the
+    whole chat: `GET /api/chats/{id}` reads the histories."""
+
+    created_at: datetime
+    appended: list[dict[str, Any]]
+    """The turns this request appended, as stored (pydantic-ai message JSON); on a retry with the same
+    `Idempotency-Key`, the turns the first attempt stored. Empty for a rename."""
+    assistant_turn_count: int
+    """Messages in the model-visible history after compaction."""
 
 
 class ChatPage(BaseModel):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from uuid import UUID
 
 import psycopg
 from fastapi import FastAPI
@@ -31,6 +32,7 @@ from ..store.postgres import PostgresStore
 from .app import ApiServices, create_app
 from .auth import TokenVerifier
 from .cors import parse_origins
+from .devtoken import mint_dev_token
 
 __all__ = ["build_app", "serve"]
 
@@ -91,6 +93,7 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
             memory=store,
             exporter=PoolExporter(store.pool),
             consent=ConsentStore(pool=store.pool),
+            pool=store.pool,
         )
     finally:
         await store.close()
@@ -98,6 +101,17 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
             supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await supervisor
+
+
+def _add_dashboard(app: FastAPI, services: ApiServices, settings: MemorySettings) -> None:
+    """The user's dashboard at /dashboard; its development sign-in only with MEMORY_API_DEV_TOKENS=1 and a secret."""
+    from ..dashboard import add_dashboard
+
+    if services.pool is None:
+        return
+    dev = settings.api_dev_tokens and settings.jwt_secret is not None
+    minter: Callable[[UUID], str] | None = (lambda user: mint_dev_token(settings, user)) if dev else None
+    add_dashboard(app, services, services.pool, dev_login=minter)
 
 
 def build_app(settings: MemorySettings) -> FastAPI:
@@ -111,7 +125,10 @@ def build_app(settings: MemorySettings) -> FastAPI:
                 services,
                 max_body_bytes=settings.api_max_body_bytes,
                 cors_origins=parse_origins(settings.api_cors_origins),
+                rate_per_second=settings.api_rate_per_second,
+                rate_burst=settings.api_rate_burst,
             )
+            _add_dashboard(inner, services, settings)
             holder["app"] = inner
             outer.mount("/", inner)
             yield

@@ -8,6 +8,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
 from ..errors import StoreError
 from ..logs import LOG_PREFIX, logger
 from ..settings import MemorySettings
@@ -30,14 +35,27 @@ __all__ = [
 ]
 
 
-async def open_job_queue(settings: MemorySettings, database_url: str | None) -> JobQueue:
-    """The durable Postgres queue on `database_url`, or the in-process queue without one (or when the
-    database cannot be reached now: the work is then not durable, and a warning says so)."""
+async def open_job_queue(
+    settings: MemorySettings,
+    database_url: str | None,
+    *,
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None,
+) -> JobQueue:
+    """The durable Postgres queue on `pool` (the manager's one pool) or else on a pool of its own on
+    `database_url`; the in-process queue without either (or when the database cannot be reached now: the work
+    is then not durable, and a warning says so)."""
     in_process = InProcessJobQueue(
         max_pending=settings.background_max_pending_jobs,
         max_messages=settings.max_messages_per_session,
         max_pending_per_user=settings.background_max_pending_jobs_per_user,
     )
+    if pool is not None:
+        return PostgresJobQueue(
+            pool,
+            max_pending=settings.background_max_pending_jobs,
+            max_messages=settings.max_messages_per_session,
+            max_pending_per_user=settings.background_max_pending_jobs_per_user,
+        )
     if database_url is None:
         return in_process
     try:

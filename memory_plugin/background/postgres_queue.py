@@ -63,8 +63,8 @@ def job_from_row(row: dict[str, Any]) -> ExtractionJob:
 
 
 class PostgresJobQueue:
-    """The durable queue on a small psycopg pool of its own (the worker's statements never wait behind the
-    store's user statements)."""
+    """The durable queue on the pool it is given (the manager's one pool, `runtime/assembly.py`) or, through
+    `connect`, on a small pool of its own (the API and tools that open only a queue)."""
 
     def __init__(
         self,
@@ -73,8 +73,11 @@ class PostgresJobQueue:
         max_pending: int,
         max_messages: int,
         max_pending_per_user: int = 100,
+        owns_pool: bool = False,
     ) -> None:
         self._pool = pool
+        self._owns_pool = owns_pool
+        """True when `close` closes the pool (the one `connect` opened); a pool handed in is its giver's."""
         self.max_pending = max_pending
         self.max_messages = max_messages
         self.max_pending_per_user = max_pending_per_user
@@ -111,7 +114,13 @@ class PostgresJobQueue:
         except (PoolTimeout, psycopg.OperationalError) as exc:
             await pool.close()
             raise StoreUnavailableError(f"cannot connect the job queue to Postgres: {exc}") from exc
-        return cls(pool, max_pending=max_pending, max_messages=max_messages, max_pending_per_user=max_pending_per_user)
+        return cls(
+            pool,
+            max_pending=max_pending,
+            max_messages=max_messages,
+            max_pending_per_user=max_pending_per_user,
+            owns_pool=True,
+        )
 
     @property
     def name(self) -> Literal["postgres"]:
@@ -200,5 +209,6 @@ class PostgresJobQueue:
         )
 
     async def close(self) -> None:
-        """Close the pool; queued jobs stay in the table."""
-        await self._pool.close()
+        """Close the pool if the queue opened it; queued jobs stay in the table."""
+        if self._owns_pool:
+            await self._pool.close()

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from ..backoff import backoff_delay
 from ..logs import LOG_PREFIX, logger
-from ..outage.resilient import backoff_delay
 from .jobs import ExtractionJob, JobQueue
 
 __all__ = ["BackgroundWorker", "JobHandler", "WorkerStats", "wait_settled"]

@@ -12,13 +12,13 @@ import typer
 
 from ..database import EmbeddedPostgres
 from ..database.admin import ArchiveReport, MemoryAdmin
-from ..database.connector import DatabaseConnector
 from ..database.embedded import stop_embedded
 from ..database.migrations import migrate
 from ..errors import MemoryPluginError
 from ..outage.journal import WriteJournal
 from ..quality.decay import DecayPolicy
 from ..retention.policy import RetentionReport
+from ..runtime.connector import DatabaseConnector
 from ..settings import MemorySettings
 from .common import DataDirOption, UserOption, app, fail, load_settings, out, parse_user, run
 

@@ -17,32 +17,24 @@ __all__ = ["serve", "worker_command"]
 
 
 async def _worker(settings: MemorySettings, *, retry_dead: bool, drain: bool) -> None:
-    from ..context.builder import ContextBuilder
-
     settings = settings.model_copy(update={"background_worker": True})
-    context: ContextBuilder | None = None
-    try:
-        async with MemoryManager.open(settings) as memory:
-            queue = await memory.queue_status()
-            if queue.backend != "postgres":
-                raise fail("the worker needs the Postgres queue: set MEMORY_DATABASE_URL to the application's database")
-            if retry_dead:
-                revived = await memory.retry_dead_jobs()
-                out().print(f"{revived} dead jobs queued again")
-                return
-            # The facts its jobs write patch the users' slots, and a due rolling summary is written in the
-            # job's own call, as in the application's process.
-            context = await ContextBuilder.open(memory, settings, database_url=memory.database_url)
-            context.follow(memory.extraction)
-            out().print(f"worker running ({settings.background_concurrency} jobs at a time); Ctrl-C stops it")
-            while True:
-                await asyncio.sleep(settings.background_poll_seconds)
-                if drain and not (await memory.queue_status()).depth:
-                    break
-    finally:
-        # Closed after the manager, whose exit lets running jobs finish (and patch the slots) first.
-        if context is not None:
-            await context.close()
+    async with MemoryManager.open(settings) as memory:
+        queue = await memory.queue_status()
+        if queue.backend != "postgres":
+            raise fail("the worker needs the Postgres queue: set MEMORY_DATABASE_URL to the application's database")
+        if retry_dead:
+            revived = await memory.retry_dead_jobs()
+            out().print(f"{revived} dead jobs queued again")
+            return
+        # The facts its jobs write patch the users' slots, and a due rolling summary is written in the job's
+        # own call, as in the application's process: the manager's own context builder, on its one pool
+        # (closed after the manager's worker let running jobs finish).
+        await memory.context_builder()
+        out().print(f"worker running ({settings.background_concurrency} jobs at a time); Ctrl-C stops it")
+        while True:
+            await asyncio.sleep(settings.background_poll_seconds)
+            if drain and not (await memory.queue_status()).depth:
+                break
 
 
 @app.command("worker")

@@ -14,10 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..background import QueueStatus
-from ..database.connector import DatabaseConnector
 from ..extraction.rules import RuleBasedExtractor
 from ..manager import MemoryManager
 from ..outage.journal import WriteJournal
+from ..runtime.connector import DatabaseConnector
 from ..settings import MemorySettings
 from ..store.status import BackendStatus
 from .common import DataDirOption, app, fail, load_settings, out, run

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from opentelemetry import trace
+from psycopg_pool import AsyncConnectionPool
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
@@ -43,7 +44,8 @@ from .store import (
     apply_facts_to_slots,
     session_scope,
 )
-from .summary import RollingSummarizer, SummaryPlan, SummaryPolicy, SummaryUpdate
+from .summarizer import RollingSummarizer, SummaryPlan, SummaryUpdate
+from .summary import SummaryPolicy
 from .tokens import TokenCounter, token_counter
 
 if TYPE_CHECKING:
@@ -176,12 +178,16 @@ class ContextBuilder:
         database_url: str | None,
         model: Model | str | None = None,
         wait: bool = True,
+        pool: AsyncConnectionPool[Any] | None = None,
     ) -> ContextBuilder:
-        """A builder on Postgres at `database_url` (its own small pool: `MemoryManager.database_url`), or in
-        RAM when None (a manager on `InMemoryStore`). Close it with `close`. `wait=False`: do not wait for
-        the first connection (the manager's own builder: a database down now is reported per turn)."""
+        """A builder on the Postgres `pool` it is given (the manager's one pool), else on Postgres at
+        `database_url` (its own small pool: `MemoryManager.database_url`), or in RAM when both are None (a
+        manager on `InMemoryStore`). Close it with `close` (a pool handed in stays open). `wait=False`: do not
+        wait for the first connection (a database down now is reported per turn)."""
         store: ContextStore = (
-            await PostgresContextStore.connect(
+            PostgresContextStore(pool)
+            if pool is not None
+            else await PostgresContextStore.connect(
                 database_url,
                 connect_timeout=settings.connect_timeout_seconds,
                 wait=wait,

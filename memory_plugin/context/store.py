@@ -28,6 +28,8 @@ from ..models import MemorizedFact, UserPreferences, utc_now
 from .slots import SlotPatch, Slots, patch_from_facts
 
 __all__ = [
+    "SESSION_SUMMARIES_KEPT",
+    "SESSION_SUMMARY_MAX_AGE_DAYS",
     "SUMMARY_VERSIONS_KEPT",
     "USER_SCOPE",
     "ContextStore",
@@ -41,6 +43,12 @@ __all__ = [
 
 SUMMARY_VERSIONS_KEPT = 3
 """Versions of each rolling summary kept for rollback (the newest is the current one)."""
+SESSION_SUMMARIES_KEPT = 200
+"""Sessions per user whose rolling summaries are kept on Postgres: a new session's summary deletes those of the
+user's sessions beyond the newest 200 (by their last version), so a long-time user never reaches the database's
+`summaries_per_user` limit (3,000 rows: 3 versions of 1,000 scopes)."""
+SESSION_SUMMARY_MAX_AGE_DAYS = 90
+"""A session summary not rewritten for this many days is deleted at the user's next session summary."""
 SummaryKind = Literal["model", "extractive", "resync"]
 """Who wrote a summary: the summarizer model, the offline extractive fallback, or a resync from facts."""
 USER_SCOPE = "user"
@@ -255,6 +263,18 @@ with added as (
 )
 select * from added
 """
+# The user's session summaries past the newest kept sessions or the age limit (one grouped scan of their rows).
+_PRUNE_SESSION_SUMMARIES_SQL = """
+delete from public.memory_summaries m using (
+    select scope from (
+        select scope, max(created_at) as last_at, row_number() over (order by max(created_at) desc) as n
+        from public.memory_summaries
+        where user_id = %(user)s and scope like 'session:%%' and scope <> %(scope)s
+        group by scope
+    ) s where s.n > %(keep)s or s.last_at < now() - make_interval(days => %(days)s)
+) old
+where m.user_id = %(user)s and m.scope = old.scope
+"""
 _DROP_LATEST_SQL = """
 delete from public.memory_summaries where user_id = %(user)s and scope = %(scope)s
 and version = (select max(version) from public.memory_summaries where user_id = %(user)s and scope = %(scope)s)
@@ -266,8 +286,10 @@ class PostgresContextStore:
 
     Shares the long-term store's pool: `PostgresContextStore(postgres_store.pool)`."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], *, owns_pool: bool = False) -> None:
         self._pool = pool
+        self._owns_pool = owns_pool
+        """True when `close` closes the pool (the one `connect` opened); a pool handed in is its giver's."""
 
     @classmethod
     async def connect(
@@ -295,11 +317,12 @@ class PostgresContextStore:
         except (PoolTimeout, psycopg.OperationalError) as exc:
             await pool.close()
             raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
-        return cls(pool)
+        return cls(pool, owns_pool=True)
 
     async def close(self) -> None:
-        """Close the pool."""
-        await self._pool.close()
+        """Close the pool if this store opened it."""
+        if self._owns_pool:
+            await self._pool.close()
 
     async def _run(self, user_id: UUID, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         with postgres_errors("the context-memory operation"):
@@ -346,8 +369,9 @@ class PostgresContextStore:
         covered_from: datetime | None = None,
     ) -> SummaryVersion:
         """A new current version (two writers racing for the same version number: the loser retries once)."""
+        scope = _check_scope(scope)
         params = {
-            "scope": _check_scope(scope),
+            "scope": scope,
             "content": content,
             "kind": kind,
             "language": language,
@@ -357,6 +381,9 @@ class PostgresContextStore:
             "covered_from": covered_from,
             "kept": SUMMARY_VERSIONS_KEPT,
         }
+        if scope.startswith("session:"):
+            prune = {"scope": scope, "keep": SESSION_SUMMARIES_KEPT - 1, "days": SESSION_SUMMARY_MAX_AGE_DAYS}
+            await self._run(user_id, _PRUNE_SESSION_SUMMARIES_SQL, prune)
         try:
             rows = await self._run(user_id, _ADD_SUMMARY_SQL, params)
         except StoreError as exc:

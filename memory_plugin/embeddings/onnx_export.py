@@ -139,7 +139,7 @@ def _prune(cache_dir: Path, *, keep: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Export the graph into `--data-dir`/onnx (default: `MEMORY_DATA_DIR`), unless it is there already."""
     from ..settings import MemorySettings
-    from .local import load_sentence_transformer, model_dir
+    from .model_files import load_sentence_transformer, model_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data-dir", type=Path, default=None)

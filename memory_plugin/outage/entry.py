@@ -10,23 +10,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from uuid import UUID
 
-from psycopg.conninfo import conninfo_to_dict
-
+from ..database.urls import database_identity
 from ..quality.rules import WriteRules
 from ..rows import MemoryItem
 
 __all__ = ["CancelledWrites", "JournalEntry", "database_identity", "journal_path", "parse_entry", "rejection_reason"]
-
-
-def database_identity(url: str) -> str:
-    """What identifies a Postgres database for the journal: host (or socket directory), port and database
-    name from a connection URL or conninfo string; the user and password are left out (the same database
-    reached as another role is the same database)."""
-    params = conninfo_to_dict(url)
-    host = str(params.get("host") or params.get("hostaddr") or "")
-    port = str(params.get("port") or "5432")
-    dbname = str(params.get("dbname") or params.get("user") or "")
-    return f"postgresql://{host}:{port}/{dbname}"
 
 
 def journal_path(data_dir: Path, identity: str) -> Path:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Literal
 from uuid import UUID
 
+from ..backoff import backoff_delay
 from ..errors import MemoryLimitError, StatementLimitError, StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..store.base import LongTermStore
@@ -26,19 +27,11 @@ __all__ = ["JournalReplay", "backoff_delay"]
 
 _State = Literal["done", "held", "down"]
 """What became of an entry: done with (applied or set aside), held (its user waits), or down (an outage)."""
-_RNG = random.Random()
 _MAX_REFUSALS = 3
 """Replays of one entry the database refuses (an error other than unavailability) before it is set aside."""
 _REPLAY_CHUNK = 1000
 """Entries replayed between two rewrites of the journal: bounds the (idempotent) work redone after a crash
 without rewriting a long journal after every entry."""
-
-
-def backoff_delay(attempt: int, *, base: float, maximum: float, rng: random.Random | None = None) -> float:
-    """Seconds before retry number `attempt` (0 for the first): `base * 2**attempt` capped at `maximum`, with
-    "equal jitter" (half fixed, half random), so many processes do not retry in lockstep yet never spin."""
-    ceiling = min(maximum, base * 2.0 ** min(attempt, 60))
-    return ceiling / 2 + (rng or _RNG).uniform(0, ceiling / 2)
 
 
 class JournalReplay(PrimaryHealth):

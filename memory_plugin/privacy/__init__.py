@@ -1,7 +1,9 @@
 """What never reaches long-term memory: the sensitive-data policy every write goes through.
 
 - `redaction.py`: payment cards (Luhn), IBANs (mod 97), national ids, SSNs, passwords and API keys →
-  placeholders, judged by checksums and context words, in linear time.
+  placeholders, judged by checksums and context words, in linear time; its passes live in `api_keys.py`
+  (provider keys, tokens, private keys, connection strings), `identifiers.py` (IBAN, DNI/NIE, SSN),
+  `cards.py`, `passwords.py`, over the shared gates and triggers of `scan.py`.
 - `health.py`: clinical details of an extracted fact reduced to a non-clinical note or
   dropped.
 - `own_health.py`: the speaker's own clinical detail in a verbatim note, as spans to redact.

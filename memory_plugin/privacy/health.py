@@ -64,7 +64,28 @@ _DIAGNOSIS_WORDS = (
     r"|apnoea|crohn\w*|celiac\w*|celiaqu\w*|infarto|heart\s+attack|ictus|(?:had|suffered)\s+a\s+(?:\w+\s+)?stroke|covid\w*"
     r"|embarazad\w*|embarazo|pregnan\w*|quimioterapia|chemotherapy|chemo|dialisis|dialysis|cirugia|surgery"
     r"|hernia\w*|diagnosticad\w*|diagnosed|diagnostico\s+de|diagnosis\s+of|lupus|fibromialgia|fibromyalgia"
-    r"|anemia|anaemia|psoriasis|anorexia|bulimia|tuberculosis)"
+    r"|anemia|anaemia|psoriasis|anorexia|bulimia|tuberculosis"
+    # Further conditions, injuries and procedures people state of themselves in chat.
+    r"|linfoma\w*|lymphoma\w*|melanoma\w*|carcinoma\w*|sarcoma\w*|metasta\w*|anxiety\s+disorder|panic\s+attacks?"
+    r"|ataques?\s+de\s+panico|insomni\w*|hipotiroid\w*|hypothyroid\w*|hipertiroid\w*|hyperthyroid\w*|thyroid"
+    r"|tiroides|neumonia|pneumonia|bronquitis|bronchitis|influenza|flu|(?:la|con|tengo)\s+gripe"
+    r"|(?:kidney|urinary|ear|chest|sinus|throat|bladder|lung)\s+infection|uti"
+    r"|infeccion\s+de\s+(?:orina|oido|garganta|pulmon|rinon)|menisc\w*|ligament\w*|(?:a|una|my|mi)\s+fractur\w*"
+    r"|fractured|broke\s+my\s+(?:wrist|arm|leg|ankle|foot|hand|hip|collarbone|rib|finger|toe|nose|back)"
+    r"|rompi\s+(?:la|el)\s+(?:muneca|brazo|pierna|tobillo|pie|mano|cadera|clavicula|costilla|dedo|nariz)"
+    r"|escayola|polyps?|polipos?|gallbladder|vesicula|kidney\s+stones?|calculos?\s+renal\w*"
+    r"|piedras?\s+en\s+el\s+rinon|pacemaker|marcapasos|wisdom\s+teeth|muelas?\s+del\s+juicio|ivf|fiv"
+    r"|fertility\s+treatment|tratamiento\s+de\s+fertilidad|in\s+vitro|hospitali[sz]ed|hospitalizad\w*"
+    r"|me\s+ingresaron|estuve\s+ingresad[oa]|admitted\s+to\s+(?:the\s+)?hospital"
+    r"|me\s+(?:operan|operaron|van\s+a\s+operar|han\s+operado|tienen\s+que\s+operar)|operad[oa]\s+de|operarme"
+    r"|intervencion\s+quirurgica|(?:hip|knee|shoulder)\s+replacement|protesis\s+de\s+(?:cadera|rodilla|hombro)"
+    r"|transplant\w*|trasplante\w*|radiotherap\w*|radioterapia|radiation\s+therapy|quimio|physiotherap\w*|physio"
+    r"|fisioterap\w*|fisio|colonoscop\w*|endoscop\w*|gastroscop\w*|mammogram\w*|mamografia|mri"
+    r"|resonancia\s+magnetica|(?:hacen|hicieron|hacerme)\s+una\s+resonancia|in\s+therapy|en\s+terapia|therapist"
+    r"|terapeuta|psychiatrist|psiquiatra|psicolog[oa]|psychologist|cpap|my\s+stroke|dementia|demencia|glaucoma"
+    r"|cataracts?|cataratas|tinnitus|acufenos|endometriosis|infertili\w*|miscarriage|aborto\s+espontaneo"
+    r"|arrhythmia|arritmia|cardiopatia|cirrhosis|cirrosis|pancreatitis|gastritis|ulcers?|ulcera|colitis|sciatica"
+    r"|ciatica|tendinitis|tendonitis|dyslexia|dislexia|ptsd|ocd|eating\s+disorder|herpes)"
 )
 _MEDICATION_WORDS = (
     r"(?:metformin\w*|insulin\w*|ibuprofen\w*|aspirin[as]?|amoxicilina|amoxicillin|antibiotic\w*|paracetamol"
@@ -73,7 +94,17 @@ _MEDICATION_WORDS = (
     r"|atorvastatin\w*|simvastatin\w*|enalapril|losartan|warfarin\w*|sintrom|adalimumab|metotrexato"
     r"|methotrexate|predniso\w*|cortisona|cortisone|antidepresiv\w*|antidepressant\w*|ansiolitic\w*"
     r"|anxiolytic\w*|morfina|morphine|tramadol|opioid\w*|opiace\w*|adderall|ritalin|metilfenidato"
-    r"|methylphenidate)"
+    r"|methylphenidate"
+    # Further medicines and devices: antidepressants, anticonvulsants, sleep, migraine, heart, asthma, hormones.
+    r"|escitalopram|citalopram|lexapro|zoloft|wellbutrin|bupropion|venlafaxin\w*|duloxetin\w*|quetiapin\w*|seroquel"
+    r"|olanzapin\w*|risperidon\w*|trazodon\w*|lithium|ozempic|wegovy|semaglutid\w*|mounjaro|levetiracetam|keppra"
+    r"|lamotrigin\w*|valproat\w*|depakine|gabapentin\w*|pregabalin\w*|lyrica|clonazepam|rivotril|trankimazin"
+    r"|orfidal|lormetazepam|zolpidem|stilnox|sumatript\w*|triptan\w*|statins?|estatinas?|rosuvastatin\w*"
+    r"|anticoagula\w*|bisoprolol|amlodipin\w*|ramipril|penicilin\w*|penicillin\w*|ventolin|salbutamol|symbicort"
+    r"|budesonid\w*|antihistamin\w*|loratadin\w*|cetirizin\w*|montelukast|hormone\s+therapy|terapia\s+hormonal"
+    r"|tamoxifen\w*|contracepti\w*|anticonceptiv\w*|epipen|inhaler\w*|inhalador\w*|medication|medicacion|meds"
+    r"|pastillas?\s+para\s+(?:la|el|los|las|dormir|dolor)|(?:pills|meds|tablets)\s+for\s+(?:my|the)"
+    r"|blood\s+pressure\s+(?:pills|meds|medication|tablets)|insulin\s+pump|bomba\s+de\s+insulina)"
 )
 # A dose: digits and a mass unit in lower case ("850 mg", "0,5 mcg"); "Mg" (magnesium in an alloy) is not one.
 # Written digit first (the look-behind checks the character before it), so the engine skips to the next digit

@@ -94,7 +94,7 @@ _HYPOTHETICAL_WINDOW = 100
 _FIRST_PERSON_WORDS = (
     r"i|i'm|im|i've|ive|i'd|i'll|me|my|myself|mine"
     r"|yo|mi|mis|tengo|tuve|tomo|tome|padezco|padeci|sufro|sufri|estoy|estuve|llevo|sigo|soy|fui|di|mio|mia"
-    r"|conmigo|pille|cogi|contagie|enferme|necesito|uso|use|empece|he\s+(?:sido|tenido|estado|dado|empezado|vuelto)|hice|empece|acabo"
+    r"|conmigo|pille|cogi|contagie|enferme|necesito|uso|use|empece|empiezo|voy|termine|pongo|pincho|inyecto|he\s+(?:sido|tenido|estado|dado|empezado|vuelto)|hice|empece|acabo"
 )
 _FIRST_PERSON = re.compile(r"(?<!\w)" + _words(_FIRST_PERSON_WORDS) + r"\b")
 # Chat drops the subject: "Been battling depression since college", "Got diagnosed in May", "Had covid last
@@ -160,7 +160,7 @@ _FIGURATIVE = re.compile(
 _TOPIC_AFTER = re.compile(
     r"\s*-?(?:charity|charities|research|awareness|run|walk|fundraiser|foundation|society|association|benefit"
     r"|drive|month|day|week|campaign|ward|unit|clinic|center|centre|rules|restrictions|vaccine|vaccines|jab"
-    r"|booster|shot|pandemic|era|times|lockdown|crisis|news)\b"
+    r"|booster|shot|pandemic|era|times|lockdown|crisis|news|battery|batteries|ion|cells?)\b"
 )
 _ECONOMIC = re.compile(r"(?:economic|great|tropical|state\s+of|market|economica?|gran)\s+$")
 _ECONOMIC_AFTER = re.compile(r"^\s*(?:economica|economic)")
@@ -435,7 +435,32 @@ def own_clinical_span_bounds(text: str) -> list[SpanBounds]:
         if topic_after(folded, term_end, term_end + 20) or not _used_clinically(folded, term_start, term_end):
             continue
         spans.append((start, _detail_end(folded, term_start, term_end), (kind,)))
-    return _merge(spans)
+    return _merge([(start, _clause_end(folded, end), kinds) for start, end, kinds in spans])
+
+
+# Where a clause stating clinical detail ends: a sentence or clause mark, or a conjunction starting the next clause
+# ("…, so I cancelled", "… y no puedo hacer turnos"). "because"/"porque"/"por" do not end it: what follows is
+# the reason, often the condition itself ("tomo sertralina por ansiedad", "chemo next week for my lymphoma").
+_CLAUSE_STOP = re.compile(
+    r"[,;:()\n!?¿¡]|\.(?!\d)|\s(?:and|but|so|or|then|although|though|while|whereas|y|e|o|pero|asi|aunque|mientras"
+    r"|luego|entonces)\b"
+)
+# A clause runs at most this far past its clinical term (characters): "next week for my lymphoma, " is 27; a long
+# run-on without a mark is cut at the last space within reach, privacy first.
+_CLAUSE_REACH = 120
+
+
+def _clause_end(folded: str, end: int) -> int:
+    """The end of the clause the clinical detail ending at `end` belongs to: the whole clause is the speaker's
+    clinical statement (its object, reason, schedule), not the term alone."""
+    limit = min(len(folded), end + _CLAUSE_REACH)
+    stop = _CLAUSE_STOP.search(folded, end, limit)
+    if stop is not None:
+        return stop.start()
+    if limit == len(folded):
+        return len(folded.rstrip())
+    space = folded.rfind(" ", end, limit)
+    return space if space > end else end
 
 
 def _detail_end(folded: str, start: int, end: int) -> int:

@@ -4,19 +4,22 @@ score) and re-ranks them (`rerank.py`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from ..embeddings import MemoryEmbedder
 from ..errors import EmbeddingError, InvalidMemoryInputError
 from ..logs import LOG_PREFIX, logger
 from ..settings import MemorySettings
-from ..store import LongTermStore
 from ..validation import check_text
 from .query import analyze_query
 from .rerank import rerank
 from .scored import ScoredMemory
 from .search import SearchQuery
 from .weights import SearchWeights
+
+if TYPE_CHECKING:  # the searcher calls a store and an embedder it is given; retrieval never imports them
+    from ..embeddings import MemoryEmbedder
+    from ..store import LongTermStore
 
 __all__ = ["SearchStats", "Searcher"]
 

@@ -8,18 +8,25 @@ import asyncio
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from ..database.admin import MemoryAdmin
+from ..database.classify import is_unreachable, store_error
+from ..database.embedded import EmbeddedPostgres
+from ..database.migrations import migrate
+from ..database.roles import ensure_app_role
+from ..database.urls import database_identity
 from ..errors import StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
-from ..outage.journal import database_identity
 from ..settings import MemorySettings
 from ..store.postgres import PostgresStore
-from .admin import MemoryAdmin
-from .classify import is_unreachable, store_error
-from .embedded import EmbeddedPostgres
-from .migrations import migrate
-from .roles import ensure_app_role
 
-__all__ = ["DatabaseConnector"]
+__all__ = ["DatabaseConnector", "pool_size"]
+
+
+def pool_size(settings: MemorySettings) -> int:
+    """Most connections the manager's one pool opens: `pool_max_size` for the user statements (long-term
+    store, slots and summaries) plus one per concurrent background job for its queue statements (claim,
+    heartbeat, settle): 10 + 4 = 14 by default, where the three pools it replaces could open 10 + 4 + 4."""
+    return settings.pool_max_size + settings.background_concurrency
 
 
 class DatabaseConnector:
@@ -34,6 +41,8 @@ class DatabaseConnector:
         self.settings = settings
         self.url = settings.database_url.get_secret_value() if settings.database_url is not None else None
         self._embedded: EmbeddedPostgres | None = None
+        self.store: PostgresStore | None = None
+        """The store of the last successful call: its pool is the one every Postgres backend shares."""
         self._supervisor: asyncio.Task[None] | None = None
         # `identity` names the database the journal belongs to, known before connecting (see `journal_path`).
         if self.url is not None:
@@ -43,6 +52,10 @@ class DatabaseConnector:
             self.identity = f"embedded:{self._embedded.pgdata.resolve()}/{self._embedded.database}"
 
     async def __call__(self) -> PostgresStore:
+        self.store = await self._open()
+        return self.store
+
+    async def _open(self) -> PostgresStore:
         if self._embedded is not None:
             return await self._connect_embedded(self._embedded)
         s = self.settings
@@ -87,7 +100,7 @@ class DatabaseConnector:
         return await PostgresStore.connect(
             url,
             min_size=s.pool_min_size,
-            max_size=s.pool_max_size,
+            max_size=pool_size(s),
             connect_timeout=s.connect_timeout_seconds,
             pooler=s.database_pooler,
         )

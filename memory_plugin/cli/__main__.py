@@ -1,0 +1,5 @@
+"""`python -m memory_plugin.cli`: the same command line as the `memory-plugin` script."""
+
+from . import app
+
+app()

@@ -1,0 +1,117 @@
+"""`assemble`: the manager's composition root. It chooses and opens the backends a manager runs on: the
+long-term store (the embedded server or `database_url`, migrated, wrapped in `ResilientStore` unless
+`resilient_store=False`), the session backend, and the ONE psycopg pool every Postgres backend of the process
+shares (store, job queue, slots and summaries): the caller hands the pool in, backends never open their own.
+
+The Postgres session store keeps a pool of its own: its API is synchronous (called off the event loop), so it
+cannot borrow an async pool, and every one of its statements runs as `memory_worker` from the connection's
+start (`database/roles.worker_role_url`). The shared pool connects as the store's role (`memory_plugin_app` on
+the embedded default); the queue and the context store switch role per statement, transaction-locally, as the
+store does (`memory_worker`, `authenticated` with the user's claims), so least privilege is unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from ..database.pooler import transaction_pooled
+from ..database.roles import library_url, worker_role_url
+from ..errors import MemoryPluginError
+from ..outage import ResilientStore, WriteJournal
+from ..session import SessionBackend
+from ..settings import MemorySettings
+from ..store import LongTermStore
+from .connector import DatabaseConnector
+
+__all__ = ["Assembly", "SharedPool", "assemble"]
+
+SharedPool = AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
+"""The one pool: autocommit, rows as dicts (`store/postgres.py` opens it)."""
+
+
+@dataclass
+class Assembly:
+    """What `assemble` opened for one manager."""
+
+    settings: MemorySettings
+    store: LongTermStore
+    """The long-term store (started: connected, or in fallback with the journal replayed)."""
+    sessions: SessionBackend | None
+    """The session backend the settings chose (None: the manager's in-process default)."""
+    connector: DatabaseConnector | None
+    """The database connector (None when a store was passed in)."""
+
+    def library_url(self) -> str | None:
+        """The URL of the library's own connections: the store's role, never the embedded server's superuser
+        (None without a database)."""
+        return _library_url(self.settings, self.connector)
+
+    def pool(self) -> SharedPool | None:
+        """The shared pool, once the store reached the database (None: a store passed in, or a database
+        down at start: the queue then runs in RAM and the context store on a pool of its own, as before)."""
+        if self.connector is None or self.connector.store is None or self.connector.store.pool.closed:
+            return None
+        return self.connector.store.pool
+
+
+def _library_url(settings: MemorySettings, connector: DatabaseConnector | None) -> str | None:
+    if connector is None or connector.url is None:
+        return None
+    return library_url(connector.url, embedded=settings.database_url is None)
+
+
+async def assemble(settings: MemorySettings, *, store: LongTermStore | None = None) -> Assembly:
+    """Open the backends `settings` choose (a `store` passed in is used as is: no database, no shared pool).
+    Closes what it opened if a later step fails."""
+    connector: DatabaseConnector | None = None
+    if store is None:
+        connector = DatabaseConnector(settings)
+        if settings.resilient_store:
+            store = ResilientStore(
+                None,
+                WriteJournal.for_database(settings.data_dir, connector.identity),
+                connect=connector,
+                primary_name="postgres",
+                require_primary=settings.require_pg_memory,
+                cache_size=settings.fallback_cache_users,
+                retry_base_seconds=settings.retry_base_seconds,
+                retry_max_seconds=settings.retry_max_seconds,
+                log_interval_seconds=settings.outage_log_interval_seconds,
+                close_flush_seconds=settings.connect_timeout_seconds,
+            )
+        else:
+            store = await connector()
+    try:
+        await store.start()  # a resilient store connects (or falls back) and replays an earlier run's journal
+        sessions = await _sessions(settings, connector)
+    except BaseException:
+        await store.close()
+        raise
+    return Assembly(settings, store, sessions, connector)
+
+
+async def _sessions(settings: MemorySettings, connector: DatabaseConnector | None) -> SessionBackend | None:
+    if settings.session_backend == "postgres":  # shared by every worker: on the database in use
+        from ..session.postgres_store import postgres_sessions_from_settings
+
+        url = _library_url(settings, connector)
+        if url is None:
+            raise MemoryPluginError(
+                "MEMORY_SESSION_BACKEND=postgres keeps sessions in the manager's own database: set"
+                " MEMORY_DATABASE_URL or let the manager start the embedded one (do not pass store=)"
+            )
+        # As memory_worker (a startup option, which a transaction-mode pooler may not pass on: there the
+        # URL's own role is used).
+        if not transaction_pooled(url, settings.database_pooler):
+            url = worker_role_url(url)
+        return await asyncio.to_thread(postgres_sessions_from_settings, settings, url)
+    if settings.session_backend == "redis":  # shared by every worker: on the deployment's Redis
+        from ..session.redis_store import redis_sessions_from_settings
+
+        return await asyncio.to_thread(redis_sessions_from_settings, settings)
+    return None
