@@ -6,10 +6,12 @@
 -- (rule 1 of memory_upsert_items), or null. The 50 most similar current facts of the item's category and guard,
 -- nearest first from the trigram index user_memory_fact_match_idx, then the rule. 50 bounds the work per item
 -- (0.2-0.4 ms at 10,000 and 50,000 facts of one guard); more than 50 stored wordings at least this similar do
--- not occur in practice. No `%` condition: under RLS (the caller's policies) a non-leakproof operator is not
--- an index condition, so the scan read all of the user's facts of the guard for a filter that fails (a
--- 200-fact write at 800 facts: 5.4 s); the 50 nearest by `<->` are the 50 most similar, and the threshold is
--- applied to them. The planner settings are this statement's alone (not the triggers' of the insert
+-- not occur in practice. `%` (pg_trgm.similarity_threshold, set by the caller) must be an index condition:
+-- it prunes the index pages no fact at least that similar is on. Without it the ordered scan read 75 ms an
+-- item at 50,000 facts sharing most trigrams. Security definer for that: under the caller's RLS, `%` (not
+-- leakproof) is no index condition, and a 200-fact write at 800 facts took 5.4 s. It reads the caller's own
+-- facts only: for an `authenticated` caller p_user_id must be auth.uid(), or nothing is found (tests/
+-- test_cross_tenant.py calls it with another user's id). The planner settings are this statement's alone (not the triggers' of the insert
 -- that follows): ordering by `<->` is what only that index provides, so with sequential scans, bitmap scans
 -- and sorts counted as disabled the plan is that index whatever the statistics say. Planned per call: made on
 -- a table that looked empty, a plan through the user_id index sorted all of the user's facts (5.7 ms an item
@@ -21,7 +23,7 @@ create function memory_private.memory_near_duplicate(
     returns text
     language sql
     stable
-    security invoker
+    security definer
     set search_path = ''
     set plan_cache_mode = force_custom_plan
     set enable_seqscan = off
@@ -34,7 +36,10 @@ as $$
              where m.user_id = p_user_id and m.kind = 'fact'
                and m.invalid_at is null and m.archived_at is null
                and m.category = p_category and m.match_guard = p_guard
+               and m.match_key operator(extensions.%) p_key
                and (m.expires_at is null or m.expires_at > p_now)
+               -- the caller's own facts only (see above); service_role and the owner write for any user
+               and (p_user_id = (select auth.uid()) or coalesce(current_setting('role', true), '') <> 'authenticated')
              order by m.match_key operator(extensions.<->) p_key
              limit 50) as c
      -- words added or dropped, none swapped; and never the fact it replaces
@@ -158,6 +163,12 @@ begin
                  order by r.ord;
             return;
         end if;
+    end if;
+
+    -- The `%` operator's threshold, for this transaction only: the trigram index then returns only rows at
+    -- least as similar as the threshold, and similarity() confirms each one exactly (memory_near_duplicate).
+    if p_near_duplicate_threshold <= 1 then
+        perform set_config('pg_trgm.similarity_threshold', greatest(p_near_duplicate_threshold, 0)::text, true);
     end if;
 
     with raw as (
