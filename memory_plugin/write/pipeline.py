@@ -37,9 +37,9 @@ __all__ = ["WRITE_CHUNK_ITEMS", "WritePipeline", "WriteStats"]
 
 WRITE_CHUNK_ITEMS = 200
 """Most items written in one statement. A write of more is sent in chunks of this size, one after another, inside
-the one call (so its outcome still reports every item). With every per-item probe bounded, a 200-fact chunk took
-about 1-2 s at 0 to 10,000 stored facts on a loaded 2-core machine (load average ~7; 10,000 facts in 50 chunks:
-94 s, 10,000 notes: 46 s), a fifth to two fifths of the app role's 5 s statement_timeout."""
+the one call (so its outcome still reports every item). With every per-item probe bounded, a 200-fact chunk takes
+0.6 s at up to 10,000 stored facts (10,000 facts in 29 s) and at most 2.5 s at load average ~7 on 2 cores
+(bench/write_scaling.py), half of the app role's 5 s statement_timeout at worst."""
 
 
 @dataclass(slots=True)
