@@ -22,7 +22,11 @@ from ..settings import MemorySettings
 from ..store.status import BackendStatus
 from .common import DataDirOption, app, fail, load_settings, out, run
 
-__all__ = ["journal_command", "status_command"]
+__all__ = ["DEGRADED_EXIT_CODE", "journal_command", "status_command"]
+
+DEGRADED_EXIT_CODE = 3
+"""`status`'s exit code when memory is served degraded (3, as a monitoring check's "not OK" that is neither a
+usage error, 2, nor a failure to run, 1)."""
 
 
 async def _status(settings: MemorySettings) -> BackendStatus:
@@ -35,7 +39,10 @@ async def _status(settings: MemorySettings) -> BackendStatus:
 @app.command("status")
 def status_command(data_dir: DataDirOption = None) -> None:
     """Which backend serves memory, whether the database answers, and the outage journal. Opening the
-    memory replays what an earlier run journaled, if the database answers."""
+    memory replays what an earlier run journaled, if the database answers.
+
+    Exit code, for health checks: 0 healthy; 3 degraded (serving from the cache and the journal: the database
+    does not answer, or writes still wait in the journal); 1 the memory could not be opened at all."""
     status = run(_status(load_settings(data_dir)))
     table = Table(title="Memory backend", box=box.SIMPLE_HEAD)
     table.add_column("field")
@@ -45,6 +52,8 @@ def status_command(data_dir: DataDirOption = None) -> None:
             table.add_row(field.name, escape(str(getattr(status, field.name))))
     _queue_rows(table, status.queue)
     out().print(table)
+    if status.backend == "fallback" or not status.postgres_reachable:
+        raise typer.Exit(DEGRADED_EXIT_CODE)
 
 
 def _queue_rows(table: Table, queue: QueueStatus | None) -> None:
