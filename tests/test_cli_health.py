@@ -36,3 +36,23 @@ def test_status_help_documents_the_exit_codes() -> None:
     result = CliRunner().invoke(app, ["status", "--help"], env=WIDE)
 
     assert "3 degraded" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("args", [["--verbose", "status"], ["status", "--verbose"], ["-v", "status"], ["status", "-v"]])
+def test_verbose_works_on_either_side_of_the_subcommand(args: list[str], database_url: str, tmp_path: Path) -> None:
+    env = {**WIDE, "MEMORY_DATABASE_URL": database_url, "MEMORY_DATA_DIR": str(tmp_path)}
+    result = CliRunner().invoke(app, args, env=env)
+
+    assert result.exit_code == 0, result.output
+    assert "backend" in result.output
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_data_dir_works_on_either_side_of_the_subcommand(before: bool, tmp_path: Path) -> None:
+    data_dir = tmp_path / "db"
+    args = ["--data-dir", str(data_dir), "journal"] if before else ["journal", "--data-dir", str(data_dir)]
+    # `journal` reads a local file only: the embedded database is never started.
+    result = CliRunner().invoke(app, args, env={**WIDE, "MEMORY_DATABASE_URL": None, "MEMORY_DATA_DIR": None})
+
+    assert result.exit_code == 0, result.output
+    assert f"journal {data_dir}" in result.output

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Coroutine
+from contextvars import ContextVar
 from datetime import UTC
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -27,6 +28,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from ..errors import MemoryPluginError
 from ..quality.vocabulary import Vocabulary
@@ -50,7 +52,23 @@ __all__ = [
 
 T = TypeVar("T")
 
+_GLOBAL_FLAGS = frozenset({"--verbose", "-v"})
+_GROUP_DATA_DIR: ContextVar[Path | None] = ContextVar("memory_plugin_group_data_dir", default=None)
+
+
+class _OptionsEitherSide(TyperGroup):
+    """The command group that also takes its own flags after the subcommand (`memory-plugin status --verbose`
+    as `memory-plugin --verbose status`): they are moved before it, up to a `--`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        moved = [a for a in args[:end] if a in _GLOBAL_FLAGS]
+        rest = [a for a in args[:end] if a not in _GLOBAL_FLAGS]
+        return super().parse_args(ctx, moved + rest + args[end:])
+
+
 app = typer.Typer(
+    cls=_OptionsEitherSide,
     name="memory-plugin",
     help="Conversational memory for pydantic-ai agents, persisted in Postgres/Supabase.",
     no_args_is_help=True,
@@ -110,6 +128,7 @@ def load_vocabulary(reference: str) -> Vocabulary:
 def load_settings(data_dir: Path | None) -> MemorySettings:
     """`MemorySettings` from the environment (`--data-dir`: the embedded database in that directory), with the
     vocabulary `MEMORY_VOCABULARY_MODULE` names (the generic one by default)."""
+    data_dir = data_dir if data_dir is not None else _GROUP_DATA_DIR.get()  # `memory-plugin --data-dir DIR command`
     try:
         if data_dir is not None:
             settings = MemorySettings(data_dir=data_dir.expanduser().resolve(), database_url=None)
@@ -192,8 +211,11 @@ def records_table(records: list[MemoryRecord], title: str, *, demo: bool = False
 def main(
     ctx: typer.Context,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the plugin's 🧠 [Memory] logs.")] = False,
+    data_dir: DataDirOption = None,
 ) -> None:
-    """Conversational memory for pydantic-ai agents: inspect memory, run workers and the API, open the database."""
+    """Conversational memory for pydantic-ai agents: inspect memory, run workers and the API, open the database.
+    --verbose and --data-dir may also follow the command."""
+    data_dir_token = _GROUP_DATA_DIR.set(data_dir)
     logger = logging.getLogger("memory_plugin")
     saved = (logger.level, logger.propagate)
     handler = RichHandler(console=err(), show_path=False, show_time=False, markup=False)
@@ -207,5 +229,6 @@ def main(
         logger.removeHandler(handler)
         logger.setLevel(saved[0])
         logger.propagate = saved[1]
+        _GROUP_DATA_DIR.reset(data_dir_token)
 
     ctx.call_on_close(restore)
