@@ -1,9 +1,14 @@
 """The command line as a health check and a clear first report: `status`'s exit code, options on either side of
-the subcommand."""
+the subcommand, a connection failure named once by its cause."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+from uuid import uuid4
 
 import pytest
 from typer.testing import CliRunner
@@ -56,3 +61,37 @@ def test_data_dir_works_on_either_side_of_the_subcommand(before: bool, tmp_path:
 
     assert result.exit_code == 0, result.output
     assert f"journal {data_dir}" in result.output
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The command line in a process of its own: psycopg_pool's warnings reach stderr only there (pytest
+    captures logging in-process)."""
+    full = {**os.environ, **WIDE, "PYTHONPATH": str(Path(__file__).parents[1]), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "memory_plugin.cli", *args], env=full, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("url", "cause"),
+    [
+        (CLOSED_PORT, "connection refused"),
+        ("postgresql://postgres@nohost.invalid:5432/memory_plugin", "unknown host"),
+        ("AUTH", "authentication failed"),
+    ],
+)
+def test_a_connection_failure_names_its_cause_once_without_the_pools_warnings(
+    url: str, cause: str, database_url: str, tmp_path: Path
+) -> None:
+    if url == "AUTH":  # the test database, as a role it does not have
+        url = re.sub(r"^postgresql://[^@]*@", "postgresql://nobody:wrong@", database_url)
+    env = {"MEMORY_DATABASE_URL": url, "MEMORY_DATA_DIR": str(tmp_path), "MEMORY_CONNECT_TIMEOUT_SECONDS": "2"}
+    result = _cli("inspect", "--user", str(uuid4()), env=env)
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("error:") == 1, result.stderr
+    assert cause in result.stderr
+    assert "error connecting in" not in result.stderr  # psycopg_pool's warning, once per attempt
+    assert "pool initialization incomplete" not in result.stderr
+    assert "Traceback" not in result.stderr

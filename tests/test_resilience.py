@@ -640,16 +640,16 @@ async def test_the_manager_wraps_its_own_store_and_uses_a_given_one_as_is(
 
 
 def test_the_status_command_reports_the_backend_up_and_down(database_url: str, tmp_path: Path) -> None:
-    def status_lines(url: str) -> dict[str, str]:
+    def status_lines(url: str, exit_code: int = 0) -> dict[str, str]:
         env = {"COLUMNS": "200", "MEMORY_DATABASE_URL": url, "MEMORY_DATA_DIR": str(tmp_path)}
         result = CliRunner().invoke(app, ["status"], env={**env, "MEMORY_CONNECT_TIMEOUT_SECONDS": "0.2"})
-        assert result.exit_code == 0, result.output
+        assert result.exit_code == exit_code, result.output  # 3: degraded
         fields = (line.split(None, 1) for line in result.output.splitlines() if line.strip())
         return {parts[0]: parts[1].strip() for parts in fields if len(parts) == 2}
 
     up = status_lines(database_url)
     assert (up["backend"], up["postgres_reachable"], up["journal_length"]) == ("postgres", "True", "0")
-    down = status_lines(f"postgresql://postgres@/nodb?host={tmp_path}&port=5999")
+    down = status_lines(f"postgresql://postgres@/nodb?host={tmp_path}&port=5999", exit_code=3)
     assert (down["backend"], down["postgres_reachable"]) == ("fallback", "False")
     assert "cannot connect" in down["last_error"]
 

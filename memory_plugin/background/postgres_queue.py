@@ -17,11 +17,11 @@ from uuid import UUID
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from ..database.calls import postgres_errors, run_after_prelude
 from ..database.pooler import PoolerMode, connection_kwargs
-from ..errors import StoreUnavailableError
+from ..database.reach import open_pool
 from ..models import Message
 from ..privacy import redact_sensitive
 from .jobs import EnqueueOutcome, ExtractionJob, QueueStatus, redacted_messages
@@ -109,11 +109,7 @@ class PostgresJobQueue:
             },
             name="memory_plugin-queue",
         )
-        try:
-            await pool.open(wait=True, timeout=connect_timeout)
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            await pool.close()
-            raise StoreUnavailableError(f"cannot connect the job queue to Postgres: {exc}") from exc
+        await open_pool(pool, url, seconds=connect_timeout, what="the job queue ")
         return cls(
             pool,
             max_pending=max_pending,

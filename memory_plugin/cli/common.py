@@ -223,6 +223,11 @@ def main(
     # Quiet by default: the commands print the warnings that matter themselves.
     logger.setLevel(logging.INFO if verbose else logging.ERROR)
     logger.propagate = False
+    # The pool logs every failed connection attempt (a dozen lines while waiting for a server that is down);
+    # the command's error names the cause once.
+    pool_logger = logging.getLogger("psycopg.pool")
+    pool_level = pool_logger.level
+    pool_logger.setLevel(logging.DEBUG if verbose else logging.CRITICAL)
 
     def restore() -> None:
         # The CLI may run inside another program (tests, CliRunner): leave its logging as it was.
@@ -230,5 +235,6 @@ def main(
         logger.setLevel(saved[0])
         logger.propagate = saved[1]
         _GROUP_DATA_DIR.reset(data_dir_token)
+        pool_logger.setLevel(pool_level)
 
     ctx.call_on_close(restore)

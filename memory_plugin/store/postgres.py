@@ -23,11 +23,12 @@ from uuid import UUID
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_after_prelude, user_claims
 from ..database.pooler import PoolerMode, connection_kwargs
-from ..errors import StoreError, StoreUnavailableError
+from ..database.reach import open_pool
+from ..errors import StoreError
 from ..quality.rules import WriteRules
 from ..retrieval.scored import ScoredMemory
 from ..retrieval.search import (
@@ -124,11 +125,7 @@ class PostgresStore(StoreBase):
             },
             name="memory_plugin",
         )
-        try:
-            await pool.open(wait=True, timeout=connect_timeout)
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            await pool.close()
-            raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
+        await open_pool(pool, url, seconds=connect_timeout, what="")
         return cls(pool)
 
     @property

@@ -1,0 +1,69 @@
+"""`open_pool`: open a psycopg pool and, when the database cannot be reached, say why in one line (connection
+refused, authentication failed, unknown host, TLS, timed out) instead of the pool's "pool initialization
+incomplete after N sec", which names no cause.
+
+The pool retries in the background and logs every failed attempt (`psycopg.pool` warnings); the cause is
+taken from one direct connection attempt made only after the pool gave up, so a healthy start costs nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..errors import StoreUnavailableError
+
+__all__ = ["connection_cause", "open_pool"]
+
+# Substrings of libpq's / psycopg's messages, checked in order (no SQLSTATE exists for a client-side failure).
+_CAUSES = (
+    ("connection refused", "connection refused (is the server running, on that host and port?)"),
+    ("failed to resolve host", "unknown host (check the host name in the URL)"),
+    ("could not translate host name", "unknown host (check the host name in the URL)"),
+    ("name or service not known", "unknown host (check the host name in the URL)"),
+    ("password authentication failed", "authentication failed (check the user and password)"),
+    ("ssl", "TLS failed (check sslmode and the server's certificate)"),
+    ("certificate", "TLS failed (check sslmode and the server's certificate)"),
+    ("no such file or directory", "no server at that socket (is it running? check the host directory)"),
+    ("timeout expired", "timed out (is the host reachable, and the port open?)"),
+    ("timed out", "timed out (is the host reachable, and the port open?)"),
+)
+
+
+def connection_cause(exc: BaseException) -> str:
+    """The cause of a failed connection in a few words, with what to check."""
+    state = getattr(exc, "sqlstate", None) or ""
+    text = str(exc).lower()
+    if state.startswith("28") or "authentication" in text or ("role" in text and "does not exist" in text):
+        return "authentication failed (check the user and password)"
+    if state == "3D000":
+        return "unknown database (check the database name in the URL)"
+    return next((cause for needle, cause in _CAUSES if needle in text), "connection failed")
+
+
+async def open_pool(pool: AsyncConnectionPool[Any], url: str, *, seconds: float, what: str) -> None:
+    """Open `pool` (created with `open=False`) within `seconds`; on failure close it and raise
+    `StoreUnavailableError("cannot connect {what} to Postgres: <cause>: <first line of the error>")`."""
+    try:
+        await pool.open(wait=True, timeout=seconds)
+        return
+    except (PoolTimeout, psycopg.OperationalError) as exc:
+        failure: BaseException = exc
+    await pool.close()
+    if isinstance(failure, PoolTimeout):
+        kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
+        failure = await _direct_failure(url, kwargs, seconds) or failure
+    said = str(failure).strip().partition("\n")[0]
+    raise StoreUnavailableError(f"cannot connect {what}to Postgres: {connection_cause(failure)}: {said}") from failure
+
+
+async def _direct_failure(url: str, kwargs: dict[str, Any], seconds: float) -> BaseException | None:
+    """The error of one direct connection attempt (None if it connects: the pool was only slow)."""
+    try:
+        connection = await psycopg.AsyncConnection.connect(url, **{**kwargs, "connect_timeout": max(1, round(seconds))})
+    except psycopg.Error as exc:
+        return exc
+    await connection.close()
+    return None
