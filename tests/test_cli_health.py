@@ -95,3 +95,41 @@ def test_a_connection_failure_names_its_cause_once_without_the_pools_warnings(
     assert "error connecting in" not in result.stderr  # psycopg_pool's warning, once per attempt
     assert "pool initialization incomplete" not in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_demo_output_to_a_terminal_has_no_pydantic_ai_banner(tmp_path: Path) -> None:
+    import pty
+
+    # pydantic-ai shows its banner to a terminal only, never under pytest or CI: a pseudo-terminal, and
+    # an environment without the variables that hide it, show what a user sees.
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTEST_VERSION", "CI", "PYDANTIC_AI_NO_BANNER"}}
+    env.update({**WIDE, "PYTHONPATH": str(Path(__file__).parents[1])})
+    env.pop("MEMORY_DATABASE_URL", None)  # the demo's own embedded database, in tmp_path
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memory_plugin.cli", "demo", "--data-dir", str(tmp_path)],
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        cwd=Path(__file__).parents[1],
+    )
+    os.close(follower)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process ended
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=180) == 0
+    subprocess.run([sys.executable, "-m", "memory_plugin.cli", "stop", "--data-dir", str(tmp_path)], env=env)
+    output = b"".join(chunks).decode("utf-8", "replace")
+
+    assert "Sesión 2" in output  # the demo ran
+    assert "pydantic-ai v" not in output
+    assert "Logfire" not in output

@@ -86,9 +86,19 @@ def _print_turn(console: Console, message: str, turn: BudgetTurn) -> None:
         console.print(f"[yellow]   ⚠ {escape(warning)}[/]")
 
 
+def _own_the_output() -> None:
+    """No pydantic-ai first-run banner: it is printed to a terminal at the first agent run, i.e. between
+    two lines of the conversation these commands print."""
+    import pydantic_ai
+
+    pydantic_ai.BANNER_ENABLED = False
+
+
 async def _demo(settings: MemorySettings, console: Console) -> None:
     from agents.fact_extractor import build_fact_extractor
     from workflows.budget_request import BudgetRequestWorkflow
+
+    _own_the_output()
 
     user = DEMO_USER_ID
     # The demo is offline by design (rule-based extraction, deterministic models), whatever is configured.
@@ -171,6 +181,7 @@ async def _chat(settings: MemorySettings, user: UUID, session: str, console: Con
     from agents.models import resolve_agent_model
     from workflows.budget_request import BudgetRequestWorkflow
 
+    _own_the_output()
     model = resolve_agent_model(settings)
     async with MemoryManager.open(settings, extractor=build_fact_extractor(settings.extraction_model)) as memory:
         workflow = BudgetRequestWorkflow.build(memory, settings)
