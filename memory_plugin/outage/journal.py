@@ -224,6 +224,15 @@ class WriteJournal:
                 out.append((entry, rejection_reason(raw)))
         return out
 
+    def set_aside_count(self) -> int:
+        """How many lines `rejected_path` holds: the entries `rejected` lists and the lines that are not
+        entries (garbage, another format), which an operator must see too although they cannot be readmitted."""
+        if not self.rejected_path.exists():
+            return 0
+        with self._locked():
+            complete, _torn = split_lines(self.rejected_path.read_bytes())
+        return sum(1 for raw in complete if raw.strip())
+
     def readmit(self, write_ids: Collection[UUID] | None = None) -> list[JournalEntry]:
         """Move entries an operator reviewed from `rejected_path` back into the journal, signed with this
         installation's key, so they are replayed: those with the given write ids, or every readable entry
