@@ -26,7 +26,6 @@ the calls that name no user.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections import OrderedDict, deque
@@ -66,13 +65,14 @@ _ENTITY_BYTES = 150  # plus the value twice: its normalised key and its first sp
 _INTENT_BYTES = 100
 
 
-_EMPTY_TEXT = sys.getsizeof("")
+_size = str.__sizeof__  # what sys.getsizeof returns for a str, at a quarter of its cost (~30 ns, like len)
+_EMPTY_TEXT = _size("")
 
 
 def text_bytes(text: str) -> int:
     """The RAM of `text`'s characters: its length for ASCII (what the fixed sizes above were fitted with), up
     to 4 bytes a character (plus a wider header) when it holds an astral-plane character."""
-    return sys.getsizeof(text) - _EMPTY_TEXT
+    return _size(text) - _EMPTY_TEXT
 
 
 def estimated_bytes(message: Message) -> int:
@@ -207,20 +207,24 @@ class SessionStore(SessionLimits):
                 sessions.move_to_end(session.key)
                 self._by_owner[session.key[0]].move_to_end(session_id)
             messages = session.messages
-            delta = sys.getsizeof(message.content) + sys.getsizeof(message.id)
+            delta = _size(message.content) + _size(message.id)
             if len(messages) == messages.maxlen:
                 oldest = messages[0]
-                delta -= sys.getsizeof(oldest.content) + sys.getsizeof(oldest.id)
+                delta -= _size(oldest.content) + _size(oldest.id)
             else:
                 delta += _MESSAGE_BYTES - 2 * _EMPTY_TEXT
             messages.append(message)
             session.messages_seen += 1
             session.size += delta
             self._bytes += delta
-            owner_bytes = self._owner_bytes
-            owner_bytes[session.key[0]] += delta
-            if self._bytes > self.max_bytes or owner_bytes[session.key[0]] > self.max_bytes_per_user:
-                self._enforce_budgets(session)
+            if session.owner is None:  # anonymous sessions have no byte total of their own (no budget)
+                if self._bytes > self.max_bytes:
+                    self._enforce_budgets(session)
+            else:
+                owner_bytes = self._owner_bytes
+                owner_bytes[session.key[0]] += delta
+                if self._bytes > self.max_bytes or owner_bytes[session.key[0]] > self.max_bytes_per_user:
+                    self._enforce_budgets(session)
             return session.messages_seen
 
     def update_entities(
@@ -356,7 +360,8 @@ class SessionStore(SessionLimits):
         self._owners.setdefault(session_id, {})[key[0]] = owner
         self._bytes += session.size
         self._by_owner.setdefault(key[0], OrderedDict())[session_id] = None
-        self._owner_bytes[key[0]] = self._owner_bytes.get(key[0], 0) + session.size
+        if owner is not None:
+            self._owner_bytes[key[0]] = self._owner_bytes.get(key[0], 0) + session.size
         return session
 
     def _mark_active(self, session: _Session, now: float) -> None:
@@ -367,7 +372,8 @@ class SessionStore(SessionLimits):
     def _grow(self, session: _Session, delta: int) -> None:
         session.size += delta
         self._bytes += delta
-        self._owner_bytes[session.key[0]] += delta
+        if session.owner is not None:
+            self._owner_bytes[session.key[0]] += delta
 
     def _enforce_budgets(self, current: _Session) -> None:
         """Evict least recently active sessions until the budgets hold; never the session just written (it is
@@ -403,6 +409,9 @@ class SessionStore(SessionLimits):
         self._bytes -= session.size
         mine = self._by_owner[owner]
         del mine[session_id]
-        self._owner_bytes[owner] -= session.size
+        if session.owner is not None:
+            self._owner_bytes[owner] -= session.size
         if not mine:
-            del self._by_owner[owner], self._owner_bytes[owner]
+            del self._by_owner[owner]
+            if session.owner is not None:
+                del self._owner_bytes[owner]
