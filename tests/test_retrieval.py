@@ -93,7 +93,7 @@ async def test_an_expired_fact_never_appears(any_memory: MemoryManager, user_id:
     assert contents(hits) == ["Is travelling to Bilbao next month"]
 
 
-async def test_invalid_and_archived_facts_never_appear(
+async def test_invalid_facts_never_appear_and_archived_ones_are_found_as_before_maintenance(
     pg_memory: MemoryManager, user_id: UUID, admin_conn: Conn
 ) -> None:
     for text in ("Prefers brass fittings", "Prefers steel fittings", "Prefers copper fittings"):
@@ -109,7 +109,9 @@ async def test_invalid_and_archived_facts_never_appear(
 
     hits = await pg_memory.search(user_id, "which fittings does he prefer, brass or steel?", limit=10)
 
-    assert contents(hits) == ["Prefers copper fittings"]
+    # Maintenance archives decayed facts out of the prompt's ranking; search, which applies no decay floor,
+    # found them before it ran and still does (tests/test_maintain_agrees_with_search.py).
+    assert sorted(contents(hits)) == ["Prefers copper fittings", "Prefers steel fittings"]
 
 
 async def test_another_users_facts_never_appear(any_memory: MemoryManager) -> None:

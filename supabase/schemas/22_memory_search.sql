@@ -221,7 +221,9 @@ begin
           left join lateral (select x.embedding, x.embedding_model from public.memory_search_docs x
                               where x.user_id = p_user_id and x.prev_memory_id = d.memory_id
                               limit 1) as nn on true
-         where m.kind = 'fact' and m.invalid_at is null and m.archived_at is null
+         -- Archived facts too: maintenance archives a fact whose confidence decayed below the prompt's floor
+         -- (an expired one stays out by expires_at), and a question about that old event still finds it.
+         where m.kind = 'fact' and m.invalid_at is null
            and (m.expires_at is null or m.expires_at > p_now)
     ),
     named as materialized (
