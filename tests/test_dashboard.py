@@ -275,6 +275,13 @@ async def test_forms_need_the_sessions_csrf_token_and_dev_login_can_be_off(serve
         forged = await client.post(f"/dashboard/facts/{fact.id}/delete", data={"csrf": "0" * 64})
         assert forged.status_code == 403
         assert (await client.post("/dashboard/erase", data={"confirm": "ERASE"})).status_code == 403
+        home = (await client.get("/dashboard")).text
+        token = re.search(r'name="csrf" value="([0-9a-f]+)"', home)
+        assert token is not None
+        too_long = {"csrf": token.group(1), "content": "x" * 501}
+        refused = await client.post(f"/dashboard/facts/{fact.id}/correct", data=too_long)
+        assert refused.status_code == 422
+        assert "at most 500 characters" in refused.text
         spanish = await client.get("/dashboard", headers={"Accept-Language": "es-ES,es;q=0.9"})
         assert "Tu memoria" in spanish.text
         assert 'lang="es"' in spanish.text

@@ -20,6 +20,7 @@ from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from psycopg_pool import AsyncConnectionPool
+from pydantic import ValidationError
 
 from ..api.app import ApiServices
 from ..api.auth import AuthenticationError
@@ -35,8 +36,8 @@ from .strings import Language, pick_language, text
 
 __all__ = ["add_dashboard"]
 
-MAX_FACT_CHARS = 2000
-"""Longest corrected fact accepted (the write path's own limit is checked again by the store)."""
+MAX_FACT_CHARS = 500
+"""Longest corrected fact accepted: `MemorySettings.max_fact_chars`' default, the write path's limit."""
 
 FACTS_PER_PAGE = 100
 """Current facts on one page: measured, a page of 1,000 facts is 1.6 MB of HTML (each has its correction
@@ -229,22 +230,27 @@ def _router(dash: Dashboard) -> APIRouter:
         old = await dash.data.own_fact(user, fact_uuid) if (fact_uuid := _uuid(fact_id)) else None
         if old is None:
             return not_found(request)
-        content = " ".join(form.get("content", "").split())[:MAX_FACT_CHARS]
+        content = " ".join(form.get("content", "").split())
         if not content:
             return page(request, "message.html", 422, message=text(lang, "empty_text"))
+        if len(content) > MAX_FACT_CHARS:
+            return page(request, "message.html", 422, message=text(lang, "too_long", n=MAX_FACT_CHARS))
         clean = sanitize_fact_text(content, old.category)  # type: ignore[arg-type]  # a stored category
         if clean.text is None:
             return page(request, "message.html", 422, message=text(lang, "not_storable"))
         # A correction is a new version stated by the user, superseding the old one (kept as history).
-        fact = MemorizedFact(
-            content=clean.text,
-            category=clean.category,
-            confidence=1.0,
-            source="explicit",
-            importance=old.importance,
-            replaces=old.id,
-            user_id=user,
-        )
+        try:
+            fact = MemorizedFact(
+                content=clean.text,
+                category=clean.category,
+                confidence=1.0,
+                source="explicit",
+                importance=old.importance,
+                replaces=old.id,
+                user_id=user,
+            )
+        except ValidationError as exc:
+            return page(request, "message.html", 422, message=str(exc.errors()[0]["msg"]))
         assert dash.api.memory is not None  # own_fact found it: this server serves memory
         await dash.api.memory.upsert(user, [fact_item(fact, None)])
         return _see("/dashboard?done=corrected")

@@ -105,6 +105,10 @@ _TEXT: dict[str, tuple[str, str]] = {
     "back": ("Back to your memory", "Volver a tu memoria"),
     "language": ("Language", "Idioma"),
     "bad_form": ("The form expired; try again.", "El formulario caducó; inténtalo de nuevo."),
+    "too_long": (
+        "A fact holds at most {n} characters: shorten it.",
+        "Un hecho tiene como máximo {n} caracteres: acórtalo.",
+    ),
     "empty_text": ("Write the corrected text.", "Escribe el texto corregido."),
     "not_storable": (
         "That text holds only sensitive data and cannot be stored.",

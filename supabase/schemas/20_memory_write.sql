@@ -2,6 +2,103 @@
 -- memory_upsert_embedded (both in one round trip, plus near-duplicates by embedding). All `security invoker`:
 -- RLS applies to the caller.
 
+-- memory_private.memory_near_duplicate: the content_hash of the stored fact a fact item is a near-duplicate of
+-- (rule 1 of memory_upsert_items), or null. The 50 most similar current facts of the item's category and guard,
+-- nearest first from the trigram index user_memory_fact_match_idx, then the rule. 50 bounds the work per item
+-- (0.2-0.4 ms at 10,000 and 50,000 facts of one guard); more than 50 stored wordings at least this similar do
+-- not occur in practice. `%` (pg_trgm.similarity_threshold, set by the caller) must be an index condition:
+-- it prunes the index pages no fact at least that similar is on. Without it the ordered scan read 75 ms an
+-- item at 50,000 facts sharing most trigrams. Security definer for that: under the caller's RLS, `%` (not
+-- leakproof) is no index condition, and a 200-fact write at 800 facts took 5.4 s. It reads the caller's own
+-- facts only: for an `authenticated` caller p_user_id must be auth.uid(), or nothing is found (tests/
+-- test_cross_tenant.py calls it with another user's id). The planner settings are this statement's alone (not the triggers' of the insert
+-- that follows): ordering by `<->` is what only that index provides, so with sequential scans, bitmap scans
+-- and sorts counted as disabled the plan is that index whatever the statistics say. Planned per call: made on
+-- a table that looked empty, a plan through the user_id index sorted all of the user's facts (5.7 ms an item
+-- at 3,000 facts).
+create function memory_private.memory_near_duplicate(
+    p_user_id uuid, p_category text, p_guard text, p_key text, p_words text[], p_replaces uuid,
+    p_threshold real, p_now timestamptz
+)
+    returns text
+    language sql
+    stable
+    security definer
+    set search_path = ''
+    set plan_cache_mode = force_custom_plan
+    set enable_seqscan = off
+    set enable_bitmapscan = off
+    set enable_sort = off
+as $$
+    select c.content_hash
+      from (select m.content_hash, m.id, m.match_key, m.match_words, m.last_reinforced_at
+              from public.user_memory m
+             where m.user_id = p_user_id and m.kind = 'fact'
+               and m.invalid_at is null and m.archived_at is null
+               and m.category = p_category and m.match_guard = p_guard
+               and m.match_key operator(extensions.%) p_key
+               and (m.expires_at is null or m.expires_at > p_now)
+               -- the caller's own facts only (see above); service_role and the owner write for any user
+               and (p_user_id = (select auth.uid()) or coalesce(current_setting('role', true), '') <> 'authenticated')
+             order by m.match_key operator(extensions.<->) p_key
+             limit 50) as c
+     -- words added or dropped, none swapped; and never the fact it replaces
+     where (c.match_words operator(pg_catalog.<@) p_words or p_words operator(pg_catalog.<@) c.match_words)
+       and c.id is distinct from p_replaces
+       and extensions.similarity(c.match_key, p_key) >= p_threshold
+     order by extensions.similarity(c.match_key, p_key) desc, c.last_reinforced_at desc, c.id
+     limit 1
+$$;
+
+revoke all on function memory_private.memory_near_duplicate(uuid, text, text, text, text[], uuid, real, timestamptz)
+    from public, anon;
+grant execute on function memory_private.memory_near_duplicate(uuid, text, text, text, text[], uuid, real, timestamptz)
+    to authenticated, service_role;
+
+-- memory_private.memory_near_embedded: the content_hash of the current fact of the item's category and guard
+-- whose vector (of p_model) is the nearest at cosine similarity >= p_threshold, or null. Among the user's 50
+-- nearest vectors, from the partition's HNSW index (the caller sets hnsw.iterative_scan, so the walk goes on
+-- until 50 of the user's vectors turned up, at most hnsw.max_scan_tuples): the work per item is bounded,
+-- where the exact scan of the user's facts of the guard grew with them. A nearer fact of another category or
+-- guard takes one of the 50 places; the same rule in Python (quality/semantic.py) agrees whenever the user
+-- has at most 50 vectors nearer than the match. Sorts count as disabled, so the ordered HNSW scan is chosen
+-- whatever the statistics say (not an index-only read of all of the user's vectors and a sort).
+create function memory_private.memory_near_embedded(
+    p_user_id uuid, p_model text, p_vec extensions.halfvec(384), p_category text, p_guard text, p_replaces uuid,
+    p_threshold real, p_now timestamptz
+)
+    returns text
+    language sql
+    stable
+    security invoker
+    set search_path = ''
+    set plan_cache_mode = force_custom_plan
+    set enable_seqscan = off
+    set enable_sort = off
+as $$
+    select m.content_hash
+      from (select d.memory_id, d.embedding operator(extensions.<=>) p_vec as distance
+              from public.memory_search_docs d
+             where d.user_id = p_user_id and d.embedding_model = p_model
+             order by d.embedding operator(extensions.<=>) p_vec
+             limit 50) as c
+      -- one primary-key lookup per candidate
+      cross join lateral (select u.* from public.user_memory u
+                           where u.user_id = p_user_id and u.id = c.memory_id offset 0) as m
+     where m.kind = 'fact' and m.invalid_at is null and m.archived_at is null
+       and (m.expires_at is null or m.expires_at > p_now)
+       and m.category = p_category and m.match_guard = p_guard
+       and m.id is distinct from p_replaces
+       and 1 - c.distance >= p_threshold
+     order by c.distance, m.last_reinforced_at desc, m.id
+     limit 1
+$$;
+
+revoke all on function memory_private.memory_near_embedded(uuid, text, extensions.halfvec, text, text, uuid, real,
+                                                           timestamptz) from public, anon;
+grant execute on function memory_private.memory_near_embedded(uuid, text, extensions.halfvec, text, text, uuid, real,
+                                                              timestamptz) to authenticated, service_role;
+
 -- memory_upsert_items: write a batch of items in one statement (one round trip). p_items is a JSON array of
 -- objects with the columns below (memory_plugin.rows.MemoryItem). Rules, all in one transaction:
 --  0. exact repeat: an item whose content_hash the user already has reinforces that row: confidence rises by
@@ -33,10 +130,14 @@ create function public.memory_upsert_items(
     language plpgsql
     security invoker
     set search_path = ''
-    -- Generic plans, planned once per connection: the statements below are planned in about a millisecond
-    -- (which a one-fact write would pay on every call with custom plans), and a generic plan does not
-    -- over-trust the statistics of one user id (a new user looks like it has no rows).
-    set plan_cache_mode = force_generic_plan
+    -- Custom plans, made at each call for the user's rows as they are now (about a millisecond). A generic
+    -- plan is made once per connection: made on the connection's first write, while the tables looked
+    -- empty, it probed the hash and the near-duplicates through an index on user_id alone, reading all of
+    -- the user's rows per item for as long as the connection lived (a 100-fact write at 3,000 facts:
+    -- 1,400 ms, against 55 ms planned at that size). The near-duplicate probe's plan is fixed in
+    -- memory_near_duplicate, whose planner settings do not reach this function's other statements or the
+    -- triggers of its insert.
+    set plan_cache_mode = force_custom_plan
 as $$
 declare
     v_now      timestamptz := now();
@@ -58,14 +159,14 @@ begin
                                                   where w.user_id = p_user_id and w.write_id = p_write_id), '{}'))
                                 with ordinality as r(id, ord)
                  cross join lateral (select * from public.user_memory u
-                                      where u.id = r.id and u.user_id = p_user_id) as m
+                                      where u.id = r.id and u.user_id = p_user_id offset 0) as m
                  order by r.ord;
             return;
         end if;
     end if;
 
     -- The `%` operator's threshold, for this transaction only: the trigram index then returns only rows at
-    -- least as similar as the threshold, and similarity() below confirms each one exactly.
+    -- least as similar as the threshold, and similarity() confirms each one exactly (memory_near_duplicate).
     if p_near_duplicate_threshold <= 1 then
         perform set_config('pg_trgm.similarity_threshold', greatest(p_near_duplicate_threshold, 0)::text, true);
     end if;
@@ -89,19 +190,9 @@ begin
                      where m.user_id = p_user_id and m.content_hash = r.content_hash),
                    case when r.kind = 'fact' and r.match_key is not null and r.match_guard is not null
                              and r.match_words is not null and p_near_duplicate_threshold <= 1 then
-                       (select m.content_hash from public.user_memory m
-                         where m.user_id = p_user_id and m.kind = 'fact'
-                           and m.invalid_at is null and m.archived_at is null
-                           and (m.expires_at is null or m.expires_at > v_now)
-                           and m.category = r.category and m.match_guard = r.match_guard
-                           and m.match_key operator(extensions.%) r.match_key
-                           -- words added or dropped, none swapped; and never the fact it replaces
-                           and (m.match_words operator(pg_catalog.<@) r.match_words
-                                or r.match_words operator(pg_catalog.<@) m.match_words)
-                           and m.id is distinct from r.replaces
-                           and extensions.similarity(m.match_key, r.match_key) >= p_near_duplicate_threshold
-                         order by extensions.similarity(m.match_key, r.match_key) desc, m.last_reinforced_at desc, m.id
-                         limit 1)
+                       memory_private.memory_near_duplicate(p_user_id, r.category, r.match_guard, r.match_key,
+                                                            r.match_words, r.replaces, p_near_duplicate_threshold,
+                                                            v_now)
                    end,
                    r.content_hash) as target_hash
           from raw r
@@ -239,10 +330,11 @@ begin
          where user_id = p_user_id and write_id = p_write_id;
     end if;
 
-    -- lateral: one primary-key lookup per row (a plain join may be planned as a scan of the whole table).
+    -- lateral, kept apart by `offset 0`: one primary-key lookup per row (joined instead, a custom plan with
+    -- statistics behind the table read all of the user's rows).
     return query
         select m.* from unnest(v_written || v_gone) with ordinality as r(id, ord)
-         cross join lateral (select * from public.user_memory u where u.id = r.id) as m
+         cross join lateral (select * from public.user_memory u where u.id = r.id offset 0) as m
          order by r.ord;
 end;
 $$;
@@ -287,10 +379,8 @@ $$;
 -- free of vectors (it is also called without any). Order for one item: the same hash, then the nearest
 -- vector (here), then trigrams (memory_upsert_items). The same rule in Python: memory_plugin/quality/semantic.py.
 --
--- The nearest fact is found by an exact scan of the user's current facts of the item's category and guard
--- (the GiST index user_memory_fact_match_idx leads with user_id, category, match_guard), each joined to its
--- vector by primary key. Not HNSW: it cannot filter by user, category or guard inside the graph, and the
--- candidates of one item are few (a guard with a number or a value splits a user's facts finely). Items
+-- The nearest fact is found by memory_private.memory_near_embedded: the user's 50 nearest vectors from the
+-- partition's HNSW index, each joined to its fact by primary key, filtered by category and guard. Items
 -- without match keys (`remember`, verbatim notes) are never merged.
 create function public.memory_upsert_embedded(
     p_user_id uuid,
@@ -305,10 +395,9 @@ create function public.memory_upsert_embedded(
     language plpgsql
     security invoker
     set search_path = ''
-    -- As memory_upsert_items: its statements planned once per connection. Except the first pass (EXECUTE,
-    -- planned at each call with the call's values): a generic plan made on a user's first write, when the
-    -- tables look empty, scanned all of the user's facts per item (+17 ms a write at 1,000 facts of one guard).
-    set plan_cache_mode = force_generic_plan
+    -- As memory_upsert_items: custom plans, made at each call for the tables as they are (a generic plan made
+    -- on a connection's first write, when the tables look empty, scanned all of the user's facts per item).
+    set plan_cache_mode = force_custom_plan
 as $$
 declare
     v_ids   uuid[];
@@ -320,6 +409,8 @@ begin
        and (p_write_id is null
             or not exists (select from memory_private.memory_applied_writes w
                             where w.user_id = p_user_id and w.write_id = p_write_id)) then
+        -- memory_near_embedded walks HNSW until enough of the user's vectors turned up (this transaction).
+        perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
         execute $sql$
         select jsonb_agg(case when t.target is null then e.item
                               else e.item || jsonb_build_object('content_hash', t.target) end
@@ -334,23 +425,12 @@ begin
                  and (select x.id from public.user_memory x
                        where x.user_id = $2 and x.content_hash = e.item ->> 'content_hash') is null
           ) as q on true
+          -- The nearest current fact of the category and guard among the user's 50 nearest vectors.
           left join lateral (
-              select m.content_hash as target
-                from public.user_memory m
-                join public.memory_search_docs d on d.user_id = $2 and d.memory_id = m.id
+              select memory_private.memory_near_embedded($2, $3, q.vec, e.item ->> 'category',
+                                                         e.item ->> 'match_guard', (e.item ->> 'replaces')::uuid,
+                                                         $4, $5) as target
                where q.vec is not null
-                 and m.user_id = $2 and m.kind = 'fact'
-                 and m.invalid_at is null and m.archived_at is null
-                 and (m.expires_at is null or m.expires_at > $5)
-                 and m.category = e.item ->> 'category' and m.match_guard = e.item ->> 'match_guard'
-                 and m.id is distinct from (e.item ->> 'replaces')::uuid
-                 -- not `=`: as an index condition it made the (user_id, embedding_model) index look as good as
-                 -- the primary key, and each candidate read all of the user's vectors (64 ms a write at 1,000
-                 -- facts of one guard); this way each candidate's vector is one primary-key lookup.
-                 and d.embedding_model is not distinct from $3
-                 and 1 - (d.embedding operator(extensions.<=>) q.vec) >= $4
-               order by d.embedding operator(extensions.<=>) q.vec, m.last_reinforced_at desc, m.id
-               limit 1
           ) as t on true
         $sql$ into v_items using p_items, p_user_id, p_model, p_embedding_threshold, v_now;
     end if;
@@ -389,10 +469,10 @@ begin
                                                                                     and i ->> 'kind' = 'fact'),
                      '[]'::jsonb));
     end if;
-    -- lateral: one primary-key lookup per row (with a generic plan a join was a scan of the whole table).
+    -- lateral, kept apart by `offset 0`: one primary-key lookup per row (joined, a scan of the user's rows).
     return query
         select m.* from unnest(v_ids) with ordinality as w(id, n)
-         cross join lateral (select * from public.user_memory u where u.id = w.id) as m
+         cross join lateral (select * from public.user_memory u where u.id = w.id offset 0) as m
          order by w.n;
 end;
 $$;
