@@ -97,6 +97,7 @@ def run_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     temporary.mkdir(exist_ok=True)
     patch = pytest.MonkeyPatch()
     patch.setenv("MEMORY_DATA_DIR", str(base / "default-data"))
+    patch.setenv("MEMORY_JOURNAL_KEY_DIR", str(base / "journal-keys"))  # not the user's config directory
     patch.setenv("TMPDIR", str(temporary))
     patch.setattr(tempfile, "tempdir", str(temporary))
     yield base

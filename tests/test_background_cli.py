@@ -6,9 +6,14 @@ import asyncio
 from pathlib import Path
 from uuid import UUID, uuid4
 
+import pytest
 from typer.testing import CliRunner
 
+from memory_plugin.background import QueueStatus
+from memory_plugin.background.postgres_queue import PostgresJobQueue
 from memory_plugin.cli import app
+from memory_plugin.errors import ExtractionError, StoreUnavailableError
+from memory_plugin.extraction.rules import RuleBasedExtractor
 from memory_plugin.manager import MemoryManager
 from memory_plugin.models import Message
 from tests.background_child import settings_for
@@ -71,3 +76,58 @@ def test_worker_command_runs_the_queued_jobs_and_status_shows_the_queue(
     retried = runner.invoke(app, ["worker", "--retry-dead"], env=env)
     assert retried.exit_code == 0, retried.output
     assert "dead jobs queued again" in retried.output
+
+
+def _drain_env(database_url: str, data_dir: Path) -> dict[str, str]:
+    return {
+        "MEMORY_DATABASE_URL": database_url,
+        "MEMORY_DATA_DIR": str(data_dir),
+        "MEMORY_EMBEDDING_MODEL": "none",
+        "MEMORY_BACKGROUND_POLL_SECONDS": "0.05",
+        "MEMORY_BACKGROUND_RETRY_BASE_SECONDS": "0.05",
+        "MEMORY_BACKGROUND_MAX_ATTEMPTS": "1",
+        "COLUMNS": "200",
+    }
+
+
+def test_drain_with_a_starved_pool_exits_0_once_the_jobs_ran(
+    database_url: str, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user_id = uuid4()
+    asyncio.run(_queue_rejection(database_url, data_dir, user_id))
+    real_status = PostgresJobQueue.status
+    calls = 0
+
+    async def starved(self: PostgresJobQueue) -> QueueStatus:
+        # The worker's own jobs hold every pool connection: the drain loop's reads time out for a while.
+        nonlocal calls
+        calls += 1
+        if 1 < calls <= 4:
+            raise StoreUnavailableError("no Postgres connection available for the job queue operation: timeout")
+        return await real_status(self)
+
+    monkeypatch.setattr(PostgresJobQueue, "status", starved)
+    worker = CliRunner().invoke(app, ["worker", "--drain"], env=_drain_env(database_url, data_dir))
+    assert worker.exit_code == 0, worker.output
+    assert calls > 4
+    assert "No quiere que le sugieran acero 1045" in asyncio.run(_stored(database_url, data_dir, user_id))
+
+
+def test_drain_exits_2_when_a_job_died_while_draining(
+    database_url: str, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(_queue_rejection(database_url, data_dir, uuid4()))
+
+    async def broken(*args: object, **kwargs: object) -> object:
+        raise ExtractionError("the extractor failed")
+
+    monkeypatch.setattr(RuleBasedExtractor, "extract", broken)
+    runner = CliRunner()
+    worker = runner.invoke(app, ["worker", "--drain"], env=_drain_env(database_url, data_dir))
+    assert worker.exit_code == 2, worker.output
+    assert "failed for good" in worker.output
+    monkeypatch.undo()
+    revived = runner.invoke(app, ["worker", "--retry-dead"], env=_drain_env(database_url, data_dir))
+    assert revived.exit_code == 0, revived.output
+    again = runner.invoke(app, ["worker", "--drain"], env=_drain_env(database_url, data_dir))
+    assert again.exit_code == 0, again.output

@@ -342,3 +342,24 @@ def test_journal_lists_set_aside_writes_and_readmits_the_reviewed_ones(runner: C
     after = runner.invoke(app, ["journal"], env=env)
     assert "1 write(s) waiting" in flat(after.output)
     assert "set aside for review (1)" in after.output
+
+
+def test_status_counts_every_set_aside_line_including_those_that_are_not_entries(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    from memory_plugin.outage import WriteJournal
+    from memory_plugin.outage.journal import database_identity
+
+    url = "postgresql://app@127.0.0.1:1/shop"  # nothing listens: status reports the fallback and the journal
+    env = {**WIDE, "MEMORY_DATABASE_URL": url, "MEMORY_DATA_DIR": str(tmp_path)}
+    journal = WriteJournal.for_database(tmp_path, database_identity(url))
+    journal.path.parent.mkdir(parents=True)
+    journal.path.write_text("not a journal line at all\n", encoding="utf-8")
+    assert journal.entries() == []  # the line moves to the rejected file
+    assert journal.rejected_path.read_text(encoding="utf-8").strip() == "not a journal line at all"
+
+    status = runner.invoke(app, ["status"], env=env)
+    assert status.exit_code == 0, status.output
+    assert re.search(r"set_aside_writes\s+1\b", status.output), status.output
+    listed = runner.invoke(app, ["journal"], env=env)
+    assert "1 set-aside line(s) are not journal entries" in flat(listed.output)

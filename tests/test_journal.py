@@ -27,7 +27,8 @@ def item(content: str) -> MemoryItem:
 
 
 @pytest.fixture
-def journal(tmp_path: Path) -> WriteJournal:
+def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> WriteJournal:
+    monkeypatch.setenv("MEMORY_JOURNAL_KEY_DIR", str(tmp_path / "keys"))
     return WriteJournal(tmp_path / "journal" / "writes-abc.jsonl")
 
 
@@ -105,7 +106,7 @@ def test_a_forged_entry_for_another_user_is_refused(journal: WriteJournal, tmp_p
     journal.remove([forged.write_id])
     append_line(journal, forged.to_json().encode())
     # An entry signed by another installation's key.
-    elsewhere = WriteJournal(tmp_path / "other" / "writes-abc.jsonl")
+    elsewhere = WriteJournal(tmp_path / "other" / "writes-abc.jsonl", key_path=tmp_path / "other-key")
     elsewhere.append(B, [item("Prefiere oro")], RULES)
     append_line(journal, elsewhere.path.read_bytes().strip())
     # An entry of this installation moved from another database's journal.
@@ -124,7 +125,7 @@ def test_a_key_of_the_wrong_size_is_replaced_and_its_entries_refused_not_lost(jo
     assert again.entries() == []
     assert len(again.key_path.read_bytes()) == 32
     assert b"Prefiere lat" in again.rejected_path.read_bytes()
-    assert any(p.name.startswith("journal.key.invalid-") for p in journal.path.parent.iterdir())
+    assert any(p.name.startswith("journal.key.invalid-") for p in journal.key_path.parent.iterdir())
 
 
 def test_a_forget_cancels_the_older_pending_writes_of_that_memory(journal: WriteJournal) -> None:

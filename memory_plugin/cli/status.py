@@ -101,3 +101,6 @@ def journal_command(
         table.add_row(str(entry.write_id), str(entry.user_id), str(len(entry.items)), shown)
     if rejected:
         console.print(table)
+    unreadable = journal.set_aside_count() - len(rejected)
+    if unreadable:
+        console.print(f"{unreadable} set-aside line(s) are not journal entries (kept in {journal.rejected_path})")

@@ -9,11 +9,65 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import platformdirs
+
+from ..errors import InvalidMemoryInputError
 from ..logs import LOG_PREFIX, logger
 
-__all__ = ["KEY_BYTES", "append_durably", "load_or_create_key", "replace_durably", "split_lines"]
+__all__ = [
+    "KEY_BYTES",
+    "KEY_DIR_ENV",
+    "KEY_ENV",
+    "adopt_key",
+    "append_durably",
+    "default_key_path",
+    "key_from_environment",
+    "load_or_create_key",
+    "replace_durably",
+    "split_lines",
+]
 
 KEY_BYTES = 32
+KEY_ENV = "MEMORY_JOURNAL_KEY"
+"""The journal key itself, 64 hex digits (e.g. from a secret store); wins over the key file."""
+KEY_DIR_ENV = "MEMORY_JOURNAL_KEY_DIR"
+"""The directory of the key file (`journal.key`); default: the user's config directory."""
+
+
+def default_key_path() -> Path:
+    """`journal.key` in `MEMORY_JOURNAL_KEY_DIR`, else in the user's config directory (e.g.
+    ~/.config/memory-plugin): never in the data directory, so a copy of the journals does not carry the key
+    that lets whoever holds it forge their lines."""
+    configured = os.environ.get(KEY_DIR_ENV)
+    base = Path(configured).expanduser() if configured else Path(platformdirs.user_config_dir("memory-plugin"))
+    return base / "journal.key"
+
+
+def key_from_environment() -> bytes | None:
+    """The key `MEMORY_JOURNAL_KEY` holds (None when unset)."""
+    value = os.environ.get(KEY_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        key = bytes.fromhex(value)
+    except ValueError:
+        key = b""
+    if len(key) != KEY_BYTES:
+        raise InvalidMemoryInputError(
+            f"{KEY_ENV} must be {KEY_BYTES * 2} hex digits (e.g. the output of `openssl rand -hex {KEY_BYTES}`)"
+        )
+    return key
+
+
+def adopt_key(old: Path, path: Path) -> None:
+    """Move the key file `old` (a key kept beside the journals by an earlier version) to `path`, so the
+    journals it signed stay readable; a key already at `path` (another process moved it first) is kept."""
+    key = old.read_bytes()
+    if len(key) == KEY_BYTES:
+        _create_key_file(path, key)
+    os.unlink(old)
+    _fsync_dir(old.parent)
+    logger.warning("%s journal key moved from %s to %s (not beside the journals)", LOG_PREFIX, old, path)
 
 
 def load_or_create_key(path: Path) -> bytes:
@@ -34,7 +88,11 @@ def load_or_create_key(path: Path) -> bytes:
         logger.warning(
             "%s journal key %s has %d bytes, not %d: moved to %s", LOG_PREFIX, path, len(key), KEY_BYTES, aside
         )
-    key = secrets.token_bytes(KEY_BYTES)
+    return _create_key_file(path, secrets.token_bytes(KEY_BYTES))
+
+
+def _create_key_file(path: Path, key: bytes) -> bytes:
+    """Write `key` to `path` (0600, durably) unless a key is there already; returns the key at `path`."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a `key_path` outside the journal directory
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -11,7 +11,9 @@ entries written for one database are never replayed into another. Several proces
 appends and rewrites take an exclusive `flock` on a sidecar lock file.
 
 Every line is signed: HMAC-SHA256 over the journal file's name and the entry's JSON, with a 32-byte key
-kept beside the journals (`journal.key`, mode 0600, created on first use), appended as the line's last
+kept away from the journals (`MEMORY_JOURNAL_KEY`, else `journal.key` in `MEMORY_JOURNAL_KEY_DIR` or the
+user's config directory, mode 0600, created on first use: `durable.default_key_path`; a key file an earlier
+version kept beside the journals is moved there on first use), appended as the line's last
 field, `"mac"`. A line that is not an entry of this installation (unsigned, signed with another key, moved
 from another database's journal, truncated, or not an entry at all: wrong shape, nesting too deep to parse)
 is never replayed: it moves to the rejected file with a warning, and start-up goes on. An entry forged with
@@ -37,7 +39,15 @@ from uuid import UUID, uuid4
 from ..logs import LOG_PREFIX, logger
 from ..quality.rules import WriteRules
 from ..rows import MemoryItem
-from .durable import append_durably, load_or_create_key, replace_durably, split_lines
+from .durable import (
+    adopt_key,
+    append_durably,
+    default_key_path,
+    key_from_environment,
+    load_or_create_key,
+    replace_durably,
+    split_lines,
+)
 from .entry import CancelledWrites, JournalEntry, database_identity, journal_path, parse_entry, rejection_reason
 
 try:  # POSIX; elsewhere only the in-process lock protects the file
@@ -64,8 +74,10 @@ class WriteJournal:
 
     def __init__(self, path: Path, *, key_path: Path | None = None) -> None:
         self.path = path
-        self.key_path = key_path or path.parent / "journal.key"
-        """The signing key (32 random bytes, mode 0600), shared by the journals of one data directory."""
+        self._explicit_key_path = key_path is not None
+        self.key_path = key_path or default_key_path()
+        """The signing key's file (32 random bytes, mode 0600), outside the journal directory; not read when
+        `MEMORY_JOURNAL_KEY` holds the key."""
         self._lock = threading.Lock()  # the directory is created on first use: no side effect until needed
         self._key: bytes | None = None
 
@@ -224,6 +236,15 @@ class WriteJournal:
                 out.append((entry, rejection_reason(raw)))
         return out
 
+    def set_aside_count(self) -> int:
+        """How many lines `rejected_path` holds: the entries `rejected` lists and the lines that are not
+        entries (garbage, another format), which an operator must see too although they cannot be readmitted."""
+        if not self.rejected_path.exists():
+            return 0
+        with self._locked():
+            complete, _torn = split_lines(self.rejected_path.read_bytes())
+        return sum(1 for raw in complete if raw.strip())
+
     def readmit(self, write_ids: Collection[UUID] | None = None) -> list[JournalEntry]:
         """Move entries an operator reviewed from `rejected_path` back into the journal, signed with this
         installation's key, so they are replayed: those with the given write ids, or every readable entry
@@ -249,7 +270,20 @@ class WriteJournal:
     # --- signing and rewriting (the caller holds the lock) ------------------------------------------------
     def _signing_key(self) -> bytes:
         if self._key is None:
-            self._key = load_or_create_key(self.key_path)
+            key = None if self._explicit_key_path else key_from_environment()
+            legacy = self.path.parent / "journal.key"  # where earlier versions kept it
+            if legacy != self.key_path and legacy.exists():
+                if key is None and not self.key_path.exists():
+                    adopt_key(legacy, self.key_path)
+                else:
+                    logger.warning(
+                        "%s journal key %s beside the journals is not used (the key is %s): lines it signed are set"
+                        " aside for review (`memory-plugin journal --readmit`); delete it once they are",
+                        LOG_PREFIX,
+                        legacy,
+                        "MEMORY_JOURNAL_KEY" if key is not None else self.key_path,
+                    )
+            self._key = key if key is not None else load_or_create_key(self.key_path)
         return self._key
 
     def _mac(self, payload: bytes) -> bytes:

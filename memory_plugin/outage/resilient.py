@@ -453,7 +453,7 @@ class ResilientStore(JournalReplay, StoreBase):
             except (TimeoutError, StoreError):
                 reachable = False
         journal_length = len(await asyncio.to_thread(self.journal.entries))
-        set_aside = len(await asyncio.to_thread(self.journal.rejected))
+        set_aside = await asyncio.to_thread(self.journal.set_aside_count)
         return BackendStatus(
             backend=self._primary_name if reachable and journal_length == 0 else "fallback",
             primary=self._primary_name,

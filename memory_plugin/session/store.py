@@ -9,7 +9,14 @@ policy at the cost of what it removes:
   the sessions that actually expire (never a scan of every live session);
 - a user's session cap and byte budget pop that user's least recently active sessions, so a user opening
   sessions in a loop evicts their own, never another user's;
-- the store's session cap and byte budget pop the least recently active session of all.
+- the store's session cap and byte budget pop the least recently active anonymous session (no user id)
+  first, then the least recently active session of all; an anonymous session evicts only anonymous ones, so
+  a flood of anonymous sessions never evicts a signed-in user's (when none is left to evict, the store goes
+  over its caps by the one anonymous session being written rather than drop a user's).
+
+Text is counted by the RAM CPython gives it (`text_bytes`: 1, 2 or 4 bytes a character by the widest one),
+not by its length: astral-plane text (emoji) takes 4 bytes a character, and counting characters let a
+64 MB budget hold 250 MB.
 
 Expiry runs at the start of every access, so an expired session is never visible, whether or not anyone
 calls `expire()`; `expire()` exists so an idle process can release the RAM (the manager's sweeper calls it).
@@ -30,7 +37,7 @@ from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
 from .base import SessionLimits, new_entity_values, resolve_owner, session_limits
 
-__all__ = ["Clock", "SessionStore", "estimated_bytes"]
+__all__ = ["Clock", "SessionStore", "estimated_bytes", "text_bytes"]
 
 _Key = tuple[int, str]
 """A session's key: its owner's key (`_owner_key`) and its id."""
@@ -58,9 +65,19 @@ _ENTITY_BYTES = 150  # plus the value twice: its normalised key and its first sp
 _INTENT_BYTES = 100
 
 
+_size = str.__sizeof__  # what sys.getsizeof returns for a str, at a quarter of its cost (~30 ns, like len)
+_EMPTY_TEXT = _size("")
+
+
+def text_bytes(text: str) -> int:
+    """The RAM of `text`'s characters: its length for ASCII (what the fixed sizes above were fitted with), up
+    to 4 bytes a character (plus a wider header) when it holds an astral-plane character."""
+    return _size(text) - _EMPTY_TEXT
+
+
 def estimated_bytes(message: Message) -> int:
     """The RAM a message is counted for: its text plus the objects around it."""
-    return _MESSAGE_BYTES + len(message.content) + len(message.id)
+    return _MESSAGE_BYTES + text_bytes(message.content) + text_bytes(message.id)
 
 
 @dataclass(slots=True)
@@ -124,7 +141,7 @@ class SessionStore(SessionLimits):
         self._owners: dict[str, dict[int, UUID | None]] = {}
         """Session id -> the owners with a live session of that id, by key (resolves calls without a user)."""
         self._by_owner: dict[int, OrderedDict[str, None]] = {}
-        """Each user's sessions by owner key, least recently active first (anonymous sessions are not listed)."""
+        """Each owner's sessions by owner key, least recently active first (anonymous ones under `_ANONYMOUS`)."""
         self._owner_bytes: dict[int, int] = {}
         self._bytes = 0
         self._lock = threading.Lock()
@@ -188,20 +205,19 @@ class SessionStore(SessionLimits):
             else:
                 session.last_active = now
                 sessions.move_to_end(session.key)
-                if session.owner is not None:
-                    self._by_owner[session.key[0]].move_to_end(session_id)
+                self._by_owner[session.key[0]].move_to_end(session_id)
             messages = session.messages
-            delta = len(message.content) + len(message.id)
+            delta = _size(message.content) + _size(message.id)
             if len(messages) == messages.maxlen:
                 oldest = messages[0]
-                delta -= len(oldest.content) + len(oldest.id)
+                delta -= _size(oldest.content) + _size(oldest.id)
             else:
-                delta += _MESSAGE_BYTES
+                delta += _MESSAGE_BYTES - 2 * _EMPTY_TEXT
             messages.append(message)
             session.messages_seen += 1
             session.size += delta
             self._bytes += delta
-            if session.owner is None:
+            if session.owner is None:  # anonymous sessions have no byte total of their own (no budget)
                 if self._bytes > self.max_bytes:
                     self._enforce_budgets(session)
             else:
@@ -239,7 +255,7 @@ class SessionStore(SessionLimits):
                         self._grow(session, _ENTITY_KIND_BYTES)
                     session.entities[kind_key].update(new)
                     session.entity_values += len(new)
-                    self._grow(session, sum(_ENTITY_BYTES + 2 * len(text) for text in new.values()))
+                    self._grow(session, sum(_ENTITY_BYTES + 2 * text_bytes(text) for text in new.values()))
             self._enforce_budgets(session)
 
     def add_intent(self, session_id: str, intent: str, *, user_id: UUID | None = None) -> None:
@@ -255,7 +271,7 @@ class SessionStore(SessionLimits):
             session = self._touch(session_id, owner)
             if text not in session.intents:
                 session.intents[text] = None
-                self._grow(session, _INTENT_BYTES + len(text))
+                self._grow(session, _INTENT_BYTES + text_bytes(text))
                 self._enforce_budgets(session)
 
     def drop(self, session_id: str, *, user_id: UUID | None = None) -> bool:
@@ -330,26 +346,28 @@ class SessionStore(SessionLimits):
         if session is not None:
             self._mark_active(session, now)
             return session
-        if owner is not None:
-            mine = self._by_owner.get(key[0])
-            if mine is not None and len(mine) >= self.max_sessions_per_user:
-                self._evict((key[0], next(iter(mine))))
+        mine = self._by_owner.get(key[0])
+        if owner is not None and mine is not None and len(mine) >= self.max_sessions_per_user:
+            self._evict((key[0], next(iter(mine))))
         if len(self._sessions) >= self.max_sessions:
-            self._evict(next(iter(self._sessions)))
+            anonymous = self._by_owner.get(_ANONYMOUS)
+            if anonymous:
+                self._evict((_ANONYMOUS, next(iter(anonymous))))
+            elif owner is not None:  # an anonymous session never evicts a signed-in user's
+                self._evict(next(iter(self._sessions)))
         session = _Session(owner=owner, key=key, messages=deque(maxlen=self.max_messages), last_active=now)
         self._sessions[key] = session
         self._owners.setdefault(session_id, {})[key[0]] = owner
         self._bytes += session.size
+        self._by_owner.setdefault(key[0], OrderedDict())[session_id] = None
         if owner is not None:
-            self._by_owner.setdefault(key[0], OrderedDict())[session_id] = None
             self._owner_bytes[key[0]] = self._owner_bytes.get(key[0], 0) + session.size
         return session
 
     def _mark_active(self, session: _Session, now: float) -> None:
         session.last_active = now
         self._sessions.move_to_end(session.key)
-        if session.owner is not None:
-            self._by_owner[session.key[0]].move_to_end(session.key[1])
+        self._by_owner[session.key[0]].move_to_end(session.key[1])
 
     def _grow(self, session: _Session, delta: int) -> None:
         session.size += delta
@@ -359,12 +377,18 @@ class SessionStore(SessionLimits):
 
     def _enforce_budgets(self, current: _Session) -> None:
         """Evict least recently active sessions until the budgets hold; never the session just written (it is
-        the most recently active, so it goes only when it alone is over a budget, and then stays)."""
-        if current.owner is not None:
-            owner = current.key[0]
-            mine = self._by_owner[owner]
-            while self._owner_bytes[owner] > self.max_bytes_per_user and len(mine) > 1:
-                self._evict((owner, next(iter(mine))))
+        the most recently active, so it goes only when it alone is over a budget, and then stays). Anonymous
+        sessions go first, and an anonymous write evicts only anonymous sessions."""
+        owner = current.key[0]
+        mine = self._by_owner[owner]
+        while current.owner is not None and self._owner_bytes[owner] > self.max_bytes_per_user and len(mine) > 1:
+            self._evict((owner, next(iter(mine))))
+        anonymous = self._by_owner.get(_ANONYMOUS)
+        while self._bytes > self.max_bytes and anonymous and (_ANONYMOUS, next(iter(anonymous))) != current.key:
+            self._evict((_ANONYMOUS, next(iter(anonymous))))
+            anonymous = self._by_owner.get(_ANONYMOUS)
+        if current.owner is None:
+            return
         while self._bytes > self.max_bytes and len(self._sessions) > 1:
             oldest = next(iter(self._sessions))
             if oldest == current.key:  # pragma: no cover - the current session is always the last one
@@ -383,9 +407,11 @@ class SessionStore(SessionLimits):
         if not owners:
             del self._owners[session_id]
         self._bytes -= session.size
+        mine = self._by_owner[owner]
+        del mine[session_id]
         if session.owner is not None:
-            mine = self._by_owner[owner]
-            del mine[session_id]
             self._owner_bytes[owner] -= session.size
-            if not mine:
-                del self._by_owner[owner], self._owner_bytes[owner]
+        if not mine:
+            del self._by_owner[owner]
+            if session.owner is not None:
+                del self._owner_bytes[owner]

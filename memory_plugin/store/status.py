@@ -50,7 +50,7 @@ class BackendStatus:
     """True: no fallback, unavailability raises."""
     set_aside_writes: int = 0
     """Writes in the journal's `.rejected.jsonl` file, not replayed until an operator readmits them: refused
-    by the database (e.g. over its `statement_timeout`), or unsigned lines. `memory-plugin journal` lists
-    them with their reasons."""
+    by the database (e.g. over its `statement_timeout`), unsigned lines, or lines that are not entries at all.
+    `memory-plugin journal` lists them with their reasons."""
     queue: QueueStatus | None = None
     """The background extraction queue (depth, oldest pending, failures, dead jobs); set by the manager."""
