@@ -81,7 +81,7 @@ class MemorySettings(BaseSettings):
     """Connections the pool keeps open."""
 
     pool_max_size: int = Field(default=10, ge=1)
-    """Upper bound on concurrent connections to Postgres."""
+    """Connections for user statements; the manager's one pool adds `background_concurrency` for the job queue."""
 
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
     """How long to wait for a connection before raising `StoreUnavailableError`."""

@@ -76,6 +76,7 @@ RULES_MODULES = frozenset(
         "extraction.base",
         "extraction.policy",
         "extraction.rules",
+        "extraction.third_person",
         # not extraction.llm (a model client) nor extraction.runner (the service over stores and queues)
         "context.budget",
         "context.history",
@@ -113,15 +114,20 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stores and adapters", ("store", "embeddings", "outage", "session", "background", "consent")),
     ("services", ("write", "extraction", "context", "formatting", "chats", "export", "retention")),
     ("assembly and facade", ("runtime", "manager")),
-    ("faces", ("tools", "lifetime", "capability", "api", "cli", "")),
+    ("faces", ("tools", "lifetime", "capability", "api", "dashboard", "api.server", "cli", "")),
 )
 """Top-level parts of `memory_plugin` from the bottom up: an import between two of them points down this list
 (within a layer too: the order is the one the code follows today). `""` is `memory_plugin/__init__.py`."""
 
 
+OWN_PARTS = {f"{LIBRARY}.api.server": "api.server"}
+"""Modules placed on their own: `api/server.py` composes the HTTP app (the API's routes and the dashboard, which
+sits on the API's services), so it is above both."""
+
+
 def part(module: str) -> str:
     """The top-level part of `memory_plugin` a module belongs to (`memory_plugin.store.postgres` -> `store`)."""
-    return module.split(".")[1] if module.count(".") else ""
+    return OWN_PARTS.get(module) or (module.split(".")[1] if module.count(".") else "")
 
 
 def is_rule(module: str) -> bool:
