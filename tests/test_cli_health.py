@@ -3,11 +3,13 @@ the subcommand, a connection failure named once by its cause."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -133,3 +135,25 @@ def test_demo_output_to_a_terminal_has_no_pydantic_ai_banner(tmp_path: Path) -> 
     assert "Sesión 2" in output  # the demo ran
     assert "pydantic-ai v" not in output
     assert "Logfire" not in output
+
+
+async def test_a_server_refusing_tls_that_the_url_requires_is_named_as_tls() -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    from memory_plugin.database.reach import open_pool
+    from memory_plugin.errors import StoreUnavailableError
+
+    async def no_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readexactly(8)  # libpq's SSLRequest
+        writer.write(b"N")  # a server without TLS answers N
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(no_tls, "127.0.0.1", 0)
+    url = f"postgresql://app@127.0.0.1:{server.sockets[0].getsockname()[1]}/shop?sslmode=require"
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(url, open=False, kwargs={"connect_timeout": 1}, timeout=1)
+    try:
+        with pytest.raises(StoreUnavailableError, match="TLS failed"):
+            await open_pool(pool, url, seconds=1, what="")
+    finally:
+        server.close()
