@@ -150,6 +150,7 @@ TRIGGER_FUNCTIONS = {
     "user_memory_touch_updated_at",
     "memory_search_docs_sync",
     "memory_search_docs_drop",
+    "memory_search_docs_follow_fact",
     "memory_search_terms_sync",
     "memory_search_counts_add",
     "memory_search_counts_remove",
@@ -466,11 +467,9 @@ def test_foreign_keys_do_not_tell_whether_another_users_id_exists(conn: Conn, ad
         with acting_as(conn, "authenticated", a):
             existing = _outcome(conn, statement, (b_fact[0], second))
             missing = _outcome(conn, statement, (uuid4(), second))
-        # memory_search_docs has no foreign key (its rows are written by a trigger): a row naming any id is
-        # the user's own row, which search never returns without the user's fact; either way, the same outcome.
-        assert existing == missing, name
-        if name == "superseded_by":
-            assert existing == "ForeignKeyViolation"
+        # memory_search_docs has no foreign key: a trigger refuses a row naming anything but one of the user's
+        # own facts, with the foreign key's SQLSTATE, whether or not the id is another user's.
+        assert existing == missing == "ForeignKeyViolation", name
 
 
 def test_a_conversation_entry_cannot_tell_whether_another_users_entry_exists(conn: Conn, victims: Any) -> None:

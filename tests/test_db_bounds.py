@@ -307,3 +307,25 @@ async def test_a_postgrest_client_gets_the_refusal_as_a_limit_error(database_url
     finally:
         await store.close()
     assert count(admin_conn, "public.user_memory", user) == 0
+
+
+def test_search_rows_are_bounded_by_the_users_own_facts(conn: Conn, admin_conn: Conn) -> None:
+    """A search row is one per fact of the user: a REST client inserting search rows that name no fact of theirs
+    is refused (as the dropped foreign key did), so the search table cannot grow past the fact limit."""
+    user = uuid4()
+    with as_user(conn, user):
+        conn.execute(INSERT_FACTS, (fact_rows(user, 2),))
+    assert count(admin_conn, "public.memory_search_docs", user) == 2  # the facts' own rows, by the trigger
+    for i in range(3):
+        error = refused(
+            conn,
+            user,
+            "insert into public.memory_search_docs (memory_id, user_id, content) values (%s, %s, %s)",
+            (uuid4(), user, f"padding {i}"),
+        )
+        assert isinstance(error, psycopg.errors.ForeignKeyViolation)
+    error = refused(
+        conn, user, "update public.memory_search_docs set memory_id = %s where user_id = %s", (uuid4(), user)
+    )
+    assert isinstance(error, psycopg.errors.ForeignKeyViolation)
+    assert count(admin_conn, "public.memory_search_docs", user) == 2
