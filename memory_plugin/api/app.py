@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 from uuid import UUID
@@ -40,6 +40,7 @@ from . import health
 from .auth import AuthenticationError, TokenVerifier
 from .cors import add_cors
 from .docs import add_docs
+from .download import export_download
 from .limits import DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND, BodySizeLimit, RateLimiter
 from .messages import plain_error
 from .schemas import (
@@ -362,16 +363,7 @@ def create_app(
         """Everything stored about the signed-in user, as one versioned JSON document (streamed)."""
         if services.exporter is None:
             raise ApiError(404, "no_export", "this server serves no export")
-        chunks = services.exporter.chunks(user)
-        first = await anext(chunks)  # a failure to start (database down) is still an error response
-
-        async def body() -> AsyncIterator[bytes]:
-            yield first.encode()
-            async for chunk in chunks:
-                yield chunk.encode()
-
-        disposition = f'attachment; filename="memory-export-{user}.json"'
-        return StreamingResponse(body(), media_type="application/json", headers={"Content-Disposition": disposition})
+        return await export_download(services.exporter, user)
 
     def consent() -> ConsentStore:
         if services.consent is None:

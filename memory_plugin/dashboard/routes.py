@@ -8,7 +8,7 @@ user sees: an id of someone else's fact or chat in a URL or a form is "not found
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,13 +17,14 @@ from urllib.parse import parse_qs
 from uuid import UUID
 
 from fastapi import APIRouter, FastAPI, Query, Request, Response
-from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
 
 from ..api.app import ApiServices
 from ..api.auth import AuthenticationError
+from ..api.download import export_download
 from ..consent import memory_notice
 from ..context.receipt import ContextReceipt
 from ..models import MemorizedFact
@@ -284,17 +285,7 @@ def _router(dash: Dashboard) -> APIRouter:
             return login_page(request, status=401)
         if dash.api.exporter is None:
             return not_found(request)
-        user = session[0]
-        chunks = dash.api.exporter.chunks(user)
-        first = await anext(chunks)
-
-        async def body() -> AsyncIterator[bytes]:
-            yield first.encode()
-            async for chunk in chunks:
-                yield chunk.encode()
-
-        disposition = f'attachment; filename="memory-export-{user}.json"'
-        return StreamingResponse(body(), media_type="application/json", headers={"Content-Disposition": disposition})
+        return await export_download(dash.api.exporter, session[0])
 
     @router.get("/erase", response_class=HTMLResponse)
     async def erase_confirm(request: Request) -> Response:
