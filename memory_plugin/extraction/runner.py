@@ -10,10 +10,10 @@ from uuid import UUID
 
 from ..background.jobs import EnqueueOutcome, ExtractionJob, JobQueue
 from ..conversions import fact_from_record
-from ..errors import ExtractionError, MemoryPluginError, StoreError, StoreUnavailableError
+from ..errors import ExtractionError, MemoryPluginError, StatementLimitError, StoreError, StoreUnavailableError
 from ..failures import StoreFailures
 from ..logs import LOG_PREFIX, logger
-from ..models import MemorizedFact, MemoryUpdate, Message
+from ..models import MemorizedFact, Message
 from ..quality.matching import is_near_duplicate, keys_of
 from ..quality.outcome import WriteOutcome
 from ..session import SessionBackend, off_the_loop
@@ -21,6 +21,7 @@ from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
 from ..write.pipeline import WritePipeline
 from .base import FactExtractor, SummarizingExtractor, SummaryAnswer, SummaryHost, SummaryRequest
+from .limits import LimitedWrite, write_within_limits
 from .policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
 
 FactsWritten = Callable[[str, UUID, WriteOutcome], Awaitable[None]]
@@ -53,6 +54,7 @@ class ExtractionStats:
     extractions_end_of_request: int = 0
     extractions_cadence: int = 0
     extractions_skipped: int = 0
+    extraction_facts_set_aside: int = 0
 
 
 @dataclass(slots=True)
@@ -129,10 +131,11 @@ class ExtractionRunner:
                 run.summary_asked = summary is not None
                 extracted = await self.extract(pending, user_id, known_facts=known, summary=summary)
                 if extracted.facts:
-                    outcome = await self.writer.update(
-                        MemoryUpdate(user_id=user_id, session_id=session_id, new_facts=extracted.facts)
-                    )
-                    run.stored, run.superseded = outcome.stored, outcome.superseded
+                    written = await write_within_limits(self.writer, user_id, session_id, extracted.facts, None)
+                    run.stored, run.superseded = written.stored, written.superseded
+                    if written.set_aside:
+                        run.set_aside, run.error = len(written.set_aside), written.summary()
+                        self._report_set_aside(session_id, written)
                 await self._store_summary(session_id, user_id, summary, extracted.summary)
             except MemoryPluginError as exc:
                 run.error = str(exc)
@@ -191,13 +194,23 @@ class ExtractionRunner:
             self.facts_dropped_forgotten += len(facts) - len(kept)
             if not kept:
                 return
-            update = MemoryUpdate(user_id=job.user_id, session_id=job.session_id, new_facts=kept)
-            outcome = await self.writer.update(update, write_id=job.write_id)
+            written = await write_within_limits(self.writer, job.user_id, job.session_id, kept, job.write_id)
+            if written.set_aside:
+                # What was written stays (the job's parts have their own write ids); the job fails for good with
+                # the reason, so it is kept as a dead job (`status`, `worker --retry-dead`) and the session's
+                # later jobs go on.
+                self._report_set_aside(job.session_id, written)
+                raise StatementLimitError(f"memory job {job.id}: {written.summary()}", limit=written.set_aside[0].limit)
+            outcome = written.merged()
         for listener in list(self._listeners.values()):
             try:
                 await listener(job.session_id, job.user_id, outcome)
             except MemoryPluginError as exc:  # the facts are stored; a listener's failure is only reported
                 logger.warning("%s after a background write of session %s: %s", LOG_PREFIX, job.session_id, exc)
+
+    def _report_set_aside(self, session_id: str, written: LimitedWrite) -> None:
+        self.stats.extraction_facts_set_aside += len(written.set_aside)
+        logger.error("%s extraction of session %s: %s", LOG_PREFIX, session_id, written.summary())
 
     def listen(self, key: object, listener: FactsWritten) -> None:
         """Call `listener(session_id, user_id, outcome)` after each background job of this process writes facts
