@@ -90,6 +90,19 @@ _IDEMPOTENCY_KEY = Header(
 )
 
 
+_CREATE_KEY = Header(
+    alias="Idempotency-Key",
+    min_length=1,
+    max_length=MAX_KEY_CHARS,
+    description=(
+        "One per logical create (e.g. a UUID), sent again with every retry of it: a retry after any failure (a"
+        " 503, a timeout, a dropped connection) makes one chat, and answers 201 with that chat as it is now. The"
+        " same key with another body is refused (422 `idempotency_key_reused`). A key is remembered as long as"
+        " the chat it created exists."
+    ),
+)
+
+
 @dataclass
 class ApiServices:
     """What the API serves: chats, the long-term store (read routes), and the token check."""
@@ -254,10 +267,18 @@ def create_app(
         return row
 
     @app.post("/api/chats", status_code=201, response_model=ChatOut, tags=["chats"])
-    async def create_chat(body: ChatCreate, user: User) -> ChatOut:
-        """Start a chat (optionally with a title and first turns)."""
+    async def create_chat(
+        body: ChatCreate, user: User, idempotency_key: Annotated[str | None, _CREATE_KEY] = None
+    ) -> ChatOut:
+        """Start a chat (optionally with a title and first turns). Send an `Idempotency-Key` header to make a
+        retried create make one chat."""
         _text(body.title, "title")
-        row = await services.chats.create(user, title=body.title, turns=_turns(body.turns))
+        turns = _turns(body.turns)
+        # The body as sent (as for PATCH): converted turns are stamped with the time of their conversion.
+        same = request_hash(body.model_dump(mode="json")) if idempotency_key is not None else None
+        row = await services.chats.create(
+            user, title=body.title, turns=turns, idempotency_key=idempotency_key, request_hash=same
+        )
         return _chat(row)
 
     @app.get("/api/chats", response_model=ChatPage | ChatOut | ChatSearchResult, tags=["chats"])
