@@ -97,6 +97,7 @@ RPC_CALLS: dict[str, str] = {
     "memory_jobs_tail": "select memory_private.memory_jobs_tail('[1,2]'::jsonb, 1)",
     "memory_jobs_enqueue": "select * from memory_private.memory_jobs_enqueue({b}, 's', '[]', 'explicit', 10, 10, 10)",
     "memory_jobs_claim": "select * from memory_private.memory_jobs_claim('w', 10, 60)",
+    "memory_jobs_promote": "select memory_private.memory_jobs_promote(array[{b}], 10, 10)",
     "memory_jobs_extend": "select memory_private.memory_jobs_extend(1, 'w', 60)",
     "memory_jobs_hold": "select * from memory_private.memory_jobs_hold(1, 'w')",
     "memory_jobs_complete": "select memory_private.memory_jobs_complete(1, 'w')",

@@ -66,8 +66,10 @@ class ScheduledExtraction:
     messages: int = 0
     """Pending messages handed to the job."""
     outcome: EnqueueOutcome | None = None
-    """"queued" (a new job), "coalesced" (added to the session's waiting job), "full" (refused: the messages
-    stay pending in the session for the next trigger); None when nothing was due."""
+    """"queued" (a new job), "coalesced" (added to the session's waiting job), "deferred" (the user is at their
+    limit of waiting jobs: the messages wait in the user's backlog, a job that becomes due when the user's jobs
+    fall below the limit), "full" (refused: the messages stay pending in the session for the next trigger); None
+    when nothing was due."""
     job_id: int | None = None
     """The job that will extract them."""
     skipped: bool = False
@@ -102,6 +104,8 @@ class ExtractionRunner:
         self._cursors = ExtractionCursors(settings.max_sessions)
         self.jobs_refused = 0
         """Triggers a full queue refused (their messages stayed pending in the session)."""
+        self.jobs_deferred = 0
+        """Triggers whose messages went to the user's backlog (the user was at their limit of waiting jobs)."""
         self.jobs_dropped = 0
         """Jobs not applied because their user was erased or the job cancelled before its write."""
         self.facts_dropped_forgotten = 0
@@ -170,6 +174,12 @@ class ExtractionRunner:
                     LOG_PREFIX, self.settings.background_max_pending_jobs, session_id, len(pending),
                 )  # fmt: skip
             else:
+                if outcome == "deferred":
+                    self.jobs_deferred += 1
+                    logger.info(
+                        "%s user %s is at their limit of waiting extraction jobs: %d messages of session %s wait"
+                        " in the user's backlog (job %s)", LOG_PREFIX, user_id, len(pending), session_id, job_id,
+                    )  # fmt: skip
                 self._cursors.advance(session_id, pending)
                 self._count_trigger(trigger)
             return ScheduledExtraction(trigger=trigger, messages=len(pending), outcome=outcome, job_id=job_id)
