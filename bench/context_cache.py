@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from uuid import uuid4
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import CompactionPart, ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 from rich.table import Table
@@ -53,6 +53,12 @@ def serialized(instructions: str, messages: Sequence[ModelMessage], *, turn_part
 
 
 _TURN_MARK = "bears on this message"
+
+
+def _summary_sent(messages: Sequence[ModelMessage]) -> str:
+    """The rolling summary the request carries ahead of its history ("" when none)."""
+    first = messages[0].parts[0] if messages and messages[0].parts else None
+    return str(first.content) if isinstance(first, CompactionPart) else ""
 
 
 def prefix_share(previous: str, current: str) -> float:
@@ -102,18 +108,19 @@ async def run(turns: int, *, seed: int = 7) -> CacheRun:
             if prefs is not None:
                 await memory.update_memory(MemoryUpdate(user_id=user, preferences=prefs))
         result.receipt = deps.receipt
-    previous: tuple[str, str, str] | None = None
+    previous: tuple[tuple[str, str], str, str] | None = None
     for instructions, messages in seen:
         current = serialized(instructions, messages)
+        durable = (instructions, _summary_sent(messages))
         result.tokens.append(COUNTER.count(instructions) + history_tokens(messages, COUNTER))
         if previous is not None:
             share = prefix_share(previous[1], current)
-            if instructions == previous[0]:
+            if durable == previous[0]:
                 result.stable.append(share)
                 result.ceiling.append(min(1.0, COUNTER.count(previous[2]) / max(1, COUNTER.count(current))))
             else:
                 result.changed.append(share)
-        previous = (instructions, current, serialized(instructions, messages, turn_part=False))
+        previous = (durable, current, serialized(instructions, messages, turn_part=False))
     return result
 
 

@@ -127,6 +127,18 @@ def _remember(cache: OrderedDict[Any, Any], key: object, value: object) -> None:
         cache.popitem(last=False)
 
 
+@dataclass(frozen=True)
+class _Sent:
+    """What a session's last build sent: where the history started, the instructions, and the summary."""
+
+    start: datetime | None
+    """When the history's first message was made (None: no history, or no timestamp)."""
+    standing: str
+    summary: str | None
+    """The summary content given to the assembler (None: none sent)."""
+    summary_block: str
+
+
 @dataclass
 class ContextBuilder:
     """Builds each turn's context within the token budget and maintains slots and rolling summaries."""
@@ -142,11 +154,8 @@ class ContextBuilder:
     summarizer: RollingSummarizer | None = None
     """Writes summaries; None: an extractive one (no model) with the default policy."""
 
-    _anchors: OrderedDict[tuple[str, UUID | None], tuple[datetime | None, str]] = field(
-        default_factory=OrderedDict, init=False, repr=False
-    )
-    """Per session and user, when the first message of the last history sent was made, and the instructions
-    sent (bounded LRU)."""
+    _anchors: OrderedDict[tuple[str, UUID | None], _Sent] = field(default_factory=OrderedDict, init=False, repr=False)
+    """Per session and user, what the last build sent (bounded LRU)."""
     _receipts: OrderedDict[tuple[str, UUID | None], ContextReceipt] = field(
         default_factory=OrderedDict, init=False, repr=False
     )
@@ -250,17 +259,30 @@ class ContextBuilder:
             prompt_tokens=prompt_tokens,
             anchor=self._anchor((session_id, uid), messages) if keep_prefix else None,
         )
-        assembled = self._assemble(inputs, summary)
         previous = self._anchors.get((session_id, uid))
-        if inputs.anchor is not None and inputs.anchor >= 0 and previous and previous[1] != assembled.standing:
-            # The instructions changed (slots or summary rewritten): the provider's cache misses this turn
-            # anyway, so the history restarts now, with room to grow, instead of on a turn that would hit.
-            assembled = self._assemble(dataclasses.replace(inputs, anchor=-1), summary)
+        assembled = None
+        if inputs.anchor is not None and inputs.anchor >= 0 and previous is not None and summary is not None:
+            # While the history keeps its start, the summary sent at that start stays: it covers what came
+            # before the history, and a newer version only repeats messages the history still holds. So a
+            # summary rewrite costs no cache miss until the history has to restart anyway.
+            kept = assemble_context(dataclasses.replace(inputs, summary=previous.summary), self.counter, self.budget)
+            if kept.anchored and (kept.standing, kept.summary_block) == (previous.standing, previous.summary_block):
+                assembled = dataclasses.replace(kept, summary=summary.content)
+        if assembled is None:
+            assembled = self._assemble(inputs, summary)
+            anchored = inputs.anchor is not None and inputs.anchor >= 0
+            if anchored and previous is not None and previous.standing != assembled.standing:
+                # The instructions changed (slots rewritten): the provider's cache misses this turn anyway, so the
+                # history restarts now, with room to grow, instead of on a turn that would hit.
+                assembled = self._assemble(dataclasses.replace(inputs, anchor=-1), summary)
         logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())
         trace.get_current_span().set_attributes(assembled.report.as_attributes())
         if keep_prefix:
             start = message_time(assembled.history[0]) if assembled.history else None
-            _remember(self._anchors, (session_id, uid), (start, assembled.standing))
+            sent = summary.content if summary is not None and assembled.summary_block else None
+            if assembled.anchored and previous is not None and assembled.summary_block == previous.summary_block:
+                sent = previous.summary
+            _remember(self._anchors, (session_id, uid), _Sent(start, assembled.standing, sent, assembled.summary_block))
         receipt = receipt_for(session_id, uid, assembled, context.fact_scores, self.counter)
         _remember(self._receipts, (session_id, uid), receipt)
         return assembled
@@ -269,9 +291,9 @@ class ContextBuilder:
         """Where this session's previous history started in `messages` (-1: no longer there; None: no
         previous build, or its first message had no timestamp)."""
         previous = self._anchors.get(key)
-        if previous is None or previous[0] is None:
+        if previous is None or previous.start is None:
             return None
-        return next((i for i, m in enumerate(messages) if message_time(m) == previous[0]), -1)
+        return next((i for i, m in enumerate(messages) if message_time(m) == previous.start), -1)
 
     def _assemble(self, inputs: ContextInputs, summary: SummaryVersion | None) -> AssembledContext:
         assembled = assemble_context(inputs, self.counter, self.budget)
