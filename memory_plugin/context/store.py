@@ -110,6 +110,11 @@ class ContextStore(Protocol):
         """The kept versions of a summary, newest first ([] when none)."""
         ...
 
+    async def read_turn(self, user_id: UUID, scopes: Sequence[str]) -> tuple[Slots, dict[str, SummaryVersion]]:
+        """What a turn's context reads, together: the user's slots and the current summary of each of `scopes`
+        (absent when none)."""
+        ...
+
     async def add_summary(
         self,
         user_id: UUID,
@@ -183,6 +188,11 @@ class InMemoryContextStore:
         """Newest first."""
         return list(reversed(self._summaries.get((user_id, _check_scope(scope)), [])))
 
+    async def read_turn(self, user_id: UUID, scopes: Sequence[str]) -> tuple[Slots, dict[str, SummaryVersion]]:
+        """The slots and the current summaries."""
+        current = {s: v[-1] for s in scopes if (v := self._summaries.get((user_id, _check_scope(s))))}
+        return self._slots.get(user_id, Slots()), current
+
     async def add_summary(
         self,
         user_id: UUID,
@@ -247,6 +257,10 @@ _SUMMARY_COLUMNS = (
 _SUMMARY_VERSIONS_SQL = (
     f"select {_SUMMARY_COLUMNS} from public.memory_summaries where user_id = %(user)s and scope = %(scope)s"
     " order by version desc"
+)
+_CURRENT_SUMMARIES_SQL = (
+    f"select distinct on (scope) {_SUMMARY_COLUMNS} from public.memory_summaries"
+    " where user_id = %(user)s and scope = any(%(scopes)s) order by scope, version desc"
 )
 # One statement: the next version, and the versions beyond the newest kept ones deleted.
 _ADD_SUMMARY_SQL = f"""
@@ -354,6 +368,27 @@ class PostgresContextStore:
             except ValidationError as exc:
                 logger.warning("%s summary row of user %s skipped (not a valid summary): %s", LOG_PREFIX, user_id, exc)
         return versions
+
+    async def read_turn(self, user_id: UUID, scopes: Sequence[str]) -> tuple[Slots, dict[str, SummaryVersion]]:
+        """Slots and current summaries in one transaction whose statements are pipelined: one round trip and one
+        connection per turn instead of one each (on the 2-core bench, 3 parallel reads took ~9 ms each)."""
+        params = {"user": user_id, "scopes": [_check_scope(s) for s in scopes]}
+        with postgres_errors("the context-memory read"):
+            async with self._pool.connection() as conn:
+                async with conn.pipeline(), conn.transaction():
+                    await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user_id),))
+                    slots = conn.cursor(row_factory=tuple_row)
+                    await slots.execute(_READ_SLOTS_SQL, params)
+                    summaries = conn.cursor(row_factory=tuple_row)
+                    await summaries.execute(_CURRENT_SUMMARIES_SQL, params)
+                slot_rows, summary_rows = await slots.fetchall(), await summaries.fetchall()
+        current: dict[str, SummaryVersion] = {}
+        for row in summary_rows:
+            try:
+                current[row[0]] = _summary(row)
+            except ValidationError as exc:
+                logger.warning("%s summary row of user %s skipped (not a valid summary): %s", LOG_PREFIX, user_id, exc)
+        return (_valid_slots(user_id, slot_rows[0][0]) if slot_rows else Slots()), current
 
     async def add_summary(
         self,
