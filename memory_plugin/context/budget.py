@@ -63,7 +63,7 @@ class BudgetSettings:
     """What the summary is cut to when the whole does not fit."""
     min_recent_messages: int = 4
     """Recent messages always kept (moved back to keep a tool call with its result)."""
-    refill_ratio: float = 0.6
+    refill_ratio: float = 0.5
     """With an anchor that no longer fits: the share of the history's room the restarted history takes. On
     `bench.context_cache` (60 turns) the share of a request reused from the previous one, on turns without a
     durable change, was 85.6 % at 0.4, 84.6 % at 0.6, 74.2 % at 0.8; 0.6 keeps more history (733 tokens per
