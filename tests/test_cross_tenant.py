@@ -110,6 +110,9 @@ RPC_CALLS: dict[str, str] = {
     # The bounds' helpers (called by their triggers as the owner): executable by service_role only, but the
     # slots check a user's own writes run.
     "memory_bounds_enforced": "select memory_private.memory_bounds_enforced()",
+    # Bulk loads (an import, service path only): the switch reads false as a user; indexing is refused.
+    "memory_bulk_load": "select 1 where memory_private.memory_bulk_load()",
+    "memory_search_index_facts": "select memory_private.memory_search_index_facts({b})",
     "memory_limit": "select memory_private.memory_limit({b}, 'facts_per_user')",
     "memory_usage_add": "select memory_private.memory_usage_add({b}, 'facts_per_user', -1000, false)",
     "memory_write_take": "select memory_private.memory_write_take({b}, 1000000)",
