@@ -47,11 +47,15 @@ async def export_text(url: str, user: UUID) -> str:
     return "".join([chunk async for chunk in export_from_url(url, user, as_user=False)])
 
 
-async def test_an_import_builds_the_search_index_the_per_fact_triggers_build(database_url: str, admin_conn: Conn) -> None:
+async def test_an_import_builds_the_search_index_the_per_fact_triggers_build(
+    database_url: str, admin_conn: Conn
+) -> None:
     user = uuid4()
     admin_conn.execute(FACTS_SQL, {"user": user, "facts": 40})
     written = index_of(admin_conn, user)
-    assert len(written["docs"]) == 40 and written["terms"] and written["counts"] == [(40, 40, written["counts"][0][2])]
+    assert len(written["docs"]) == 40
+    assert written["terms"]
+    assert written["counts"] == [(40, 40, written["counts"][0][2])]
     assert sum(1 for d in written["docs"] if d[3] is not None) == 36, "each session's facts link to the previous one"
     document = await export_text(database_url, user)
     async with await MemoryAdmin.connect(database_url) as admin:
@@ -126,6 +130,7 @@ def test_a_user_cannot_skip_the_index_of_their_own_writes(database_url: str, adm
         conn.commit()
     indexed = index_of(admin_conn, user)
     assert [d[4] for d in indexed["docs"]] == ["Prefiere titanio"]
-    assert indexed["terms"] and indexed["counts"][0][:2] == (1, 1)
+    assert indexed["terms"]
+    assert indexed["counts"][0][:2] == (1, 1)
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="bulk load"):
         admin_conn.execute("select memory_private.memory_search_index_facts(%s)", (user,))
