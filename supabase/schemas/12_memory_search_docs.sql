@@ -110,6 +110,11 @@ declare
     v_speaker text := nullif(lower(extensions.unaccent('extensions.unaccent'::regdictionary,
                                                        new.metadata ->> 'speaker')), '');
 begin
+    -- A bulk load (an import, service path only) indexes its facts afterwards, in one statement
+    -- (memory_private.memory_search_index_facts, 45_memory_bulk_load.sql).
+    if tg_op = 'INSERT' and memory_private.memory_bulk_load() then
+        return null;
+    end if;
     if tg_op = 'UPDATE' then
         if new.content is not distinct from old.content
            and new.session_id is not distinct from old.session_id
