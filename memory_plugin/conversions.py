@@ -38,6 +38,7 @@ def fact_from_record(record: MemoryRecord, *, confidence: float | None = None) -
         expires_at=record.expires_at,
         invalid_at=record.invalid_at,
         superseded_by=record.superseded_by,
+        sensitive=record.sensitive,
     )
 
 
