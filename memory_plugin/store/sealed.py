@@ -151,9 +151,14 @@ class SealedStore:
         *,
         write_id: UUID | None = None,
     ) -> list[MemoryRecord]:
-        """Seal what must be sealed, write, and return the rows opened."""
+        """Seal what must be sealed, write, and return the rows opened, each written row with its item's own
+        (plain) `content_hash`, which the writer matches rows to items by."""
         sealed = [self._seal(user_id, item) for item in items]
-        return self._open_all(await self.wrapped.upsert(user_id, sealed, rules, write_id=write_id))
+        plain_hash = {s.content_hash: i.content_hash for s, i in zip(sealed, items, strict=True) if s is not i}
+        records = await self.wrapped.upsert(user_id, sealed, rules, write_id=write_id)
+        return [
+            replace(r, content_hash=plain_hash.get(r.content_hash, r.content_hash)) for r in self._open_all(records)
+        ]
 
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         """The wrapped context, opened; unreadable sealed rows left out (logged)."""

@@ -1,0 +1,236 @@
+"""Sensitive facts sealed at rest: nothing of their text in any table or the journal, the owner reads them, a wrong
+or missing key is a typed error (and a context without that row), and a ciphertext moved to another row fails."""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from memory_plugin import EncryptionKeyError, MemoryManager, MemorySettings
+from memory_plugin.crypto import parse_key_ring
+from memory_plugin.errors import ConfigurationError
+from memory_plugin.formatting import format_memory_for_agent
+from memory_plugin.models import MemorizedFact, MemoryUpdate
+from memory_plugin.rows import MemoryItem
+from memory_plugin.store.memory import InMemoryStore
+from memory_plugin.store.sealed import SealedStore
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+HASH_KEY = base64.b64encode(os.urandom(32)).decode()
+# Distinctive words of each secret: none of them may be anywhere in the database, in any case or stemmed form.
+SECRETS = {
+    "Toma insulina glargina cada noche": ("glargina", "insulina"),
+    "Su cuñada Filomena Quintanilla vive en Soria": ("quintanilla", "filomena"),
+    "Camina por prescripción con bastón ortopédico": ("bastón", "baston", "ortopédico", "ortopedico"),
+}
+
+
+def new_key() -> str:
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+def keyed(base: MemorySettings, keys: str, active: str | None = None) -> MemorySettings:
+    return MemorySettings(
+        database_url=base.database_url,
+        data_dir=base.data_dir,
+        encryption_keys=keys,
+        encryption_active_key=active,
+        encryption_hash_key=HASH_KEY,
+        embedding_model="none",
+    )
+
+
+async def write_secrets(memory: MemoryManager, user: UUID) -> None:
+    """One secret marked sensitive, one contact and one health note sealed by their category, one plain fact."""
+    await memory.remember(user, "Toma insulina glargina cada noche", sensitive=True)
+    await memory.update_memory(
+        MemoryUpdate(
+            user_id=user,
+            new_facts=[
+                MemorizedFact(content="Su cuñada Filomena Quintanilla vive en Soria", category="contact",
+                              confidence=0.9, source="explicit"),
+                MemorizedFact(content="Camina por prescripción con bastón ortopédico", category="health_note",
+                              confidence=0.9, source="explicit"),
+                MemorizedFact(content="Trabaja con aluminio 7075 anodizado", category="fact", confidence=0.9,
+                              source="explicit"),
+            ],
+        )
+    )  # fmt: skip
+
+
+def dump_database(conn: psycopg.Connection[Any]) -> str:
+    """Every row of every table of every schema but the system's, as text, lower-cased."""
+    tables = conn.execute(
+        "select n.nspname, c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where c.relkind in ('r', 'm') and n.nspname not in ('pg_catalog', 'information_schema', 'pg_toast')"
+    ).fetchall()
+    parts = []
+    for schema, name in tables:
+        query = sql.SQL("select t::text from {} t").format(sql.Identifier(str(schema), str(name)))
+        parts += [str(r[0]) for r in conn.execute(query).fetchall()]
+    return "\n".join(parts).lower()
+
+
+async def test_sealed_facts_leave_no_plain_text_in_any_table_and_the_owner_reads_them(
+    pg_settings: MemorySettings, admin_conn: psycopg.Connection[Any]
+) -> None:
+    user = uuid4()
+    settings = keyed(pg_settings, f"k1:{new_key()}")
+    async with MemoryManager.open(settings) as memory:
+        await write_secrets(memory, user)
+        await memory.remember(user, "Toma insulina glargina cada noche", sensitive=True)  # an exact repeat
+
+        dump = dump_database(admin_conn)
+        assert "aluminio 7075 anodizado" in dump  # the dump does see the plain fact
+        for words in SECRETS.values():
+            assert not any(word in dump for word in words)
+
+        rows = {r[0]: r[1:] for r in admin_conn.execute(
+            "select content, key_id, content_hash, match_key, slot from public.user_memory where user_id = %s", (user,)
+        ).fetchall()}  # fmt: skip
+        sealed = [v for k, v in rows.items() if k.startswith("sealed:v1:k1:")]
+        assert len(sealed) == 3  # the repeat reinforced its row (keyed hash), no fourth row
+        assert all(key == "k1" and h.startswith("hmac:") and mk is None and s is None for key, h, mk, s in sealed)
+        docs = admin_conn.execute("select count(*) from public.memory_search_docs where user_id = %s", (user,))
+        assert docs.fetchone() == (1,)  # only the plain fact has a search row
+
+        # The owner sees the plain text: the list, the history, the context the agent is given.
+        listed = {r.content: r for r in await memory.list_memory(user)}
+        assert set(SECRETS) <= set(listed)
+        assert listed["Toma insulina glargina cada noche"].relevance_count == 1
+        assert listed["Toma insulina glargina cada noche"].key_id == "k1"
+        assert {f.content for f in await memory.fact_history(user) if f.sensitive} == set(SECRETS)
+        context = await memory.get_memory_context("s-enc", user)
+        text = format_memory_for_agent(context)
+        assert all(secret in text for secret in SECRETS)
+        assert "sealed:v1" not in text
+        # Search keeps working on the plain facts and never finds a sealed one.
+        assert [h.memory.content for h in await memory.search(user, "aluminio anodizado")] == [
+            "Trabaja con aluminio 7075 anodizado"
+        ]
+        assert await memory.search(user, "insulina glargina") == []
+
+
+async def test_a_missing_or_wrong_key_is_a_typed_error_and_the_context_leaves_the_row_out(
+    pg_settings: MemorySettings,
+) -> None:
+    user = uuid4()
+    async with MemoryManager.open(keyed(pg_settings, f"k1:{new_key()}")) as memory:
+        await write_secrets(memory, user)
+    for keys in (f"k2:{new_key()}", f"k1:{new_key()}"):  # k1 not configured; k1 with other key material
+        async with MemoryManager.open(keyed(pg_settings, keys)) as memory:
+            with pytest.raises(EncryptionKeyError, match="'k1'"):
+                await memory.list_memory(user)
+            context = await memory.get_memory_context("s-wrong", user)
+            text = format_memory_for_agent(context)
+            assert "Trabaja con aluminio 7075 anodizado" in text
+            assert "sealed:v1" not in text
+            assert not any(s in text for s in SECRETS)
+            assert memory.store.unreadable_rows == 3  # left out and counted (and logged), not raised
+    async with MemoryManager.open(pg_settings) as memory:  # no keys at all
+        with pytest.raises(EncryptionKeyError, match="not configured"):
+            await memory.list_memory(user)
+        text = format_memory_for_agent(await memory.get_memory_context("s-none", user))
+        assert "Trabaja con aluminio 7075 anodizado" in text
+        assert "sealed:v1" not in text
+
+
+async def test_a_ciphertext_moved_to_another_users_row_does_not_open(
+    pg_settings: MemorySettings, admin_conn: psycopg.Connection[Any]
+) -> None:
+    owner, other = uuid4(), uuid4()
+    async with MemoryManager.open(keyed(pg_settings, f"k1:{new_key()}")) as memory:
+        await memory.remember(owner, "Toma insulina glargina cada noche", sensitive=True)
+        await memory.remember(other, "Su clave del portal es 4471", sensitive=True)
+        admin_conn.execute(
+            "update public.user_memory set content = (select content from public.user_memory where user_id = %s)"
+            " where user_id = %s",
+            (owner, other),
+        )
+        with pytest.raises(EncryptionKeyError, match="moved to another user"):
+            await memory.list_memory(other)
+        assert [r.content for r in await memory.list_memory(owner)] == ["Toma insulina glargina cada noche"]
+
+
+async def test_a_write_marked_sensitive_without_keys_is_refused_and_nothing_is_stored(
+    ram_memory: MemoryManager,
+) -> None:
+    user = uuid4()
+    with pytest.raises(EncryptionKeyError, match="MEMORY_ENCRYPTION_KEYS"):
+        await ram_memory.remember(user, "Toma insulina glargina cada noche", sensitive=True)
+    assert await ram_memory.list_memory(user) == []
+    # Without keys, the categories alone change nothing: a health note is stored as before.
+    await ram_memory.remember(user, "Camina cada mañana", category="health_note")
+    assert [r.key_id for r in await ram_memory.list_memory(user)] == [None]
+
+
+async def test_the_in_memory_store_seals_and_opens_the_same_way() -> None:
+    user = uuid4()
+    store = InMemoryStore()
+    settings = MemorySettings(encryption_keys=f"k1:{new_key()}", encryption_hash_key=HASH_KEY, embedding_model="none")
+    async with MemoryManager.open(settings, store=store) as memory:
+        await write_secrets(memory, user)
+        stored = await store.list_records(user)
+        assert sum(r.content.startswith("sealed:v1:k1:") for r in stored) == 3
+        assert set(SECRETS) <= {r.content for r in await memory.list_memory(user)}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"encryption_keys": "k1"}, "id:base64 pairs"),
+        ({"encryption_keys": "k1:not base64!"}, "not base64"),
+        ({"encryption_keys": f"k1:{base64.b64encode(b'short').decode()}"}, "16, 24 or 32"),
+        ({"encryption_keys": f"k1:{new_key()}"}, "MEMORY_ENCRYPTION_HASH_KEY is required"),
+        ({"encryption_keys": f"k1:{new_key()}", "encryption_hash_key": HASH_KEY, "encryption_active_key": "k9"}, "k9"),
+        ({"encryption_hash_key": HASH_KEY}, "without MEMORY_ENCRYPTION_KEYS"),
+        ({"sensitive_categories": ["medical"]}, "unknown fact categories"),
+    ],
+)
+async def test_malformed_encryption_settings_are_refused_at_start_naming_the_variable(
+    values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message) as caught:
+        MemorySettings(**values)
+    assert "MEMORY_" in str(caught.value)
+    secret = str(values.get("encryption_keys", "")).partition(":")[2]
+    assert not secret or secret not in str(caught.value)  # key material is never echoed
+
+
+class _Recorder(InMemoryStore):
+    """Records what reaches the wrapped store: what an outage journal or cache would hold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[MemoryItem] = []
+
+    async def upsert(self, user_id: UUID, items: Any, rules: Any = None, *, write_id: UUID | None = None) -> Any:
+        self.items += items
+        return await super().upsert(user_id, items, write_id=write_id)
+
+
+async def test_what_reaches_the_wrapped_store_journal_and_cache_is_sealed() -> None:
+    user = uuid4()
+    inner = _Recorder()
+    ring = parse_key_ring(f"k1:{new_key()}", None, HASH_KEY)
+    store = SealedStore(inner, ring, ("health_note",))
+    item = MemoryItem(kind="fact", category="fact", content="Toma insulina glargina", content_hash="h1",
+                      sensitive=True, match_key="toma insulina glargina", embedding=(0.1,) * 384,
+                      embedding_model="m")  # fmt: skip
+    (record,) = await store.upsert(user, [item])
+    assert record.content == "Toma insulina glargina"
+    assert record.content_hash == "h1"  # the writer matches rows to items by their own hash
+    (stored,) = inner.items
+    assert stored.content.startswith("sealed:v1:k1:")
+    assert "glargina" not in repr(stored).lower()
+    assert stored.content_hash.startswith("hmac:")
+    assert (stored.embedding, stored.match_key, stored.slot) == (None, None, None)
+    # The outage copy of shown facts holds them sealed as well.
+    store.cache_shown_facts(user, [record])  # a no-op on this store, but must not fail on an opened record
