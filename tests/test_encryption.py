@@ -8,18 +8,28 @@ import os
 from typing import Any
 from uuid import UUID, uuid4
 
+import httpx
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
 from memory_plugin import EncryptionKeyError, MemoryManager, MemorySettings
+from memory_plugin.api.app import ApiServices, create_app
+from memory_plugin.api.auth import TokenVerifier
+from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.crypto import parse_key_ring
 from memory_plugin.errors import ConfigurationError
 from memory_plugin.formatting import format_memory_for_agent
 from memory_plugin.models import MemorizedFact, MemoryUpdate
 from memory_plugin.rows import MemoryItem
 from memory_plugin.store.memory import InMemoryStore
+from memory_plugin.store.postgres import PostgresStore
 from memory_plugin.store.sealed import SealedStore
+from memory_plugin.write.items import fact_item
+from tests.chat_helpers import word_embedder
+from tests.test_api import SECRET, auth
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -111,6 +121,10 @@ async def test_sealed_facts_leave_no_plain_text_in_any_table_and_the_owner_reads
         text = format_memory_for_agent(context)
         assert all(secret in text for secret in SECRETS)
         assert "sealed:v1" not in text
+        # A query-aware context (the capability's) keeps the best-ranked sealed facts beside the search's hits.
+        asked = format_memory_for_agent(await memory.get_memory_context("s-enc", user, query="¿Con qué trabaja?"))
+        assert "Trabaja con aluminio 7075 anodizado" in asked
+        assert all(secret in asked for secret in SECRETS)
         # Search keeps working on the plain facts and never finds a sealed one.
         assert [h.memory.content for h in await memory.search(user, "aluminio anodizado")] == [
             "Trabaja con aluminio 7075 anodizado"
@@ -234,3 +248,27 @@ async def test_what_reaches_the_wrapped_store_journal_and_cache_is_sealed() -> N
     assert (stored.embedding, stored.match_key, stored.slot) == (None, None, None)
     # The outage copy of shown facts holds them sealed as well.
     store.cache_shown_facts(user, [record])  # a no-op on this store, but must not fail on an opened record
+
+
+async def test_the_rest_api_shows_the_owner_the_plain_text_and_the_flag(database_url: str) -> None:
+    user = uuid4()
+    ring = parse_key_ring(f"k1:{new_key()}", None, HASH_KEY)
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+        database_url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True, "row_factory": dict_row}
+    )
+    await pool.open(wait=True)
+    try:
+        store = SealedStore(PostgresStore(pool), ring, ("health_note",))
+        await store.upsert(user, [fact_item(MemorizedFact(content="Toma insulina glargina cada noche",
+                                                           category="fact", confidence=1.0, source="explicit",
+                                                           sensitive=True), None)])  # fmt: skip
+        services = ApiServices(
+            chats=ChatService(PostgresChatStore(pool), word_embedder()), verifier=TokenVerifier(secret=SECRET),
+            memory=store,
+        )  # fmt: skip
+        transport = httpx.ASGITransport(app=create_app(services))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            records = (await client.get("/api/memory/records", headers=auth(user))).json()
+        assert [(r["content"], r["sensitive"]) for r in records] == [("Toma insulina glargina cada noche", True)]
+    finally:
+        await pool.close()

@@ -32,6 +32,7 @@ from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
 from ..consent import ConsentStore, memory_notice
+from ..conversions import refuse_sealed
 from ..errors import IdempotencyKeyReusedError, MemoryLimitError, MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
 from ..rows import MemoryKind
@@ -339,7 +340,7 @@ def create_app(
         """The user's stored memory (facts, preferences, project notes), newest first."""
         if services.memory is None:
             raise ApiError(404, "no_memory_store", "this server serves no long-term memory")
-        records = await services.memory.list_records(user, kind=kind, limit=limit)
+        records = refuse_sealed(await services.memory.list_records(user, kind=kind, limit=limit))
         return [
             RecordOut(
                 id=r.id,
@@ -349,6 +350,7 @@ def create_app(
                 confidence=r.confidence,
                 importance=r.importance,
                 created_at=r.created_at,
+                sensitive=r.sensitive,
             )
             for r in records
         ]

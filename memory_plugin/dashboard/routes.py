@@ -27,6 +27,8 @@ from ..api.auth import AuthenticationError
 from ..api.download import export_download
 from ..consent import memory_notice
 from ..context.receipt import ContextReceipt
+from ..conversions import refuse_sealed
+from ..crypto import is_sealed
 from ..models import MemorizedFact
 from ..privacy.policy import sanitize_fact_text
 from ..rows import MemoryRecord
@@ -147,7 +149,7 @@ def _router(dash: Dashboard) -> APIRouter:
         if session is None:
             return login_page(request)
         user, bearer = session
-        records = await dash.api.memory.list_records(user, limit=1000) if dash.api.memory else []
+        records = refuse_sealed(await dash.api.memory.list_records(user, limit=1000)) if dash.api.memory else []
         chats, total = await dash.api.chats.list_chats(user, limit=100, offset=0)
         receipt = dash.receipts(user) if dash.receipts is not None else None
         consent = dash.api.consent
@@ -249,6 +251,7 @@ def _router(dash: Dashboard) -> APIRouter:
                 importance=old.importance,
                 replaces=old.id,
                 user_id=user,
+                sensitive=is_sealed(old.content),  # a correction of a sealed fact is sealed too
             )
         except ValidationError as exc:
             return page(request, "message.html", 422, message=str(exc.errors()[0]["msg"]))

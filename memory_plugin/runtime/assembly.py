@@ -26,7 +26,7 @@ from ..outage import ResilientStore, WriteJournal
 from ..session import SessionBackend
 from ..settings import MemorySettings
 from ..store import LongTermStore
-from ..store.sealed import SealedStore
+from ..store.sealed import sealed_if_keys
 from .connector import DatabaseConnector
 
 __all__ = ["Assembly", "SharedPool", "assemble"]
@@ -87,7 +87,8 @@ async def assemble(settings: MemorySettings, *, store: LongTermStore | None = No
             )
         else:
             store = await connector()
-    store = _sealed(settings, store)
+    # Outside the outage wrapper: its journal and cache hold sealed text too.
+    store = sealed_if_keys(store, settings)
     try:
         await store.start()  # a resilient store connects (or falls back) and replays an earlier run's journal
         sessions = await _sessions(settings, connector)
@@ -95,13 +96,6 @@ async def assemble(settings: MemorySettings, *, store: LongTermStore | None = No
         await store.close()
         raise
     return Assembly(settings, store, sessions, connector)
-
-
-def _sealed(settings: MemorySettings, store: LongTermStore) -> LongTermStore:
-    """With encryption keys, `store` behind the one boundary that seals sensitive facts (outside the outage
-    wrapper, so its journal and cache hold ciphertext too); without, `store` itself."""
-    ring = settings.key_ring()
-    return store if ring is None else SealedStore(store, ring, settings.sensitive_categories)
 
 
 async def _sessions(settings: MemorySettings, connector: DatabaseConnector | None) -> SessionBackend | None:

@@ -30,13 +30,21 @@ from ..errors import EncryptionKeyError, InvalidMemoryInputError
 from ..logs import LOG_PREFIX, logger
 from ..quality.rules import WriteRules
 from ..rows import CONTENT_MAX_CHARS, MemoryItem, MemoryKind, MemoryRecord
+from ..settings import MemorySettings
 from .base import DEFAULT_WRITE_RULES, ContextQuery, ContextRead, LongTermStore
 from .status import BackendStatus
 
 if TYPE_CHECKING:
     from ..retrieval import BacklogItem, EmbeddingUpdate, ScoredMemory, SearchQuery
 
-__all__ = ["SealedStore"]
+__all__ = ["SealedStore", "sealed_if_keys"]
+
+
+def sealed_if_keys(store: LongTermStore, settings: MemorySettings) -> LongTermStore:
+    """`store` behind a `SealedStore` when `settings` has encryption keys; `store` itself without (the write
+    path then refuses items marked sensitive, and reads refuse rows still sealed: `conversions.refuse_sealed`)."""
+    ring = settings.key_ring()
+    return store if ring is None else SealedStore(store, ring, settings.sensitive_categories)
 
 
 class SealedStore:
