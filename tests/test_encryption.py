@@ -20,6 +20,7 @@ from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.crypto import parse_key_ring
+from memory_plugin.database.admin import MemoryAdmin
 from memory_plugin.errors import ConfigurationError
 from memory_plugin.formatting import format_memory_for_agent
 from memory_plugin.models import MemorizedFact, MemoryUpdate
@@ -272,3 +273,20 @@ async def test_the_rest_api_shows_the_owner_the_plain_text_and_the_flag(database
         assert [(r["content"], r["sensitive"]) for r in records] == [("Toma insulina glargina cada noche", True)]
     finally:
         await pool.close()
+
+
+async def test_an_export_holds_the_ciphertext_and_imports_back_to_the_same_document(
+    pg_settings: MemorySettings, database_url: str
+) -> None:
+    user = uuid4()
+    async with MemoryManager.open(keyed(pg_settings, f"k1:{new_key()}")) as memory:
+        await write_secrets(memory, user)
+        first = "".join([chunk async for chunk in memory.export_user(user)])
+        assert "sealed:v1:k1:" in first
+        assert "aluminio 7075 anodizado" in first
+        assert not any(word in first.lower() for words in SECRETS.values() for word in words)
+        async with await MemoryAdmin.connect(database_url) as admin:
+            await admin.erase_user(user)
+        await memory.import_user(first)
+        assert "".join([chunk async for chunk in memory.export_user(user)]) == first
+        assert set(SECRETS) <= {r.content for r in await memory.list_memory(user)}
