@@ -14,6 +14,7 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+from pydantic_ai import Embedder
 
 from memory_plugin import EncryptionKeyError, MemoryManager, MemorySettings
 from memory_plugin.api.app import ApiServices, create_app
@@ -21,6 +22,7 @@ from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.crypto import parse_key_ring
 from memory_plugin.database.admin import MemoryAdmin
+from memory_plugin.embeddings import MemoryEmbedder
 from memory_plugin.errors import ConfigurationError
 from memory_plugin.formatting import format_memory_for_agent
 from memory_plugin.models import MemorizedFact, MemoryUpdate
@@ -29,7 +31,7 @@ from memory_plugin.store.memory import InMemoryStore
 from memory_plugin.store.postgres import PostgresStore
 from memory_plugin.store.sealed import SealedStore
 from memory_plugin.write.items import fact_item
-from tests.chat_helpers import word_embedder
+from tests.chat_helpers import WordHashModel, word_embedder
 from tests.test_api import SECRET, auth
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -290,3 +292,27 @@ async def test_an_export_holds_the_ciphertext_and_imports_back_to_the_same_docum
         await memory.import_user(first)
         assert "".join([chunk async for chunk in memory.export_user(user)]) == first
         assert set(SECRETS) <= {r.content for r in await memory.list_memory(user)}
+
+
+class _SeenModel(WordHashModel):
+    """The word-hash embedding model, remembering every text it was asked to embed."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    async def embed(self, inputs: Any, *, input_type: Any, settings: Any = None) -> Any:
+        self.seen += [inputs] if isinstance(inputs, str) else list(inputs)
+        return await super().embed(inputs, input_type=input_type, settings=settings)
+
+
+async def test_a_sealed_fact_is_never_sent_to_the_embedder(pg_settings: MemorySettings) -> None:
+    user = uuid4()
+    model = _SeenModel()
+    embedder = MemoryEmbedder(Embedder(model), name="words")
+    async with MemoryManager.open(keyed(pg_settings, f"k1:{new_key()}"), embedder=embedder) as memory:
+        await write_secrets(memory, user)
+        assert any("aluminio" in text for text in model.seen)  # the plain fact was embedded
+        assert not any(word in text.lower() for text in model.seen for words in SECRETS.values() for word in words)
