@@ -58,8 +58,10 @@ class ControlFacade(LongTermFacade):
         pending = await queue.status()
         if pending.depth or pending.dead:
             # Marked before the delete: a job writing now either sees the mark, or finishes first and its
-            # write is deleted with the rest (the queue holds the job's row while it writes).
-            forgotten = [r.content for r in await self.store.list_records(uid, limit=100_000) if r.id == record_id]
+            # write is deleted with the rest (the queue holds the job's row while it writes). A sealed fact's text
+            # is not marked: the mark is stored in the jobs' payload, in the clear.
+            records = await self.store.list_records(uid, limit=100_000)
+            forgotten = [r.content for r in records if r.id == record_id and not r.sensitive]
             if forgotten:
                 await queue.forget(uid, forgotten)
         return await self.store.delete(uid, record_id)
