@@ -32,6 +32,7 @@ from memory_plugin.store.postgres import PostgresStore
 from memory_plugin.store.sealed import SealedStore
 from memory_plugin.write.items import fact_item
 from tests.chat_helpers import WordHashModel, word_embedder
+from tests.postgrest_transport import supabase_store
 from tests.test_api import SECRET, auth
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -188,10 +189,12 @@ async def test_a_write_marked_sensitive_without_keys_is_refused_and_nothing_is_s
     assert [r.key_id for r in await ram_memory.list_memory(user)] == [None]
 
 
-async def test_the_in_memory_store_seals_and_opens_the_same_way() -> None:
+@pytest.mark.parametrize("backend", ["memory", "supabase"])
+async def test_the_other_stores_seal_and_open_the_same_way(backend: str, pg_settings: MemorySettings) -> None:
     user = uuid4()
-    store = InMemoryStore()
-    settings = MemorySettings(encryption_keys=f"k1:{new_key()}", encryption_hash_key=HASH_KEY, embedding_model="none")
+    assert pg_settings.database_url is not None
+    store = InMemoryStore() if backend == "memory" else supabase_store(pg_settings.database_url.get_secret_value())
+    settings = keyed(pg_settings, f"k1:{new_key()}")
     async with MemoryManager.open(settings, store=store) as memory:
         await write_secrets(memory, user)
         stored = await store.list_records(user)
