@@ -23,7 +23,7 @@ from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.crypto import parse_key_ring
 from memory_plugin.database.admin import MemoryAdmin
 from memory_plugin.embeddings import MemoryEmbedder
-from memory_plugin.errors import ConfigurationError
+from memory_plugin.errors import ConfigurationError, InvalidMemoryInputError
 from memory_plugin.formatting import format_memory_for_agent
 from memory_plugin.models import MemorizedFact, MemoryUpdate
 from memory_plugin.rows import MemoryItem
@@ -184,6 +184,8 @@ async def test_a_write_marked_sensitive_without_keys_is_refused_and_nothing_is_s
     with pytest.raises(EncryptionKeyError, match="MEMORY_ENCRYPTION_KEYS"):
         await ram_memory.remember(user, "Toma insulina glargina cada noche", sensitive=True)
     assert await ram_memory.list_memory(user) == []
+    with pytest.raises(InvalidMemoryInputError, match="sealed:v1:"):
+        await ram_memory.remember(user, "sealed:v1:k1:AAAA")  # would read back as a sealed row
     # Without keys, the categories alone change nothing: a health note is stored as before.
     await ram_memory.remember(user, "Camina cada mañana", category="health_note")
     assert [r.key_id for r in await ram_memory.list_memory(user)] == [None]

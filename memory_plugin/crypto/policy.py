@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from ..errors import EncryptionKeyError
+from ..errors import EncryptionKeyError, InvalidMemoryInputError
 from ..rows import MemoryItem
+from .envelope import is_sealed
 
 __all__ = ["mark_sensitive"]
 
@@ -15,7 +16,12 @@ def mark_sensitive(items: Sequence[MemoryItem], categories: Collection[str], *, 
     """`items` with `sensitive` set on every fact of `categories` when `encrypting` (keys are configured), so
     the write skips their embedding (a vector of a secret can be inverted to text close to it) before the store
     seals them. Without keys an item the caller marked sensitive raises `EncryptionKeyError` (nothing is
-    written); the categories alone then change nothing (a deployment without keys stores them as before)."""
+    written); the categories alone then change nothing (a deployment without keys stores them as before). A text
+    starting with the sealed marker is refused (`InvalidMemoryInputError`): it would read back as a sealed row."""
+    if any(is_sealed(item.content) for item in items):
+        raise InvalidMemoryInputError(
+            "a memory may not start with 'sealed:v1:' (the marker of encrypted rows): reword it"
+        )
     if not encrypting:
         if any(item.sensitive for item in items):
             raise EncryptionKeyError(
