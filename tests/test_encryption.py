@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -21,6 +22,7 @@ from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.crypto import parse_key_ring
+from memory_plugin.dashboard import add_dashboard
 from memory_plugin.database.admin import MemoryAdmin
 from memory_plugin.embeddings import MemoryEmbedder
 from memory_plugin.errors import ConfigurationError, InvalidMemoryInputError
@@ -33,7 +35,7 @@ from memory_plugin.store.sealed import SealedStore
 from memory_plugin.write.items import fact_item
 from tests.chat_helpers import WordHashModel, word_embedder
 from tests.postgrest_transport import supabase_store
-from tests.test_api import SECRET, auth
+from tests.test_api import SECRET, auth, token
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -137,7 +139,7 @@ async def test_sealed_facts_leave_no_plain_text_in_any_table_and_the_owner_reads
 
 
 async def test_a_missing_or_wrong_key_is_a_typed_error_and_the_context_leaves_the_row_out(
-    pg_settings: MemorySettings,
+    pg_settings: MemorySettings, caplog: pytest.LogCaptureFixture
 ) -> None:
     user = uuid4()
     async with MemoryManager.open(keyed(pg_settings, f"k1:{new_key()}")) as memory:
@@ -151,7 +153,8 @@ async def test_a_missing_or_wrong_key_is_a_typed_error_and_the_context_leaves_th
             assert "Trabaja con aluminio 7075 anodizado" in text
             assert "sealed:v1" not in text
             assert not any(s in text for s in SECRETS)
-            assert memory.store.unreadable_rows == 3  # left out and counted (and logged), not raised
+            assert memory.store.unreadable_rows == 3  # left out, counted and logged, not raised
+            assert "3 sealed memory row(s)" in caplog.text
     async with MemoryManager.open(pg_settings) as memory:  # no keys at all
         with pytest.raises(EncryptionKeyError, match="not configured"):
             await memory.list_memory(user)
@@ -258,7 +261,9 @@ async def test_what_reaches_the_wrapped_store_journal_and_cache_is_sealed() -> N
     store.cache_shown_facts(user, [record])  # a no-op on this store, but must not fail on an opened record
 
 
-async def test_the_rest_api_shows_the_owner_the_plain_text_and_the_flag(database_url: str) -> None:
+async def test_the_rest_api_and_the_dashboard_show_the_owner_the_plain_text_and_a_correction_stays_sealed(
+    database_url: str, admin_conn: psycopg.Connection[Any]
+) -> None:
     user = uuid4()
     ring = parse_key_ring(f"k1:{new_key()}", None, HASH_KEY)
     pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
@@ -267,17 +272,35 @@ async def test_the_rest_api_shows_the_owner_the_plain_text_and_the_flag(database
     await pool.open(wait=True)
     try:
         store = SealedStore(PostgresStore(pool), ring, ("health_note",))
-        await store.upsert(user, [fact_item(MemorizedFact(content="Toma insulina glargina cada noche",
+        await store.upsert(user, [fact_item(MemorizedFact(content="Su cuñada Filomena vive en Soria",
                                                            category="fact", confidence=1.0, source="explicit",
                                                            sensitive=True), None)])  # fmt: skip
         services = ApiServices(
             chats=ChatService(PostgresChatStore(pool), word_embedder()), verifier=TokenVerifier(secret=SECRET),
             memory=store,
         )  # fmt: skip
-        transport = httpx.ASGITransport(app=create_app(services))
+        app = create_app(services)
+        add_dashboard(app, services, pool)
+        transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
             records = (await client.get("/api/memory/records", headers=auth(user))).json()
-        assert [(r["content"], r["sensitive"]) for r in records] == [("Toma insulina glargina cada noche", True)]
+            assert [(r["content"], r["sensitive"]) for r in records] == [("Su cuñada Filomena vive en Soria", True)]
+            client.cookies.set("memory_dashboard", token(user))
+            home = (await client.get("/dashboard")).text
+            assert "Su cuñada Filomena vive en Soria" in home
+            assert "sealed:v1" not in home
+            csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', home)
+            assert csrf is not None
+            fixed = {"csrf": csrf.group(1), "content": "Su cuñada Filomena vive en Burgos"}
+            corrected = await client.post(f"/dashboard/facts/{records[0]['id']}/correct", data=fixed)
+            assert corrected.status_code == 303
+        rows = admin_conn.execute(
+            "select content, key_id, invalid_at is null from public.user_memory where user_id = %s", (user,)
+        ).fetchall()
+        assert len(rows) == 2
+        assert all(content.startswith("sealed:v1:k1:") and key == "k1" for content, key, _ in rows)
+        current = [r.content for r in await store.list_records(user) if r.invalid_at is None]
+        assert current == ["Su cuñada Filomena vive en Burgos"]
     finally:
         await pool.close()
 
