@@ -33,6 +33,7 @@ from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
 from ..consent import ConsentStore, memory_notice
 from ..context.receipt_store import read_receipts
+from ..conversions import refuse_sealed
 from ..errors import IdempotencyKeyReusedError, MemoryLimitError, MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
 from ..rows import MemoryKind
@@ -362,7 +363,7 @@ def create_app(
         """The user's stored memory (facts, preferences, project notes), newest first."""
         if services.memory is None:
             raise ApiError(404, "no_memory_store", "this server serves no long-term memory")
-        records = await services.memory.list_records(user, kind=kind, limit=limit)
+        records = refuse_sealed(await services.memory.list_records(user, kind=kind, limit=limit))
         return [
             RecordOut(
                 id=r.id,
@@ -372,6 +373,7 @@ def create_app(
                 confidence=r.confidence,
                 importance=r.importance,
                 created_at=r.created_at,
+                sensitive=r.sensitive,
             )
             for r in records
         ]
