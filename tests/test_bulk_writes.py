@@ -83,6 +83,7 @@ async def test_remember_many_of_10000_notes_reports_each_and_journals_nothing(
     assert _pending(timed_memory) == 0
 
 
+@pytest.mark.slow
 async def test_a_chunked_write_retried_with_its_write_id_is_applied_once(pg_memory: MemoryManager) -> None:
     user, write_id = uuid4(), uuid4()
     update = MemoryUpdate(user_id=user, new_facts=bench_facts(0, WRITE_CHUNK_ITEMS + 7))
@@ -95,6 +96,7 @@ async def test_a_chunked_write_retried_with_its_write_id_is_applied_once(pg_memo
     assert all(r.relevance_count == 0 for r in records)
 
 
+@pytest.mark.slow
 async def test_more_than_the_write_burst_is_refused_up_front_with_a_typed_error(pg_memory: MemoryManager) -> None:
     user = uuid4()
     burst = pg_memory.settings.write_burst
