@@ -452,11 +452,13 @@ class MemorySettings(BaseSettings):
     """Jobs a worker runs at once (different sessions; a session's jobs always run one at a time)."""
 
     background_max_pending_jobs: int = Field(default=10_000, ge=1)
-    """Waiting jobs beyond which a trigger that would add a job is refused: its messages stay pending in the
-    session and go with its next trigger (a session's waiting job always absorbs new messages)."""
+    """Waiting jobs beyond which a trigger that would add a job for a user already holding one is deferred: its
+    messages wait in the user's backlog until there is room (a session's waiting job always absorbs new
+    messages; docs/background.md)."""
 
     background_max_pending_jobs_per_user: int = Field(default=100, ge=1)
-    """Waiting jobs of one user beyond which that user's trigger is refused as above. A user at this limit, or
+    """Waiting jobs of one user beyond which that user's trigger is deferred as above (at most 10 × this many
+    deferred sessions per user, then refused: the messages stay pending in the session). A user at this limit, or
     one filling the whole queue, never refuses another user's extraction: the queue's limit refuses only users
     already holding a waiting job. 100: a user's sessions each hold one waiting job at most."""
 
