@@ -49,6 +49,7 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "public.conversations": {"conversation_id": "injected", "revision": "r1"},
     "public.conversation_entries": {"id": "injected", "message": '{"kind": "request", "parts": []}'},
     "memory_private.memory_consent": {"paused": True},
+    "memory_private.memory_receipts": {"session_id": "s1", "receipt": "{}"},
     "memory_private.memory_limits": {"name": "facts_per_user", "value": 1e9},
     "memory_private.memory_usage": {"counted": "facts_per_user", "n": 0},
     "memory_private.memory_write_buckets": {"tokens": 1e9, "refilled_at": "2030-01-01"},
@@ -56,6 +57,8 @@ NEW_ROW: dict[str, dict[str, Any]] = {
 
 # Tables a user may only read (update and delete are granted without a policy: they change no row).
 READ_ONLY = {"memory_private.memory_limits", "memory_private.memory_usage", "memory_private.memory_write_buckets"}
+# Tables a user writes and deletes but never changes (update granted without a policy: it changes no row).
+APPEND_ONLY = {"memory_private.memory_receipts"}
 
 
 def _table(name: str) -> sql.Identifier:
@@ -111,6 +114,9 @@ RPC_CALLS: dict[str, str] = {
     # The bounds' helpers (called by their triggers as the owner): executable by service_role only, but the
     # slots check a user's own writes run.
     "memory_bounds_enforced": "select memory_private.memory_bounds_enforced()",
+    # Bulk loads (an import, service path only): the switch reads false as a user; indexing is refused.
+    "memory_bulk_load": "select 1 where memory_private.memory_bulk_load()",
+    "memory_search_index_facts": "select memory_private.memory_search_index_facts({b})",
     "memory_limit": "select memory_private.memory_limit({b}, 'facts_per_user')",
     "memory_usage_add": "select memory_private.memory_usage_add({b}, 'facts_per_user', -1000, false)",
     "memory_write_take": "select memory_private.memory_write_take({b}, 1000000)",
@@ -163,6 +169,7 @@ TRIGGER_FUNCTIONS = {
     "user_memory_bounds",
     "memory_bounds_keep_owner",
     "memory_summaries_keep_newest",
+    "memory_receipts_keep_newest",
 }
 # Security definer, and why: the bounds' counting triggers write the per-user counters and write buckets, which
 # no user may write (a user could reset their own count). A trigger function cannot be called directly, only
@@ -375,7 +382,7 @@ def test_user_a_cannot_touch_b_directly(
         # A's own row cannot be handed over to B either.
         with acting_as(conn, "authenticated", a):
             mine = conn.execute(sql.SQL("select count(*) from {} where user_id = %s").format(t), (a,)).fetchone()
-            if mine and mine[0] and table in READ_ONLY:
+            if mine and mine[0] and table in READ_ONLY | APPEND_ONLY:
                 handed = conn.execute(sql.SQL("update {} set user_id = %s where user_id = %s").format(t), (b, a))
                 assert handed.rowcount == 0
             elif mine and mine[0]:

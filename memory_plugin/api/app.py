@@ -32,6 +32,8 @@ from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
 from ..consent import ConsentStore, memory_notice
+from ..context.receipt_store import read_receipts
+from ..conversions import refuse_sealed
 from ..errors import IdempotencyKeyReusedError, MemoryLimitError, MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
 from ..rows import MemoryKind
@@ -43,6 +45,7 @@ from .docs import add_docs
 from .download import export_download
 from .limits import DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND, BodySizeLimit, RateLimiter
 from .messages import plain_error
+from .receipts import ReceiptOut, receipt_out
 from .schemas import (
     ChatCreate,
     ChatOut,
@@ -360,7 +363,7 @@ def create_app(
         """The user's stored memory (facts, preferences, project notes), newest first."""
         if services.memory is None:
             raise ApiError(404, "no_memory_store", "this server serves no long-term memory")
-        records = await services.memory.list_records(user, kind=kind, limit=limit)
+        records = refuse_sealed(await services.memory.list_records(user, kind=kind, limit=limit))
         return [
             RecordOut(
                 id=r.id,
@@ -370,6 +373,7 @@ def create_app(
                 confidence=r.confidence,
                 importance=r.importance,
                 created_at=r.created_at,
+                sensitive=r.sensitive,
             )
             for r in records
         ]
@@ -385,6 +389,14 @@ def create_app(
         if services.exporter is None:
             raise ApiError(404, "no_export", "this server serves no export")
         return await export_download(services.exporter, user)
+
+    @app.get("/api/memory/receipts", response_model=list[ReceiptOut], tags=["memory"])
+    async def memory_receipts(user: User, limit: Annotated[int, Query(ge=1, le=100)] = 20) -> list[ReceiptOut]:
+        """What the agent was given on the signed-in user's recent turns (newest first): facts injected and why,
+        tokens per part, what the budget cut. The newest 100 turns are kept."""
+        if services.pool is None:
+            raise ApiError(404, "no_receipts", "this server serves no receipts")
+        return [receipt_out(r) for r in await read_receipts(services.pool, user, limit=limit)]
 
     def consent() -> ConsentStore:
         if services.consent is None:
