@@ -42,9 +42,12 @@ __all__ = ["SealedStore", "sealed_if_keys"]
 
 def sealed_if_keys(store: LongTermStore, settings: MemorySettings) -> LongTermStore:
     """`store` behind a `SealedStore` when `settings` has encryption keys; `store` itself without (the write
-    path then refuses items marked sensitive, and reads refuse rows still sealed: `conversions.refuse_sealed`)."""
+    path then refuses items marked sensitive, and reads refuse rows still sealed: `conversions.refuse_sealed`),
+    or when it seals already."""
     ring = settings.key_ring()
-    return store if ring is None else SealedStore(store, ring, settings.sensitive_categories)
+    if ring is None or getattr(store, "seals_sensitive", False):
+        return store
+    return SealedStore(store, ring, settings.sensitive_categories)
 
 
 class SealedStore:
@@ -54,6 +57,9 @@ class SealedStore:
     sealed and an item marked sensitive is refused (`EncryptionKeyError`), so a caller who asked for
     encryption never gets plain text at rest. Every other attribute is the wrapped store's.
     """
+
+    seals_sensitive = True
+    """A capability flag (no `isinstance` on a wrapper): writers may hand this store items marked sensitive."""
 
     def __init__(self, wrapped: LongTermStore, ring: KeyRing | None, sensitive_categories: Collection[str]) -> None:
         self.wrapped = wrapped
