@@ -206,8 +206,8 @@ class SealedStore:
         return self._open_all(await self.wrapped.list_records(user_id, kind=kind, limit=limit))
 
     async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
-        """The wrapped text search (it never matches a sealed row's text), opened."""
-        return self._open_all(await self.wrapped.search_text(user_id, text, limit=limit))
+        """The wrapped text search without sealed rows (their stored text is ciphertext: a match would be on it)."""
+        return [r for r in await self.wrapped.search_text(user_id, text, limit=limit) if not is_sealed(r.content)]
 
     async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
         """The wrapped search (sealed facts have no search row, so it never finds them), opened."""
