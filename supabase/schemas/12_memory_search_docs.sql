@@ -116,6 +116,11 @@ begin
         delete from public.memory_search_docs d where d.user_id = new.user_id and d.memory_id = new.id;
         return null;
     end if;
+    -- A bulk load (an import, service path only) indexes its facts afterwards, in one statement
+    -- (memory_private.memory_search_index_facts, 45_memory_bulk_load.sql).
+    if tg_op = 'INSERT' and memory_private.memory_bulk_load() then
+        return null;
+    end if;
     if tg_op = 'UPDATE' then
         if new.content is not distinct from old.content
            and new.session_id is not distinct from old.session_id
