@@ -100,6 +100,7 @@ RPC_CALLS: dict[str, str] = {
     "memory_jobs_tail": "select memory_private.memory_jobs_tail('[1,2]'::jsonb, 1)",
     "memory_jobs_enqueue": "select * from memory_private.memory_jobs_enqueue({b}, 's', '[]', 'explicit', 10, 10, 10)",
     "memory_jobs_claim": "select * from memory_private.memory_jobs_claim('w', 10, 60)",
+    "memory_jobs_promote": "select memory_private.memory_jobs_promote(array[{b}], 10, 10)",
     "memory_jobs_extend": "select memory_private.memory_jobs_extend(1, 'w', 60)",
     "memory_jobs_hold": "select * from memory_private.memory_jobs_hold(1, 'w')",
     "memory_jobs_complete": "select memory_private.memory_jobs_complete(1, 'w')",
@@ -140,6 +141,10 @@ RPC_CALLS: dict[str, str] = {
     # Appending to B's chat, by its id, with and without an idempotency key: nothing appended, nothing returned.
     "chat_append": "select * from public.chat_append({b}, %(b_chat)s, '[{{\"kind\": \"request\"}}]'::jsonb, 'k', 'h')"
     " union all select * from public.chat_append({b}, %(b_chat)s, '[]'::jsonb)",
+    # Creating a chat for B, with B's own creating key and request hash (a replay would return B's chat), or
+    # with a new key: refused (RLS checks the row before the key's conflict), nothing returned.
+    "chat_create": "select * from public.chat_create({b}, 'x', '[]'::jsonb, 'k', 'h')",
+    "chat_create_new_key": "select * from public.chat_create({b}, 'x', '[]'::jsonb, 'k2', 'h')",
     # Pure text functions: they read no table; called over B's rows they see none.
     "memory_tsvector": "select memory_private.memory_tsvector(m.content) from public.user_memory m"
     " where m.user_id = {b}",
@@ -252,7 +257,8 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
         # A chat with a summary and its vector, so the chat attacks have something to find.
         admin_conn.execute(
             "insert into public.chats (user_id, title, summary_text, summary_embedding, summary_model, full_history,"
-            " assistant_history, turn_count) values (%s, %s, %s, %s::extensions.halfvec, 'test', '[]', '[]', 0)",
+            " assistant_history, turn_count, create_key, create_hash)"
+            " values (%s, %s, %s, %s::extensions.halfvec, 'test', '[]', '[]', 0, 'k', 'h')",
             (user, f"Chat de {name}", f"{name} titanio bridas", _VECTOR),
         )
         admin_conn.execute(

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import psycopg
+from psycopg import AsyncClientCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -112,6 +113,11 @@ class ContextStore(Protocol):
         """The kept versions of a summary, newest first ([] when none)."""
         ...
 
+    async def read_turn(self, user_id: UUID, scopes: Sequence[str]) -> tuple[Slots, dict[str, SummaryVersion]]:
+        """What a turn's context reads, together: the user's slots and the current summary of each of `scopes`
+        (absent when none)."""
+        ...
+
     async def add_summary(
         self,
         user_id: UUID,
@@ -195,6 +201,11 @@ class InMemoryContextStore:
         """Newest first."""
         return list(reversed(self._summaries.get((user_id, _check_scope(scope)), [])))
 
+    async def read_turn(self, user_id: UUID, scopes: Sequence[str]) -> tuple[Slots, dict[str, SummaryVersion]]:
+        """The slots and the current summaries."""
+        current = {s: v[-1] for s in scopes if (v := self._summaries.get((user_id, _check_scope(s))))}
+        return self._slots.get(user_id, Slots()), current
+
     async def add_summary(
         self,
         user_id: UUID,
@@ -271,6 +282,10 @@ _SUMMARY_VERSIONS_SQL = (
     f"select {_SUMMARY_COLUMNS} from public.memory_summaries where user_id = %(user)s and scope = %(scope)s"
     " order by version desc"
 )
+_CURRENT_SUMMARIES_SQL = (
+    f"select distinct on (scope) {_SUMMARY_COLUMNS} from public.memory_summaries"
+    " where user_id = %(user)s and scope = any(%(scopes)s) order by scope, version desc"
+)
 # One statement: the next version, and the versions beyond the newest kept ones deleted.
 _ADD_SUMMARY_SQL = f"""
 with added as (
@@ -332,7 +347,7 @@ class PostgresContextStore:
             max_size=max_size,
             timeout=connect_timeout,
             open=False,
-            kwargs=connection_kwargs(url, pooler),
+            kwargs={**connection_kwargs(url, pooler), "autocommit": True},
             name="memory_plugin_context",
         )
         try:
@@ -348,13 +363,26 @@ class PostgresContextStore:
             await self._pool.close()
 
     async def _run(self, user_id: UUID, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return (await self._run_all(user_id, [query], params))[-1]
+
+    async def _run_all(
+        self, user_id: UUID, statements: Sequence[str], params: dict[str, Any]
+    ) -> list[list[tuple[Any, ...]]]:
+        """`statements` as `user_id`, after the identity prelude, in one simple-protocol message: on the
+        autocommit pool, one implicit transaction (the transaction-local role and claims cover the statements, so
+        RLS applies and nothing leaks to the pool's next user) and one round trip, where BEGIN, prelude, query and
+        COMMIT took four. Client-side binding is what allows parameters in a multi-statement message. Returns
+        each statement's rows."""
+        prelude = IDENTITY_PRELUDE_SQL.replace("%s", "%(claims)s")
         with postgres_errors("the context-memory operation"):
-            async with self._pool.connection() as conn, conn.transaction():
-                # Transaction-local role and claims: RLS applies, and nothing leaks to the pool's next user.
-                await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user_id),))
-                cursor = conn.cursor(row_factory=tuple_row)
-                await cursor.execute(query, {"user": user_id, **params})
-                return await cursor.fetchall() if cursor.description else []
+            async with self._pool.connection() as conn:
+                cursor = AsyncClientCursor(conn, row_factory=tuple_row)
+                values = {**params, "user": user_id, "claims": user_claims(user_id)}
+                await cursor.execute("; ".join([prelude, *statements]), values)
+                results: list[list[tuple[Any, ...]]] = []
+                while cursor.nextset():  # the prelude's own result is skipped
+                    results.append(await cursor.fetchall() if cursor.description else [])
+                return results
 
     async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
         """Stored in `memory_receipts` as the user."""
@@ -386,6 +414,19 @@ class PostgresContextStore:
                 logger.warning("%s summary row of user %s skipped (not a valid summary): %s", LOG_PREFIX, user_id, exc)
         return versions
 
+    async def read_turn(self, user_id: UUID, scopes: Sequence[str]) -> tuple[Slots, dict[str, SummaryVersion]]:
+        """Slots and current summaries in one message: one round trip and one connection per turn, where three
+        parallel reads of four round trips each took ~9 ms apiece on the 2-core bench."""
+        params = {"scopes": [_check_scope(s) for s in scopes]}
+        slot_rows, summary_rows = await self._run_all(user_id, [_READ_SLOTS_SQL, _CURRENT_SUMMARIES_SQL], params)
+        current: dict[str, SummaryVersion] = {}
+        for row in summary_rows:
+            try:
+                current[row[0]] = _summary(row)
+            except ValidationError as exc:
+                logger.warning("%s summary row of user %s skipped (not a valid summary): %s", LOG_PREFIX, user_id, exc)
+        return (_valid_slots(user_id, slot_rows[0][0]) if slot_rows else Slots()), current
+
     async def add_summary(
         self,
         user_id: UUID,
@@ -412,15 +453,17 @@ class PostgresContextStore:
             "covered_from": covered_from,
             "kept": SUMMARY_VERSIONS_KEPT,
         }
+        statements = [_ADD_SUMMARY_SQL]
         if scope.startswith("session:"):
-            prune = {"scope": scope, "keep": SESSION_SUMMARIES_KEPT - 1, "days": SESSION_SUMMARY_MAX_AGE_DAYS}
-            await self._run(user_id, _PRUNE_SESSION_SUMMARIES_SQL, prune)
+            # The session summaries beyond the newest kept are pruned in the same message (one round trip).
+            params |= {"keep": SESSION_SUMMARIES_KEPT - 1, "days": SESSION_SUMMARY_MAX_AGE_DAYS}
+            statements.insert(0, _PRUNE_SESSION_SUMMARIES_SQL)
         try:
-            rows = await self._run(user_id, _ADD_SUMMARY_SQL, params)
+            rows = (await self._run_all(user_id, statements, params))[-1]
         except StoreError as exc:
             if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
                 raise
-            rows = await self._run(user_id, _ADD_SUMMARY_SQL, params)
+            rows = (await self._run_all(user_id, statements, params))[-1]
         return _summary(rows[0])
 
     async def drop_latest_summary(self, user_id: UUID, scope: str) -> SummaryVersion | None:

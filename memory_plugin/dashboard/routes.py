@@ -28,6 +28,8 @@ from ..api.download import export_download
 from ..consent import memory_notice
 from ..context.receipt import ContextReceipt
 from ..context.receipt_store import StoredReceipt
+from ..conversions import refuse_sealed
+from ..crypto import is_sealed
 from ..models import MemorizedFact
 from ..privacy.policy import sanitize_fact_text
 from ..rows import MemoryRecord
@@ -178,7 +180,7 @@ def _router(dash: Dashboard) -> APIRouter:
         if session is None:
             return login_page(request)
         user, bearer = session
-        records = await dash.api.memory.list_records(user, limit=1000) if dash.api.memory else []
+        records = refuse_sealed(await dash.api.memory.list_records(user, limit=1000)) if dash.api.memory else []
         chats, total = await dash.api.chats.list_chats(user, limit=100, offset=0)
         past = await dash.data.receipts(user, limit=RECEIPTS_LISTED)
         receipt = await _receipt_shown(dash, user, past, turn)
@@ -282,6 +284,7 @@ def _router(dash: Dashboard) -> APIRouter:
                 importance=old.importance,
                 replaces=old.id,
                 user_id=user,
+                sensitive=is_sealed(old.content),  # a correction of a sealed fact is sealed too
             )
         except ValidationError as exc:
             return page(request, "message.html", 422, message=str(exc.errors()[0]["msg"]))

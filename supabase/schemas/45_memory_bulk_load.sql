@@ -43,7 +43,7 @@ begin
     with todo as (
         select m.id, m.session_id, m.content, m.metadata, row_number() over (order by m.created_at, m.id) as n
           from public.user_memory m
-         where m.user_id = p_user_id and m.kind = 'fact'
+         where m.user_id = p_user_id and m.kind = 'fact' and m.key_id is null
            and not exists (select from public.memory_search_docs d where d.user_id = p_user_id and d.memory_id = m.id)
     )
     insert into public.memory_search_docs (user_id, memory_id, session_id, seq, prev_memory_id, content, speaker)
