@@ -237,16 +237,18 @@ class MemorySettings(BaseSettings):
 
     # --- retention (`memory-plugin maintain`; docs/privacy.md) ---------------------------------------------------
     retention_raw_months: float = Field(default=12, ge=0)
-    """Raw conversation data not touched for this many months is deleted by `memory-plugin maintain`: chat
-    histories (title and summary stay), stored conversations, Postgres sessions, workflow checkpoints. Facts,
-    slots and summaries are kept. 0: kept forever."""
+    """Raw conversation data untouched this many months is deleted by `maintain`: chat histories (title, summary
+    stay), conversations, Postgres sessions, checkpoints. Facts, slots, summaries stay. 0: kept forever."""
     retention_dead_job_days: float = Field(default=30, ge=0)
     """Dead background jobs older than this are deleted by `maintain` (0: kept, up to the cap)."""
-    retention_max_dead_jobs: int = Field(default=10_000, ge=0)
-    """`maintain` keeps at most this many dead jobs, the newest (0: no cap)."""
+    retention_max_dead_jobs: int = Field(default=10_000, ge=0)  # dead jobs kept, the newest (0: no cap)
+    retention_checkpoint_days: float = Field(default=30, ge=0)
+    """Workflow checkpoints older than this are deleted by `maintain` (0: by `retention_raw_months` only)."""
+    retention_receipt_days: float = Field(default=90, ge=0)
+    """Context receipts older than this are deleted by `maintain` (0: kept; the newest 100 per user)."""
     retention_applied_write_days: float = Field(default=30, ge=0)
-    """Records of applied writes (a replayed write applies once) older than this are deleted by `maintain`;
-    keep it longer than any outage the journal must survive. 0: kept forever."""
+    """Applied-write records (a replayed write applies once) older than this are deleted by `maintain`; keep
+    them longer than any outage the journal must survive (0: kept forever)."""
 
     vocabulary: Annotated[Vocabulary, PlainValidator(_a_vocabulary), PlainSerializer(repr)] = Field(
         default_factory=lambda: DEFAULT_VOCABULARY, exclude=True, repr=False
