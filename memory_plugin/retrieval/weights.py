@@ -78,7 +78,7 @@ class SearchWeights:
     candidates: int = 50
     """Facts taken from each channel (vector, text, date) before the final ranking (through the HNSW index
     the vector channel takes half as many, at least the limit)."""
-    rerank_candidates: int = 50
+    rerank_candidates: int = 100
     """The hybrid score's best this many facts go to the reranker (`rerank.py`); 0: no reranker."""
     exact_scan_below: int = 2000
     """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan), unless
