@@ -384,7 +384,7 @@ class MemorySettings(BaseSettings):
     """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
     takes half as many, at least the search's limit, when it goes through the HNSW index)."""
 
-    search_rerank_candidates: int = Field(default=50, ge=0, le=1000)
+    search_rerank_candidates: int = Field(default=100, ge=0, le=1000)
     """The hybrid score's best this many facts are re-ranked by how they cluster (same session, neighbouring
     turns) and the names the question holds (`retrieval/rerank.py`); 0 turns the reranker off."""
 
