@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from .crypto.keys import KEY_EXAMPLE, KeyRing, parse_key_ring
 from .errors import ConfigurationError, MemoryPluginError
-from .privacy.policy import HealthNotesConsent
+from .privacy.health_consent import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 from .quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
