@@ -29,9 +29,13 @@ async def waiting_jobs(queue: JobQueue) -> int:
 
 
 @pytest_asyncio.fixture(loop_scope="session", params=["postgres", "in-process"])
-async def make_queue(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[Any]:
-    """A factory of queues of the parametrized kind, closed after the test."""
+async def make_queue(
+    request: pytest.FixtureRequest, database_url: str, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> AsyncIterator[Any]:
+    """A factory of queues of the parametrized kind, closed after the test; the jobs it queued in the shared
+    database are deleted (a later test's worker would run them, or make the deferred ones due)."""
     opened: list[JobQueue] = []
+    first = admin_conn.execute("select coalesce(max(id), 0) from public.memory_jobs").fetchone()
 
     async def make(max_pending: int, per_user: int) -> JobQueue:
         queue: JobQueue
@@ -49,6 +53,7 @@ async def make_queue(request: pytest.FixtureRequest, database_url: str) -> Async
     yield make
     for queue in opened:
         await queue.close()
+    admin_conn.execute("delete from public.memory_jobs where id > %s", (first[0] if first else 0,))
 
 
 async def test_a_user_at_their_limit_is_deferred_and_other_users_are_not(make_queue: Any) -> None:
@@ -106,10 +111,14 @@ async def test_deferred_jobs_become_due_when_the_users_waiting_jobs_fall_below_t
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def pg_queue(database_url: str) -> AsyncIterator[PostgresJobQueue]:
+async def pg_queue(
+    database_url: str, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> AsyncIterator[PostgresJobQueue]:
+    first = admin_conn.execute("select coalesce(max(id), 0) from public.memory_jobs").fetchone()
     queue = await PostgresJobQueue.connect(database_url, max_pending=100_000, max_messages=20)
     yield queue
     await queue.close()
+    admin_conn.execute("delete from public.memory_jobs where id > %s", (first[0] if first else 0,))
 
 
 def payload_of(admin_conn: psycopg.Connection[tuple[Any, ...]], user: UUID) -> str:
