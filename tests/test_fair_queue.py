@@ -13,6 +13,7 @@ import pytest_asyncio
 
 from memory_plugin.background import InProcessJobQueue, JobQueue, PostgresJobQueue
 from memory_plugin.models import Message
+from tests.test_cross_tenant import acting_as
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -167,3 +168,32 @@ async def test_dead_jobs_expire_after_seven_days(
         "select user_id from public.memory_jobs where user_id = any(%s)", ([old, recent],)
     ).fetchall()
     assert left == [(recent,)]
+
+
+async def test_a_signed_in_user_cannot_write_their_own_backlog(
+    database_url: str, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> None:
+    """The backlog's bound holds through PostgREST: a user's own jobs are readable and cancellable, never written
+    (only the queue functions, as `memory_worker`, enqueue, defer or promote)."""
+    user = uuid4()
+    admin_conn.execute(
+        "insert into public.memory_jobs (user_id, session_id, state, payload) values (%s, 's', 'deferred', '{}')",
+        (user,),
+    )
+    with psycopg.connect(database_url) as conn:
+        for statement, params in (
+            ("insert into public.memory_jobs (user_id, session_id, state, payload) values (%s, 't', 'deferred', '{}')",
+             (user,)),
+            ("select memory_private.memory_jobs_promote(array[%s]::uuid[], 100, 100)", (user,)),
+        ):  # fmt: skip
+            with acting_as(conn, "authenticated", user), pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement, params)
+        with acting_as(conn, "authenticated", user):
+            assert (
+                conn.execute("update public.memory_jobs set state = 'pending' where user_id = %s", (user,)).rowcount
+                == 0
+            )
+            assert conn.execute("select state from public.memory_jobs where user_id = %s", (user,)).fetchall() == [
+                ("deferred",)
+            ]
+    admin_conn.execute("delete from public.memory_jobs where user_id = %s", (user,))
