@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from .crypto.keys import KEY_EXAMPLE, KeyRing, parse_key_ring
 from .errors import ConfigurationError, MemoryPluginError
-from .privacy.policy import HealthNotesConsent
+from .privacy.health_consent import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 from .quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
@@ -237,16 +237,18 @@ class MemorySettings(BaseSettings):
 
     # --- retention (`memory-plugin maintain`; docs/privacy.md) ---------------------------------------------------
     retention_raw_months: float = Field(default=12, ge=0)
-    """Raw conversation data not touched for this many months is deleted by `memory-plugin maintain`: chat
-    histories (title and summary stay), stored conversations, Postgres sessions, workflow checkpoints. Facts,
-    slots and summaries are kept. 0: kept forever."""
+    """Raw conversation data untouched this many months is deleted by `maintain`: chat histories (title, summary
+    stay), conversations, Postgres sessions, checkpoints. Facts, slots, summaries stay. 0: kept forever."""
     retention_dead_job_days: float = Field(default=30, ge=0)
     """Dead background jobs older than this are deleted by `maintain` (0: kept, up to the cap)."""
-    retention_max_dead_jobs: int = Field(default=10_000, ge=0)
-    """`maintain` keeps at most this many dead jobs, the newest (0: no cap)."""
+    retention_max_dead_jobs: int = Field(default=10_000, ge=0)  # dead jobs kept, the newest (0: no cap)
+    retention_checkpoint_days: float = Field(default=30, ge=0)
+    """Workflow checkpoints older than this are deleted by `maintain` (0: by `retention_raw_months` only)."""
+    retention_receipt_days: float = Field(default=90, ge=0)
+    """Context receipts older than this are deleted by `maintain` (0: kept; the newest 100 per user)."""
     retention_applied_write_days: float = Field(default=30, ge=0)
-    """Records of applied writes (a replayed write applies once) older than this are deleted by `maintain`;
-    keep it longer than any outage the journal must survive. 0: kept forever."""
+    """Applied-write records (a replayed write applies once) older than this are deleted by `maintain`; keep
+    them longer than any outage the journal must survive (0: kept forever)."""
 
     vocabulary: Annotated[Vocabulary, PlainValidator(_a_vocabulary), PlainSerializer(repr)] = Field(
         default_factory=lambda: DEFAULT_VOCABULARY, exclude=True, repr=False
@@ -382,7 +384,7 @@ class MemorySettings(BaseSettings):
     """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
     takes half as many, at least the search's limit, when it goes through the HNSW index)."""
 
-    search_rerank_candidates: int = Field(default=50, ge=0, le=1000)
+    search_rerank_candidates: int = Field(default=100, ge=0, le=1000)
     """The hybrid score's best this many facts are re-ranked by how they cluster (same session, neighbouring
     turns) and the names the question holds (`retrieval/rerank.py`); 0 turns the reranker off."""
 
