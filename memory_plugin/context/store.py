@@ -21,6 +21,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..crypto import KeyRing
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
 from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
@@ -324,10 +325,12 @@ class PostgresContextStore:
 
     Shares the long-term store's pool: `PostgresContextStore(postgres_store.pool)`."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any], *, owns_pool: bool = False) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], *, owns_pool: bool = False, ring: KeyRing | None = None) -> None:
         self._pool = pool
         self._owns_pool = owns_pool
         """True when `close` closes the pool (the one `connect` opened); a pool handed in is its giver's."""
+        self._ring = ring
+        """The encryption keys receipts open sealed fact texts with (None: shown as "")."""
 
     @classmethod
     async def connect(
@@ -390,7 +393,7 @@ class PostgresContextStore:
 
     async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
         """Read as the user, with the current texts of the facts named."""
-        return await read_receipts(self._pool, user_id, limit=limit, receipt_id=receipt_id)
+        return await read_receipts(self._pool, user_id, limit=limit, receipt_id=receipt_id, ring=self._ring)
 
     async def read_slots(self, user_id: UUID) -> Slots:
         """The user's slots; a field of the wrong shape (the row is writable by the user directly) is skipped
