@@ -359,10 +359,15 @@ async def test_a_stored_receipt_shows_the_sealed_fact_to_its_owner_and_never_its
     user, key = uuid4(), f"k1:{new_key()}"
     async with MemoryManager.open(keyed(pg_settings, key)) as memory:
         await memory.remember(user, "Su cuñada Filomena vive en Soria", sensitive=True, importance=5)
+        note = MemorizedFact(content="Camina con bastón ortopédico", category="health_note", confidence=0.9,
+                             source="explicit")  # fmt: skip
+        await memory.update_memory(MemoryUpdate(user_id=user, new_facts=[note]))  # a standing constraint if plain
         agent = Agent(FunctionModel(_agreed), deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
         await agent.run("¿Dónde vive la familia?", deps=MemoryDeps(session_id=f"s-{uuid4()}", user_id=user))
         assert await memory.flush()
-    assert "filomena" not in dump_database(admin_conn)  # receipts name facts by id; slots and summaries hold none
+    dump = dump_database(admin_conn)
+    assert "filomena" not in dump  # receipts name facts by id; slots and summaries hold none
+    assert "ortopédico" not in dump
 
     async with MemoryManager.open(keyed(pg_settings, key)) as memory:
         [receipt] = await memory.receipts(user)
