@@ -96,8 +96,6 @@ def summary_policy(settings: MemorySettings) -> SummaryPolicy:
 
 
 def _current_facts(records: Sequence[MemoryRecord]) -> list[MemorizedFact]:
-    """The current facts slots and summaries are rebuilt from: never a sealed one (both are stored in the clear;
-    a sealed fact reaches the context by rank instead)."""
     now = datetime.now(UTC)
     return [fact_from_record(r) for r in records if r.kind == "fact" and r.is_current(now) and not r.sensitive]
 
@@ -437,14 +435,11 @@ class ContextBuilder:
         if stored or gone:
             # Facts only: the profile is a view of the stored preferences, not patched here.
             await apply_facts_to_slots(self.store, uid, stored, superseded=gone)
-        # A sealed fact's text never goes into a summary (stored in the clear), as the old or the new wording.
-        plain = [f for f in stored if not f.sensitive]
-        by_id = {f.id: f.content for f in plain}
-        replaced = {f.replaces: f.content for f in plain if f.replaces}
+        by_id = {f.id: f.content for f in stored if not f.sensitive}  # sealed text never goes into a summary
+        replaced = {f.replaces: f.content for f in stored if f.replaces and not f.sensitive}
         outdated = [
             (old.content, replaced.get(old.id) or by_id.get(old.superseded_by) or "")  # type: ignore[arg-type]
-            for old in superseded
-            if not old.sensitive
+            for old in (o for o in superseded if not o.sensitive)
         ]
         outdated = [(old, new) for old, new in outdated if new]
         # Read once (or taken from this turn's build): what a new session's first summary builds on, and what the
