@@ -97,7 +97,7 @@ def summary_policy(settings: MemorySettings) -> SummaryPolicy:
 
 def _current_facts(records: Sequence[MemoryRecord]) -> list[MemorizedFact]:
     now = datetime.now(UTC)
-    return [fact_from_record(r) for r in records if r.kind == "fact" and r.is_current(now)]
+    return [fact_from_record(r) for r in records if r.kind == "fact" and r.is_current(now) and not r.sensitive]
 
 
 def _user_or_none(user_id: str | UUID | None) -> UUID | None:
@@ -204,7 +204,7 @@ class ContextBuilder:
         manager on `InMemoryStore`). Close it with `close` (a pool handed in stays open). `wait=False`: do not
         wait for the first connection (a database down now is reported per turn)."""
         store: ContextStore = (
-            PostgresContextStore(pool)
+            PostgresContextStore(pool, ring=settings.key_ring())
             if pool is not None
             else await PostgresContextStore.connect(
                 database_url,
@@ -435,11 +435,11 @@ class ContextBuilder:
         if stored or gone:
             # Facts only: the profile is a view of the stored preferences, not patched here.
             await apply_facts_to_slots(self.store, uid, stored, superseded=gone)
-        by_id = {f.id: f.content for f in stored}
-        replaced = {f.replaces: f.content for f in stored if f.replaces}
+        by_id = {f.id: f.content for f in stored if not f.sensitive}  # sealed text never goes into a summary
+        replaced = {f.replaces: f.content for f in stored if f.replaces and not f.sensitive}
         outdated = [
             (old.content, replaced.get(old.id) or by_id.get(old.superseded_by) or "")  # type: ignore[arg-type]
-            for old in superseded
+            for old in (o for o in superseded if not o.sensitive)
         ]
         outdated = [(old, new) for old, new in outdated if new]
         # Read once (or taken from this turn's build): what a new session's first summary builds on, and what the

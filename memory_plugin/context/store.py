@@ -27,7 +27,7 @@ from ..database.reach import open_pool
 from ..errors import InvalidMemoryInputError, StoreError
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, UserPreferences, utc_now
-from .receipt_store import PostgresReceipts, RamReceipts, ReceiptKeeper
+from .receipt_store import KeyRing, PostgresReceipts, RamReceipts, ReceiptKeeper
 from .slots import SlotPatch, Slots, patch_from_facts
 
 __all__ = [
@@ -303,10 +303,11 @@ class PostgresContextStore(PostgresReceipts):
 
     Shares the long-term store's pool: `PostgresContextStore(postgres_store.pool)`."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any], *, owns_pool: bool = False) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], *, owns_pool: bool = False, ring: KeyRing | None = None) -> None:
         self._pool = pool
         self._owns_pool = owns_pool
         """True when `close` closes the pool (the one `connect` opened); a pool handed in is its giver's."""
+        self._ring = ring
 
     @classmethod
     async def connect(
