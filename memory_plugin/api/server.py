@@ -29,6 +29,7 @@ from ..errors import MemoryPluginError
 from ..export.service import PoolExporter
 from ..settings import MemorySettings
 from ..store.postgres import PostgresStore
+from ..store.sealed import sealed_if_keys
 from .app import ApiServices, create_app
 from .auth import TokenVerifier
 from .cors import parse_origins
@@ -90,7 +91,7 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
         yield ApiServices(
             chats=chats,
             verifier=verifier,
-            memory=store,
+            memory=sealed_if_keys(store, settings),
             exporter=PoolExporter(store.pool),
             consent=ConsentStore(pool=store.pool),
             pool=store.pool,

@@ -168,6 +168,8 @@ class ContextBuilder:
         default_factory=OrderedDict, init=False, repr=False
     )
     """The last receipt per session and user (bounded LRU)."""
+    _unsaved: OrderedDict[tuple[str, UUID | None], ContextReceipt] = field(default_factory=OrderedDict, init=False)
+    """Receipts built but not stored yet: `after_turn` stores them, off the request path."""
     _filled: OrderedDict[UUID, None] = field(default_factory=OrderedDict, init=False, repr=False)
     """Users whose empty slots were already filled from their facts by this process (bounded LRU), so a user
     whose facts fill no slot is not read again every turn."""
@@ -291,6 +293,8 @@ class ContextBuilder:
             _remember(self._anchors, (session_id, uid), _Sent(start, assembled.standing, sent, assembled.summary_block))
         receipt = receipt_for(session_id, uid, assembled, context.fact_scores, self.counter)
         _remember(self._receipts, (session_id, uid), receipt)
+        if uid is not None:
+            _remember(self._unsaved, (session_id, uid), receipt)
         return assembled
 
     def _anchor(self, key: tuple[str, UUID | None], messages: Sequence[ModelMessage]) -> int | None:
@@ -419,6 +423,9 @@ class ContextBuilder:
         rewritten again here (a failed answer keeps the previous version until the next extraction). The
         profile is not patched here: it is a view of the stored preference rows (`slots`)."""
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
+        # The turn's receipt rides on this after-turn work (off the request path when it is backgrounded).
+        if (receipt := self._unsaved.pop((session_id, uid), None)) is not None:
+            await self.store.add_receipt(uid, receipt)
         if superseded is None:
             # The caller does not know what the write superseded: the facts whose `superseded_by` names one of them.
             ids = {f.id for f in stored}

@@ -26,6 +26,8 @@ from ..database.pooler import PoolerMode, connection_kwargs
 from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, UserPreferences, utc_now
+from .receipt import ContextReceipt
+from .receipt_store import RECEIPTS_KEPT, StoredReceipt, add_receipt, read_receipts
 from .slots import SlotPatch, Slots, patch_from_facts
 
 __all__ = [
@@ -136,6 +138,15 @@ class ContextStore(Protocol):
         """Roll back: delete the current version; the previous one (returned, None if none) is current again."""
         ...
 
+    async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
+        """Keep `receipt` among the user's newest `RECEIPTS_KEPT` (`memory_plugin.receipts`); never raises (a
+        failure is logged: the turn it describes is over)."""
+        ...
+
+    async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
+        """The user's newest receipts, newest first (`receipt_id`: that one only)."""
+        ...
+
     async def close(self) -> None:
         """Release connections (nothing to do in RAM)."""
         ...
@@ -172,6 +183,7 @@ class InMemoryContextStore:
     def __init__(self) -> None:
         self._slots: dict[UUID, Slots] = {}
         self._summaries: dict[tuple[UUID, str], list[SummaryVersion]] = {}
+        self._receipts: dict[UUID, list[StoredReceipt]] = {}
 
     async def read_slots(self, user_id: UUID) -> Slots:
         """The user's slots."""
@@ -231,6 +243,17 @@ class InMemoryContextStore:
         if versions:
             versions.pop()
         return versions[-1] if versions else None
+
+    async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
+        """Kept in this process (with the facts' texts), the newest `RECEIPTS_KEPT` per user."""
+        kept = self._receipts.setdefault(user_id, [])
+        kept.append(StoredReceipt(kept[-1].id + 1 if kept else 1, receipt))
+        del kept[:-RECEIPTS_KEPT]
+
+    async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
+        """Newest first."""
+        kept = reversed(self._receipts.get(user_id, []))
+        return [r for r in kept if receipt_id is None or r.id == receipt_id][: max(0, limit)]
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -360,6 +383,14 @@ class PostgresContextStore:
                 while cursor.nextset():  # the prelude's own result is skipped
                     results.append(await cursor.fetchall() if cursor.description else [])
                 return results
+
+    async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
+        """Stored in `memory_receipts` as the user."""
+        await add_receipt(self._pool, user_id, receipt)
+
+    async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
+        """Read as the user, with the current texts of the facts named."""
+        return await read_receipts(self._pool, user_id, limit=limit, receipt_id=receipt_id)
 
     async def read_slots(self, user_id: UUID) -> Slots:
         """The user's slots; a field of the wrong shape (the row is writable by the user directly) is skipped
