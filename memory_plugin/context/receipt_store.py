@@ -23,7 +23,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from ..crypto import KeyRing, is_sealed, open_text
-from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
+from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_as_user, user_claims
 from ..errors import EncryptionKeyError, MemoryPluginError
 from ..logs import LOG_PREFIX, logger
 from .budget import ContextReport
@@ -203,9 +203,9 @@ async def add_receipt(pool: AsyncConnectionPool[Any], user_id: UUID, receipt: Co
     }
     try:
         with postgres_errors("storing the context receipt"):
-            async with pool.connection() as conn, conn.transaction():
-                await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user_id),))
-                await conn.execute(_ADD_SQL, params)
+            async with pool.connection() as conn:
+                # One message after the identity prelude: one round trip a turn, where four were.
+                await run_as_user(conn, user_id, [_ADD_SQL], params)
     except MemoryPluginError as exc:
         logger.warning("%s could not store the turn's context receipt: %s", LOG_PREFIX, exc)
 
