@@ -170,11 +170,10 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         if self._opener is not None:
             run.memory = await self._opener.manager()
         memory = run._manager()
-        if self.record_messages:
-            memory.check_message(identity.session_id, identity.user_id, prompt)
+        turn = memory.turn(identity.session_id, identity.user_id)
         if self.memory_block:
-            context = await memory.get_memory_context(identity.session_id, identity.user_id, query=prompt or None)
-            run._block = memory.format_memory_for_agent(context)
+            start = await turn.start(prompt, check=self.record_messages)
+            run._block = memory.format_memory_for_agent(start.context) if start.context is not None else ""
             return run
         builder = run._builder = self.context or await memory.context_builder()
         if self.context is not None:
@@ -183,14 +182,16 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             self.context.follow(memory.extraction)
         cost = message_tokens(ModelRequest(parts=[UserPromptPart(prompt)]), builder.counter) if prompt else 0
         # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
-        built = await builder.build(
-            identity.session_id,
-            identity.user_id,
-            query=prompt or None,
+        start = await turn.start(
+            prompt,
+            check=self.record_messages,
+            context=builder,
             history=list(ctx.messages) or None,
             prompt_tokens=cost,
             keep_prefix=True,
         )
+        assert start.built is not None  # a turn started with a context builder reads the budgeted context
+        built = start.built
         run._block, run._turn, run._history, run._given = built.standing, built.turn, built.history, len(ctx.messages)
         run._summary, run._report = built.summary, built.report
         if hasattr(ctx.deps, "receipt"):  # MemoryDeps and its subclasses: the application reads it after the run
@@ -249,9 +250,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         identity = _identity(ctx.deps)
         answer = result.output if isinstance(result.output, str) else ""
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
-        await memory.finish_turn(
-            identity.session_id,
-            identity.user_id,
+        await memory.turn(identity.session_id, identity.user_id).finish(
             prompt=_prompt_text(ctx.prompt),
             answer=answer,
             extract=self.extract_facts,

@@ -17,7 +17,7 @@ from ..validation import (
     check_text,
     parse_user_id,
 )
-from .turn import TurnOutcome, finish_turn
+from .turn import Turn
 
 if TYPE_CHECKING:
     from ..context.builder import ContextBuilder
@@ -129,33 +129,13 @@ class ShortTermFacade(FacadeCore):
             return False
         return True
 
-    async def finish_turn(
-        self,
-        session_id: str,
-        user_id: str | UUID | None,
-        *,
-        prompt: str | None = None,
-        answer: str | None = None,
-        extract: bool = True,
-        inline: bool | None = None,
-        end_of_request: bool = False,
-        context: ContextBuilder | None = None,
-    ) -> TurnOutcome:
-        """End one turn as every face does (`runtime/turn.py`): record the exchange (`prompt`, `answer`; None:
-        recorded already), extract now or queue (`inline`; None: the settings' choice) when the policy says it
-        is due, patch `context`'s slots and summary. Never raises for memory: see `TurnOutcome`."""
+    def turn(self, session_id: str, user_id: str | UUID | None) -> Turn:
+        """One turn of `session_id` for `user_id`, the same for every face (`runtime/turn.py`): `await
+        turn.start(prompt)` checks it and reads its context before the model call; `await turn.finish(prompt=…,
+        answer=…)` records the exchange, extracts now or queues (the policy decides), and patches the slots and
+        summary, reporting (`TurnOutcome`) instead of raising for memory."""
         self._check_open()
-        return await finish_turn(
-            cast("MemoryManager", self),
-            session_id,
-            user_id,
-            prompt=prompt,
-            answer=answer,
-            extract=extract,
-            inline=inline,
-            end_of_request=end_of_request,
-            context=context,
-        )
+        return Turn(cast("MemoryManager", self), session_id, user_id)
 
     def should_extract(self, messages_seen: int) -> bool:
         """A plain count: True after every `extract_every_n_messages` messages of a session.
