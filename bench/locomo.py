@@ -107,7 +107,7 @@ async def run(
                 # A turn the privacy policy refuses is reported and skipped; it never stops the run.
                 refused.extend(f"{notes[n.index].metadata['dia_id']}: {n.reason}" for n in outcome.refused)
         store_seconds = time.perf_counter() - started
-        reranked = memory.searcher.weights
+        reranked = memory._searcher.weights
         hybrid_only = dataclasses.replace(reranked, rerank_candidates=0)
         modes = [(reranked, latencies, out_path)]
         if compare_path is not None:
@@ -121,7 +121,7 @@ async def run(
                 for weights, times, path in modes if n % 2 == 0 else modes[::-1]:
                     retrieved: list[str] = []
                     if user is not None:
-                        memory.searcher.weights = weights
+                        memory._searcher.weights = weights
                         if cache is not None:
                             cache.clear()  # every timed search embeds its question
                         t0 = time.perf_counter()
@@ -132,7 +132,7 @@ async def run(
                         retrieved = [_own_dia_id(str(h.memory.metadata.get("dia_id")), q["conv_id"]) for h in hits]
                     outs[path].write(json.dumps({"qid": q["qid"], "retrieved": retrieved}) + "\n")
         finally:
-            memory.searcher.weights = reranked
+            memory._searcher.weights = reranked
             for f in outs.values():
                 f.close()
         embedder = memory.embedder.name if memory.embedder is not None else "none"

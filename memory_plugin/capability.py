@@ -179,7 +179,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         if self.context is not None:
             # Facts a background job writes later patch the slots too, and a summary due on an extraction
             # turn is written in the extraction's own model call.
-            self.context.follow(memory.extraction)
+            memory.keep_context_current(self.context)
         cost = message_tokens(ModelRequest(parts=[UserPromptPart(prompt)]), builder.counter) if prompt else 0
         # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
         start = await turn.start(

@@ -53,7 +53,7 @@ class ShortTermFacade(FacadeCore):
             raise InvalidMemoryInputError(f"message must be a Message, got {type(message).__name__}")
         check_text(message.content, "message content", self.settings.max_message_chars)
         self._messages_added += 1
-        sessions = self.sessions
+        sessions = self._sessions
         if not sessions.blocking:
             return sessions.add_message(session_id, message, user_id=uid)
         return await off_the_loop(sessions, lambda: sessions.add_message(session_id, message, user_id=uid))
@@ -84,7 +84,7 @@ class ShortTermFacade(FacadeCore):
                     raise InvalidMemoryInputError(f"entity values must be strings, got {value!r} for {kind!r}")
                 check_text(value, f"entity {kind!r}", MAX_ENTITY_CHARS)
             clean[check_text(kind, "entity kind", MAX_ENTITY_CHARS)] = items
-        await off_the_loop(self.sessions, lambda: self.sessions.update_entities(session_id, clean, user_id=uid))
+        await off_the_loop(self._sessions, lambda: self._sessions.update_entities(session_id, clean, user_id=uid))
 
     async def update_session_intents(self, session_id: str, intent: str, *, user_id: str | UUID | None = None) -> None:
         """Record an intent detected in the session (the owner rule is `add_message`'s)."""
@@ -94,7 +94,7 @@ class ShortTermFacade(FacadeCore):
         if not isinstance(intent, str) or not intent.strip():
             raise InvalidMemoryInputError("intent must be a non-empty string")
         intent = check_text(intent, "intent", MAX_ENTITY_CHARS)
-        await off_the_loop(self.sessions, lambda: self.sessions.add_intent(session_id, intent, user_id=uid))
+        await off_the_loop(self._sessions, lambda: self._sessions.add_intent(session_id, intent, user_id=uid))
 
     async def get_short_term(self, session_id: str, *, user_id: str | UUID | None = None) -> ShortTermMemory:
         """The session's messages, entities and intents (empty when unknown or expired; the owner rule is
@@ -102,7 +102,7 @@ class ShortTermFacade(FacadeCore):
         self._check_open()
         uid = parse_user_id(user_id) if user_id is not None else None
         sid = check_session_id(session_id)
-        return await off_the_loop(self.sessions, lambda: self.sessions.snapshot(sid, user_id=uid))
+        return await off_the_loop(self._sessions, lambda: self._sessions.snapshot(sid, user_id=uid))
 
     def check_message(self, session_id: str, user_id: str | UUID | None, text: str) -> None:
         """Raise `InvalidMemoryInputError` now if a turn with `text` could not be recorded for this session and
@@ -165,10 +165,10 @@ class ShortTermFacade(FacadeCore):
         uid = parse_user_id(user_id) if user_id is not None else None
         # With a user, the turn starts here: an unknown session is bound to that user, so the session-only
         # calls that follow (`add_message(session_id, m)`) write this user's session.
-        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid, bind=True))
+        short = await off_the_loop(self._sessions, lambda: self._sessions.snapshot(session_id, user_id=uid, bind=True))
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
-        return await self.context_reader.read(session_id, uid, short, query=query)
+        return await self._context_reader.read(session_id, uid, short, query=query)
 
     async def context_builder(self) -> ContextBuilder:
         """The manager's context assembly (`context/builder.py`): one token budget for profile, slots, rolling
@@ -185,8 +185,14 @@ class ShortTermFacade(FacadeCore):
                 self._context = await ContextBuilder.open(
                     cast("MemoryManager", self), self.settings, database_url=url, wait=False, pool=pool
                 )
-                self._context.follow(self.extraction)
+                self._context.follow(self._extraction)
         return self._context
+
+    def keep_context_current(self, builder: ContextBuilder) -> None:
+        """Keep `builder` (a context builder of your own; the manager's own follows from its first use) current
+        with this manager's extraction: the facts its background jobs write patch the slots, and a summary due
+        on a job is written in the job's own model call (`ContextBuilder.follow`)."""
+        builder.follow(self._extraction)
 
     def last_receipt(self, session_id: str, user_id: str | UUID | None = None) -> ContextReceipt | None:
         """What the last context built in this process for `session_id` and `user_id` held: facts injected and

@@ -156,7 +156,8 @@ class Turn:
         if due (unless the extraction's own call writes it). Never raises."""
         memory, session_id = self.memory, self.session_id
         run, scheduled = outcome.extraction, outcome.scheduled
-        queued = scheduled is not None and scheduled.job_id is not None
+        # The turn is the facade's own part: it reads the extraction service's capability directly.
+        queued = scheduled is not None and scheduled.job_id is not None and memory._extraction.writes_summaries
         try:
             short = await memory.get_short_term(session_id, user_id=user_id)
             await context.after_turn(
@@ -169,7 +170,7 @@ class Turn:
                 # A queued job asks for a due summary in its own call when the runner has a summary host and an
                 # extractor that writes summaries; it runs here or in `memory-plugin worker`, which follows the
                 # manager's own context builder (`ContextBuilder.follow`).
-                summary_done=(run is not None and run.summary_asked) or (queued and memory.extraction.writes_summaries),
+                summary_done=(run is not None and run.summary_asked) or queued,
             )
         except MemoryPluginError as exc:
             logger.warning("%s could not update the slots or the summary after the turn: %s", LOG_PREFIX, exc)
