@@ -39,7 +39,7 @@ from .runtime.assembly import Assembly, assemble
 from .runtime.connector import DatabaseConnector
 from .runtime.control import ControlFacade
 from .runtime.supervisor import Supervisor
-from .session import Clock, SessionBackend, SessionStore
+from .session import Clock, SessionBackend, SessionStore, session_calls
 from .settings import MemorySettings
 from .stats import MemoryStats
 from .store import ContextQuery, LongTermStore
@@ -78,6 +78,8 @@ class MemoryManager(ControlFacade):
         self._sessions: SessionBackend = (
             sessions if sessions is not None else SessionStore.from_settings(settings, clock=clock or time.monotonic)
         )
+        self._session_calls = session_calls(self._sessions)
+        """The session operations of the request path (on the loop's own pool, inline in RAM, else a thread)."""
         self._failures = StoreFailures(settings.outage_log_interval_seconds)
         """Long-term reads that failed, counted and logged (throttled)."""
         self._searcher = Searcher(settings, store, self.embedder)

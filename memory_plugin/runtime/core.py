@@ -22,7 +22,7 @@ from ..extraction.runner import ExtractionRunner, ScheduledExtraction
 from ..failures import StoreFailures
 from ..formatting import MemoryFormat
 from ..retrieval.searcher import Searcher
-from ..session import SessionBackend
+from ..session import SessionBackend, SessionCalls
 from ..settings import MemorySettings
 from ..stats import MemoryStats
 from ..store import LongTermStore
@@ -49,6 +49,7 @@ class FacadeCore:
     store: LongTermStore
     embedder: MemoryEmbedder | None
     _sessions: SessionBackend
+    _session_calls: SessionCalls
     _failures: StoreFailures
     _searcher: Searcher
     _context_reader: ContextReader

@@ -10,7 +10,6 @@ from ..errors import InvalidMemoryInputError, MemoryPluginError
 from ..formatting import format_memory_for_agent
 from ..logs import LOG_PREFIX, logger
 from ..models import MemoryContext, Message, ShortTermMemory
-from ..session import off_the_loop
 from ..validation import (
     MAX_ENTITY_CHARS,
     check_session_id,
@@ -56,7 +55,7 @@ class ShortTermFacade(FacadeCore):
         sessions = self._sessions
         if not sessions.blocking:
             return sessions.add_message(session_id, message, user_id=uid)
-        return await off_the_loop(sessions, lambda: sessions.add_message(session_id, message, user_id=uid))
+        return await self._session_calls.add_message(session_id, message, user_id=uid)
 
     def _remember_session_id(self, session_id: str) -> None:
         """Validate `session_id` (`check_session_id`) and remember it as valid; the memory of valid ids is
@@ -84,7 +83,7 @@ class ShortTermFacade(FacadeCore):
                     raise InvalidMemoryInputError(f"entity values must be strings, got {value!r} for {kind!r}")
                 check_text(value, f"entity {kind!r}", MAX_ENTITY_CHARS)
             clean[check_text(kind, "entity kind", MAX_ENTITY_CHARS)] = items
-        await off_the_loop(self._sessions, lambda: self._sessions.update_entities(session_id, clean, user_id=uid))
+        await self._session_calls.update_entities(session_id, clean, user_id=uid)
 
     async def update_session_intents(self, session_id: str, intent: str, *, user_id: str | UUID | None = None) -> None:
         """Record an intent detected in the session (the owner rule is `add_message`'s)."""
@@ -94,7 +93,7 @@ class ShortTermFacade(FacadeCore):
         if not isinstance(intent, str) or not intent.strip():
             raise InvalidMemoryInputError("intent must be a non-empty string")
         intent = check_text(intent, "intent", MAX_ENTITY_CHARS)
-        await off_the_loop(self._sessions, lambda: self._sessions.add_intent(session_id, intent, user_id=uid))
+        await self._session_calls.add_intent(session_id, intent, user_id=uid)
 
     async def get_short_term(self, session_id: str, *, user_id: str | UUID | None = None) -> ShortTermMemory:
         """The session's messages, entities and intents (empty when unknown or expired; the owner rule is
@@ -102,7 +101,7 @@ class ShortTermFacade(FacadeCore):
         self._check_open()
         uid = parse_user_id(user_id) if user_id is not None else None
         sid = check_session_id(session_id)
-        return await off_the_loop(self._sessions, lambda: self._sessions.snapshot(sid, user_id=uid))
+        return await self._session_calls.snapshot(sid, user_id=uid)
 
     def check_message(self, session_id: str, user_id: str | UUID | None, text: str) -> None:
         """Raise `InvalidMemoryInputError` now if a turn with `text` could not be recorded for this session and
@@ -165,7 +164,7 @@ class ShortTermFacade(FacadeCore):
         uid = parse_user_id(user_id) if user_id is not None else None
         # With a user, the turn starts here: an unknown session is bound to that user, so the session-only
         # calls that follow (`add_message(session_id, m)`) write this user's session.
-        short = await off_the_loop(self._sessions, lambda: self._sessions.snapshot(session_id, user_id=uid, bind=True))
+        short = await self._session_calls.snapshot(session_id, user_id=uid, bind=True)
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
         return await self._context_reader.read(session_id, uid, short, query=query)
