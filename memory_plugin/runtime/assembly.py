@@ -14,6 +14,8 @@ its own, as `memory_worker` from the connection's start (`database/roles.worker_
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +29,10 @@ from ..outage import ResilientStore, WriteJournal
 from ..session import SessionBackend
 from ..settings import MemorySettings
 from ..store import LongTermStore
+from ..store.postgres import PostgresStore
 from .connector import DatabaseConnector
 
-__all__ = ["Assembly", "SharedPool", "assemble"]
+__all__ = ["Assembly", "SharedPool", "assemble", "open_database"]
 
 SharedPool = AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
 """The one pool: autocommit, rows as dicts (`store/postgres.py` opens it)."""
@@ -124,3 +127,19 @@ async def _sessions(
 
         return await asyncio.to_thread(redis_sessions_from_settings, settings)
     return None
+
+
+@asynccontextmanager
+async def open_database(settings: MemorySettings, *, keep_running: bool = False) -> AsyncIterator[PostgresStore]:
+    """The settings' database for a face that serves it without a manager (`memory-plugin serve`): the embedded
+    server started (and restarted whenever it dies while open; `keep_running`: it stays up after the process)
+    or `database_url`, migrated (through `admin_database_url` when set), the one pool connected as the
+    library's role (`memory_plugin_app` on the embedded default; its superuser only migrates). The API's
+    chats, export and memory switch share the store's pool. Closed on exit."""
+    connector = DatabaseConnector(settings, keep_running=keep_running)
+    store = await connector()
+    try:
+        yield store
+    finally:
+        await store.close()
+        await connector.stop_supervising()
