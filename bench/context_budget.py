@@ -27,8 +27,9 @@ Reported:
   one present except on an `outdated:` line;
 - the token counter: o200k_base vs cl100k_base on the conversation's messages (the approximation error
   for models whose vocabulary is not available offline), and the chars/4 rule's error against o200k_base;
-- (`python -m bench.context_cache` runs this script through the default `MemoryCapability(memory)`: the share
-  of each request that is a byte-identical prefix of the previous one, and the last turn's receipt.)
+- then (`--no-cache` skips it; `python -m bench.context_cache` runs it alone) the same conversation, up to 120
+  turns, through the default `MemoryCapability(memory)`: the share of each request that is a byte-identical
+  prefix of the previous one, by what changed between them, and the last turn's receipt.
 """
 
 from __future__ import annotations
@@ -433,8 +434,9 @@ def token_error_table(console: Console) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--no-cache", action="store_true", help="skip the prompt-cache prefix part")
     args = parser.parse_args(argv)
-    console = Console()
+    console = Console(width=150)
     for variant, label in VARIANTS.items():
         result = asyncio.run(run(args.turns, variant))
         table = Table(title=f"Context budget, {args.turns} user turns, {label}: {result.seconds:.1f} s")
@@ -460,6 +462,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             f" (missing: {missing or 'none'}); superseded facts shown as current: {stale or 'none'}"
         )
     token_error_table(console)
+    if not args.no_cache:
+        from bench import context_cache  # it imports this module's conversation
+
+        turns = min(args.turns, 120)
+        context_cache.report(asyncio.run(context_cache.run(turns)), turns, console)
 
 
 if __name__ == "__main__":

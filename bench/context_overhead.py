@@ -1,10 +1,11 @@
 """What `MemoryCapability(memory)` adds to each agent turn, before (a checkout given with --before) and after.
 
-    python -m bench.context_overhead                          # /work/base against this checkout, 40 turns
-    python -m bench.context_overhead --before /path --turns 80
+    python -m bench.context_overhead               # /work/base and /work/before against this checkout, 40 turns
+    python -m bench.context_overhead --before /path --before /other --turns 80
 
-Three sides: the earlier default (memory block in the instructions), the earlier opt-in budgeted context
-(`MemoryCapability(memory, context=await ContextBuilder.open(…))`), and the default now. Each side runs in its
+The sides: each `--before` checkout's default `MemoryCapability(memory)` (at /work/base the memory block in the
+instructions), the first one's opt-in budgeted context (`MemoryCapability(memory, context=await
+ContextBuilder.open(…))`, `--builder` to include it), and the default now. Each side runs in its
 own process (its own `memory_plugin` on PYTHONPATH, its own embedded Postgres under
 `$MEMORY_DATA_DIR-<side>`), alternating before/after for `--rounds` rounds so that machine noise falls on
 both. A round is a fresh user and session with the shop conversation below, through a real pydantic-ai
@@ -96,9 +97,16 @@ def _side(root: Path, side: str, variant: str, turns: int) -> dict[str, list[flo
     return result
 
 
+def _commit(root: Path) -> str:
+    """The checkout's short commit (its path when it is not a git checkout)."""
+    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or str(root)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--before", type=Path, default=Path("/work/base"))
+    parser.add_argument("--before", type=Path, action="append", help="a checkout to compare (repeatable)")
+    parser.add_argument("--builder", action="store_true", help="also the first checkout's opt-in ContextBuilder")
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--measure", type=int, help=argparse.SUPPRESS)
@@ -108,12 +116,14 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(asyncio.run(measure(args.measure, args.variant))))
         return
     after = Path(__file__).resolve().parents[1]
+    befores: list[Path] = args.before or [Path("/work/base"), Path("/work/before")]
     # side -> (checkout, variant, data dir suffix)
     sides = {
-        "before, MemoryCapability(memory)": (args.before, "default", "before"),
-        "before, opt-in ContextBuilder": (args.before, "builder", "before"),
-        "after, MemoryCapability(memory)": (after, "default", "after"),
+        f"{_commit(root)}, MemoryCapability(memory)": (root, "default", f"before{i}") for i, root in enumerate(befores)
     }
+    if args.builder:
+        sides[f"{_commit(befores[0])}, opt-in ContextBuilder"] = (befores[0], "builder", "before0")
+    sides["after, MemoryCapability(memory)"] = (after, "default", "after")
     times: dict[str, dict[str, list[float]]] = {s: {"memory": [], "plain": []} for s in sides}
     for _ in range(args.rounds):
         for side, (root, variant, data) in sides.items():

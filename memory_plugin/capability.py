@@ -18,7 +18,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .context.budget import ContextReport
 from .context.builder import ContextBuilder
-from .context.history import message_tokens, messages_for_request
+from .context.history import message_tokens, messages_for_request, summary_request
 from .context.receipt import ContextReceipt
 from .errors import InvalidMemoryInputError
 from .lifetime import ManagerLifetime, ManagerOpener
@@ -88,10 +88,11 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
 
     For each run it reads `session_id`/`user_id` from the run's deps and spends one token budget (the
     manager's `context_builder`) on what the model is given: what lasts (profile, slots with preferences,
-    constraints, rejections, decisions, who the user is; the rolling summary) in the instructions, which stay
-    byte-identical while none of it changes (the provider's prompt cache holds them); the facts a search
-    chose for this message as a request-scoped system part at the end of the request; the recent exchange as
-    pydantic-ai messages. After the run it records the user prompt and the final answer in short-term memory;
+    constraints, rejections, decisions, who the user is) in the instructions, which stay byte-identical while
+    none of it changes (the provider's prompt cache holds them); the rolling summary as the compaction that
+    leads the history (kept while the history grows append-only); the recent exchange as pydantic-ai
+    messages; the facts a search chose for this message as a request-scoped system part at the end of the
+    request. After the run it records the user prompt and the final answer in short-term memory;
     when the extraction policy says so (a memory instruction such as "recuerda…", or every N user messages)
     it queues the extraction of long-term facts (the answer never waits for it; `extract_inline=True` waits),
     and keeps the slots and the rolling summary current. Each run's `ContextReceipt` is set on the deps
@@ -192,7 +193,11 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         )
         assert start.built is not None  # a turn started with a context builder reads the budgeted context
         built = start.built
-        run._block, run._turn, run._history, run._given = built.standing, built.turn, built.history, len(ctx.messages)
+        # The rolling summary leads the history (pydantic-ai's application-written compaction): it changes only
+        # when the history restarts, so the instructions before it stay cached when it is rewritten.
+        head = [summary_request(built.summary_block)] if built.summary_block else []
+        run._block, run._turn, run._given = built.standing, built.turn, len(ctx.messages)
+        run._history = [*head, *built.history]
         run._summary, run._report = built.summary, built.report
         if hasattr(ctx.deps, "receipt"):  # MemoryDeps and its subclasses: the application reads it after the run
             setattr(ctx.deps, "receipt", builder.last_receipt(identity.session_id, identity.user_id))  # noqa: B010

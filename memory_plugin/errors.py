@@ -10,6 +10,7 @@ from pydantic import ValidationError
 __all__ = [
     "ConfigurationError",
     "EmbeddingError",
+    "EncryptionKeyError",
     "ExportFormatError",
     "ExportVersionError",
     "ExtractionError",
@@ -145,3 +146,9 @@ class ConfigurationError(MemoryPluginError, ValidationError):
 class MemoryPausedError(MemoryPluginError):
     """The user paused their memory (`MemoryManager.pause_memory`): nothing new is stored about them until they
     resume it. Nothing was written; reads still work."""
+
+
+class EncryptionKeyError(MemoryPluginError):
+    """A sealed memory cannot be written or read with the keys configured: a write marked sensitive without
+    `MEMORY_ENCRYPTION_KEYS`, or a row sealed with a key that is not configured (or does not open with it). The
+    message says which key id; nothing is returned in its place (no ciphertext ever reaches a prompt)."""

@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from .crypto.keys import KEY_EXAMPLE, KeyRing, parse_key_ring
 from .errors import ConfigurationError, MemoryPluginError
 from .privacy.policy import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
@@ -273,9 +274,11 @@ class MemorySettings(BaseSettings):
             raise
         except ValidationError as exc:
             # The plugin's error for bad input, still pydantic's for code that catches that.
-            names = sorted({f"MEMORY_{e['loc'][0]}".upper() for e in exc.errors() if e["loc"]})
+            errors = [_without_secrets(e) for e in exc.errors()]
+            names = sorted({f"MEMORY_{e['loc'][0]}".upper() for e in errors if e["loc"]})
+            names += ["MEMORY_ENCRYPTION_KEYS"] if any("MEMORY_ENCRYPTION_" in e["msg"] for e in errors) else []
             title = f"{exc.title} ({', '.join(names)})" if names else exc.title
-            raise ConfigurationError.from_exception_data(title, exc.errors()) from None  # type: ignore[arg-type]
+            raise ConfigurationError.from_exception_data(title, errors) from None
 
     @field_validator("data_dir", "database_url", "admin_database_url", mode="before")
     @classmethod
@@ -612,12 +615,69 @@ class MemorySettings(BaseSettings):
     redis_url: SecretStr | None = None
     """The Redis server of `session_backend="redis"` (`redis://host:6379/0`; may carry a password)."""
 
+    # --- encryption at rest of sensitive facts (docs/privacy.md: "Sensitive facts, sealed") ------------------
+    encryption_keys: SecretStr | None = None
+    """AES-GCM keys that seal sensitive facts, as comma-separated `id:base64` pairs (16, 24 or 32 bytes each):
+    `MEMORY_ENCRYPTION_KEYS=k1:$(openssl rand -base64 32)`. Unset: nothing is sealed, and a write marked
+    `sensitive=True` is refused (`EncryptionKeyError`). Keep an old key listed until `memory-plugin rotate-key`
+    has re-sealed its rows. Needs the `crypto` extra (`cryptography`)."""
+
+    encryption_active_key: str | None = None
+    """The id among `encryption_keys` new writes and `rotate-key` seal with; unset: the first pair listed."""
+
+    encryption_hash_key: SecretStr | None = None
+    """Base64 key (at least 16 bytes) of the HMAC that replaces a sealed fact's plain content hash, so an exact
+    repeat still reinforces its row; required with `encryption_keys`, and kept when they rotate (changing it
+    stops repeats of already-sealed facts from meeting their row)."""
+
+    sensitive_categories: tuple[str, ...] = ("health_note", "contact")
+    """Fact categories sealed at rest whenever `encryption_keys` are set, whatever the writer says (a JSON list
+    in the environment: `MEMORY_SENSITIVE_CATEGORIES='["health_note","contact","routine"]'`); any item can
+    also be marked `sensitive=True` by the application."""
+
+    @field_validator("sensitive_categories")
+    @classmethod
+    def _known_sensitive_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(value) - set(_DEFAULT_HALF_LIFE_DAYS))
+        if unknown:
+            raise ValueError(
+                f"MEMORY_SENSITIVE_CATEGORIES names unknown fact categories {unknown}; known:"
+                f" {sorted(_DEFAULT_HALF_LIFE_DAYS)}, e.g. MEMORY_SENSITIVE_CATEGORIES='[\"health_note\"]'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _readable_key_ring(self) -> MemorySettings:
+        self.key_ring()  # a malformed key fails at start, naming its variable, not at the first sensitive write
+        return self
+
+    def key_ring(self) -> KeyRing | None:
+        """The parsed encryption keys (None: encryption is off); ValueError names a malformed variable."""
+        if self.encryption_keys is None:
+            if self.encryption_active_key or self.encryption_hash_key is not None:
+                raise ValueError(
+                    "MEMORY_ENCRYPTION_ACTIVE_KEY or MEMORY_ENCRYPTION_HASH_KEY is set without"
+                    f" MEMORY_ENCRYPTION_KEYS; set the keys too, e.g. {KEY_EXAMPLE}"
+                )
+            return None
+        hash_key = self.encryption_hash_key.get_secret_value() if self.encryption_hash_key is not None else None
+        return parse_key_ring(self.encryption_keys.get_secret_value(), self.encryption_active_key, hash_key)
+
 
 _EMPTY_EXAMPLES = {
     "data_dir": "~/.local/share/memory-plugin",
     "database_url": "postgresql://memory_plugin_app.<project ref>:<password>@<pooler host>:6543/postgres",
     "admin_database_url": "postgresql://postgres.<project ref>:<password>@<pooler host>:5432/postgres",
 }
+
+
+def _without_secrets(error: Any) -> Any:
+    """A validation error without its input when that input may hold a secret: a whole-model check's input is
+    every value (database URLs with passwords, encryption keys), and a secret field's is the secret."""
+    loc = error["loc"]
+    field = MemorySettings.model_fields.get(str(loc[0])) if loc else None
+    secret = not loc or (field is not None and "SecretStr" in str(field.annotation))
+    return {**error, "input": "(hidden)"} if secret else error
 
 
 def _not_json(exc: SettingsError) -> ConfigurationError:

@@ -57,7 +57,7 @@ LEAF = frozenset(
 CONFIG = frozenset({f"{LIBRARY}.settings"})
 """Configuration values: rules may read them (settings itself reads the rules' defaults)."""
 
-RULES_PACKAGES = (f"{LIBRARY}.quality", f"{LIBRARY}.privacy")
+RULES_PACKAGES = (f"{LIBRARY}.quality", f"{LIBRARY}.privacy", f"{LIBRARY}.crypto")
 """Packages made of rules only (every module in them)."""
 
 RULES_MODULES = frozenset(
@@ -109,7 +109,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "backoff",
         ),
     ),
-    ("rules", ("quality", "privacy", "settings", "ranking", "retrieval", "conversions")),
+    ("rules", ("quality", "privacy", "crypto", "settings", "ranking", "retrieval", "conversions")),
     ("database", ("database",)),
     ("stores and adapters", ("store", "embeddings", "outage", "session", "background", "consent")),
     ("services", ("write", "extraction", "context", "formatting", "chats", "export", "retention")),

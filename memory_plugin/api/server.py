@@ -23,6 +23,7 @@ from ..errors import MemoryPluginError
 from ..export.service import PoolExporter
 from ..runtime.assembly import open_database
 from ..settings import MemorySettings
+from ..store.sealed import sealed_if_keys
 from .app import ApiServices, create_app
 from .auth import TokenVerifier
 from .cors import parse_origins
@@ -51,7 +52,7 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
         yield ApiServices(
             chats=ChatService(PostgresChatStore(store.pool), embedder, summarizer),
             verifier=verifier,
-            memory=store,
+            memory=sealed_if_keys(store, settings),
             exporter=PoolExporter(store.pool),
             consent=ConsentStore(pool=store.pool),
             pool=store.pool,

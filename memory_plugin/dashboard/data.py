@@ -14,6 +14,7 @@ from uuid import UUID
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from ..context.receipt_store import StoredReceipt, read_receipts
 from ..database.admin import USER_TABLES_SQL
 from ..database.calls import postgres_errors, run_as_user
 
@@ -90,6 +91,10 @@ class UserData:
             {},
         )
         return [SummaryVersion(*_values(r, 6)) for r in rows]
+
+    async def receipts(self, user: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
+        """What the agent was given on the user's recent turns, newest first (`receipt_id`: that turn only)."""
+        return await read_receipts(self._pool, user, limit=limit, receipt_id=receipt_id)
 
     async def erase(self, user: UUID) -> int:
         """Delete every row of the user that RLS lets them delete, in one transaction; returns the rows deleted.

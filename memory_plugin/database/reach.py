@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailableError
 
-__all__ = ["connection_cause", "open_pool"]
+__all__ = ["connect_failure", "connection_cause", "open_pool"]
 
 # Substrings of libpq's / psycopg's messages, checked in order (no SQLSTATE exists for a client-side failure).
 _CAUSES = (
@@ -55,8 +55,14 @@ async def open_pool(pool: AsyncConnectionPool[Any], url: str, *, seconds: float,
     if isinstance(failure, PoolTimeout):
         kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
         failure = await _direct_failure(url, kwargs, seconds) or failure
-    said = str(failure).strip().partition("\n")[0]
-    raise StoreUnavailableError(f"cannot connect {what}to Postgres: {connection_cause(failure)}: {said}") from failure
+    raise connect_failure(failure, what) from failure
+
+
+def connect_failure(exc: BaseException, what: str) -> StoreUnavailableError:
+    """The error for a connection attempt that failed with `exc`: "cannot connect {what}to Postgres: <cause>:
+    <first line of the error>" (`what` ends with a space, e.g. "the session store ", or is empty)."""
+    said = str(exc).strip().partition("\n")[0]
+    return StoreUnavailableError(f"cannot connect {what}to Postgres: {connection_cause(exc)}: {said}")
 
 
 async def _direct_failure(url: str, kwargs: dict[str, Any], seconds: float) -> BaseException | None:

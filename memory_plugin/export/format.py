@@ -44,8 +44,10 @@ SECTIONS: dict[str, str] = {
     "applied_writes": "memory_private.memory_applied_writes",
     "limits": "memory_private.memory_limits",
     "consent": "memory_private.memory_consent",
+    "receipts": "memory_private.memory_receipts",
 }
-"""Section name -> the table it holds, in the order they are written and restored."""
+"""Section name -> the table it holds, in the order they are written and restored. A file written before a
+section existed (`receipts`) reads it as empty."""
 
 DERIVED_TABLES = frozenset(
     {

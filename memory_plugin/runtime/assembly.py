@@ -30,6 +30,7 @@ from ..session import SessionBackend
 from ..settings import MemorySettings
 from ..store import LongTermStore
 from ..store.postgres import PostgresStore
+from ..store.sealed import sealed_if_keys
 from .connector import DatabaseConnector
 
 __all__ = ["Assembly", "SharedPool", "assemble", "open_database"]
@@ -94,6 +95,8 @@ async def assemble(settings: MemorySettings, *, store: LongTermStore | None = No
             )
         else:
             store = await connector()
+    # Outside the outage wrapper: its journal and cache hold sealed text too.
+    store = sealed_if_keys(store, settings)
     try:
         await store.start()  # a resilient store connects (or falls back) and replays an earlier run's journal
         sessions = await _sessions(settings, connector, _shared_pool(connector))

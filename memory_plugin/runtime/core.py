@@ -123,7 +123,8 @@ class FacadeCore:
         """Queue one batched extraction if the extraction policy says so (as `extract_if_due` decides), and
         return at once: a background worker extracts and stores the facts. Until it has, the next turn does
         not see them (`flush()` waits for it; docs/background.md). When the queue is full the messages stay
-        pending in the session for its next trigger (`outcome == "full"`)."""
+        pending in the session for its next trigger (`outcome == "full"`); a user at their limit of waiting jobs has
+        them deferred in their backlog (`outcome == "deferred"`)."""
         self._check_open()
         uid = parse_user_id(user_id)
         if await self._consent.paused(uid):

@@ -134,13 +134,16 @@ class LongTermFacade(ShortTermFacade):
         metadata: Mapping[str, Any] | None = None,
         session_id: str | None = None,
         importance: int = 3,
+        sensitive: bool = False,
     ) -> MemoryRecord:
         """Store `content` as given, without a model call (mem0's `infer=False`), with its embedding.
 
         Only an exact repeat (same category, content and metadata) merges into the stored memory, reinforcing
         it; anything else is a new memory. Sensitive data is redacted first, as for extracted facts. Returns
         the stored row. Raises `InvalidMemoryInputError` for bad input, or when nothing is left once the
-        sensitive-data filter has run (nothing is stored).
+        sensitive-data filter has run (nothing is stored). `sensitive=True` stores it encrypted (needs
+        `MEMORY_ENCRYPTION_KEYS`, else `EncryptionKeyError`): shown to its owner and in the context, never
+        found by `search` (docs/privacy.md).
 
             fact = await memory.remember(user_id, "Prefiere aluminio 7075", category="preference",
                                          occurred_at=dt, metadata={"dia_id": "D1:3"})
@@ -153,6 +156,7 @@ class LongTermFacade(ShortTermFacade):
             metadata=dict(metadata or {}),
             session_id=session_id,
             importance=importance,
+            sensitive=sensitive,
         )
         (outcome,) = (await self.remember_many_detailed(user_id, [note])).notes
         if outcome.record is None:

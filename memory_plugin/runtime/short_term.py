@@ -21,6 +21,7 @@ from .turn import Turn
 if TYPE_CHECKING:
     from ..context.builder import ContextBuilder
     from ..context.receipt import ContextReceipt
+    from ..context.receipt_store import StoredReceipt
     from ..manager import MemoryManager
 
 from .core import FacadeCore
@@ -197,6 +198,11 @@ class ShortTermFacade(FacadeCore):
         """What the last context built in this process for `session_id` and `user_id` held: facts injected and
         why, tokens per part, what was cut (`ContextReceipt`); None when none was built here."""
         return self._context.last_receipt(session_id, user_id) if self._context is not None else None
+
+    async def receipts(self, user_id: str | UUID, *, limit: int = 20) -> list[StoredReceipt]:
+        """What the agent was given on the user's past turns, newest first, whichever process ran them: the
+        stored receipts (the newest 100 per user), facts with their current text."""
+        return await (await self.context_builder()).store.receipts(parse_user_id(user_id), limit=limit)
 
     def format_memory_for_agent(self, context: MemoryContext) -> str:
         """The compact, fenced memory block for an agent's instructions ("" when nothing is known). Pure."""
