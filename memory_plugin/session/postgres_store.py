@@ -121,10 +121,11 @@ class PostgresSessionStore(SessionLimits):
 
     @classmethod
     def connect(
-        cls, url: str, *, max_size: int = 4, pooler: PoolerMode = "auto", **limits: Any
+        cls, url: str, *, max_size: int = 4, pooler: PoolerMode = "auto", connect_timeout: float = 10.0, **limits: Any
     ) -> PostgresSessionStore:
         """A store on a new pool to `url` (the service path: its role enforces nothing, this class does;
-        `pooler`: see `database.pooler`), run on a loop thread of the store's own."""
+        `pooler`: see `database.pooler`), run on a loop thread of the store's own; a database it cannot reach within
+        `connect_timeout` seconds raises `StoreUnavailableError` naming the cause."""
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="memory_plugin-sessions", daemon=True)
         thread.start()
@@ -132,7 +133,7 @@ class PostgresSessionStore(SessionLimits):
 
         async def opened() -> Pool:
             pool: Pool = AsyncConnectionPool(url, min_size=1, max_size=max_size, open=False, kwargs=kwargs)
-            await open_pool(pool, url, seconds=10, what="for sessions ")
+            await open_pool(pool, url, seconds=connect_timeout, what="the session store ")  # names the cause
             return pool
 
         try:
