@@ -339,7 +339,7 @@ async def run(turns: int, variant: Variant, *, seed: int = 7) -> Run:
         )
         builder = ContextBuilder(memory, store, counter, BudgetSettings(), summarizer)
         if variant in ("combined", "with_extraction"):
-            memory.extraction.host_summaries(builder)  # what MemoryCapability(context=builder) does
+            memory.keep_context_current(builder)  # what MemoryCapability(context=builder) does
         user: UUID = uuid4()
         session = "bench-context"
         scope = session_scope(session)
