@@ -175,11 +175,10 @@ class _Split:
         order = np.argsort(-hybrid, kind="stable")
         if self.channels:  # as memory_search: only each channel's best are scored (BM25, vector, named dates)
             k = max(self.channels, limit)
-            pool = set(
-                np.argsort(-p["text"], kind="stable")[:k][p["text"][np.argsort(-p["text"], kind="stable")[:k]] > 0]
-            )
+            by_text = np.argsort(-p["text"], kind="stable")[:k]
+            pool = set(by_text[p["text"][by_text] > 0])  # BM25: turns holding a word of the question
             pool |= set(np.argsort(-p["vector"], kind="stable")[:k])
-            pool |= set(np.flatnonzero(p["date"] >= 1 - 1 / 14))
+            pool |= set(np.flatnonzero(p["date"] >= 1 - 1 / 14))  # inside a named date, give or take a day
             order = np.array([j for j in order if j in pool])
         order = order[:limit]
         hits = []
