@@ -7,8 +7,9 @@ measure them by cross-validation across conversations (each conversation ranked 
 Offline and in memory, as `bench/locomo_lab.py`: the turns' and questions' MiniLM vectors and PostgreSQL lexemes
 are computed once and kept in `--cache` (default /tmp/recall-cache; nothing of LoCoMo is written into the
 repository); the hybrid score of `memory_search` is computed over each conversation's turns, its best
-`--candidates` (with `--channels N`, only among each channel's best N, as `memory_search` takes them) go through `rerank_features` (the library's own code), and a logistic regression on "is this
-turn evidence" fits the weights. Prints recall@1/5/10/20/50 per category for the hybrid order and the
+`--candidates` (with `--channels N`, only among each channel's best N, as `memory_search` takes them) go
+through `rerank_features` (the library's own code), and a logistic regression on "is this turn evidence"
+fits the weights. Prints recall@1/5/10/20/50 per category for the hybrid order and the
 cross-validated reranker, then the ablation (each input removed, refit, cross-validated), then with `--fit`
 the weights fit on the whole split (what `RERANK_WEIGHTS` holds).
 """
