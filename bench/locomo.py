@@ -44,8 +44,9 @@ PREVIOUS_RERANK_WEIGHTS = {
     "time": 0.617, "rank": 2.534, "session": -0.644, "session_rank": 1.691, "adjacent": 0.175,
     "adjacent_rank": 1.649, "entity": 0.843,
 }  # fmt: skip
-"""The reranker of f9bdfa6 (50 candidates, no `session_best`): `--compare`'s "before"."""
+"""The reranker of f9bdfa6 (50 candidates, no `session_best`): `--before`."""
 PREVIOUS_RERANK_CANDIDATES = 50
+"""f9bdfa6's candidates, per channel and to the reranker (`--compare` and `--before` search with them)."""
 
 
 class _ServerCpu:
@@ -152,8 +153,11 @@ async def run(
         store_seconds = time.perf_counter() - started
         reranked = memory._searcher.weights
         current = memory._searcher.rerank_weights
-        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0)
-        previous = dataclasses.replace(reranked, rerank_candidates=PREVIOUS_RERANK_CANDIDATES)
+        # "hybrid" and "before" are f9bdfa6's search: each channel's best 50.
+        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0, candidates=PREVIOUS_RERANK_CANDIDATES)
+        previous = dataclasses.replace(
+            reranked, rerank_candidates=PREVIOUS_RERANK_CANDIDATES, candidates=PREVIOUS_RERANK_CANDIDATES
+        )
         modes = [("after", reranked, current, out_path)]
         if compare_path is not None:
             modes.append(("hybrid", hybrid_only, current, compare_path))
