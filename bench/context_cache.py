@@ -33,7 +33,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 from rich.table import Table
 
-from bench.context_budget import ScriptedExtractor, answer_text, user_turn
+from bench.shop_conversation import ScriptedExtractor, answer_text, user_turn
 from memory_plugin import InMemoryStore, MemoryCapability, MemoryDeps, MemoryManager, MemorySettings, MemoryUpdate
 from memory_plugin.context.history import history_tokens
 from memory_plugin.context.receipt import ContextReceipt
