@@ -41,6 +41,9 @@ __all__ = ["main"]
 Array = np.ndarray[Any, Any]
 KS = (1, 5, 10, 20, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+"""The categories fit and scored as "1–4"."""
+SCORED = {**CATEGORIES, 5: "adversarial"}
+"""Adversarial questions (they name the wrong person on purpose) are scored apart, never fit on."""
 
 
 def _cached(cache: Path, texts: list[str], questions: list[str]) -> tuple[Array, Array, list[Counter[str]]]:
@@ -70,7 +73,7 @@ class _Split:
     def __init__(self, turns_path: Path, questions_path: Path, cache: Path, candidates: int) -> None:
         self.turns = _read(turns_path)
         every = _read(questions_path)  # the cache holds every question; categories 1–4 are scored
-        kept = [n for n, q in enumerate(every) if q["category"] in CATEGORIES]
+        kept = [n for n, q in enumerate(every) if q["category"] in SCORED]
         self.questions = [every[n] for n in kept]
         notes = [turn_note(t) for t in self.turns]
         texts = [n.content for n in notes]
@@ -192,8 +195,9 @@ class _Split:
             evidence = set(q["evidence"])
             for k in KS:
                 got = len(evidence & {self.turns[i]["dia_id"] for i in order[:k]}) / len(evidence)
-                out["1–4"][k].append(got)
-                out[f"cat{q['category']} {CATEGORIES[q['category']]}"][k].append(got)
+                if q["category"] in CATEGORIES:
+                    out["1–4"][k].append(got)
+                out[f"cat{q['category']} {SCORED[q['category']]}"][k].append(got)
         return {g: {k: float(np.mean(v)) for k, v in by_k.items()} for g, by_k in out.items()}
 
     def fit(self, names: list[str], questions: list[int]) -> Array:
@@ -213,7 +217,7 @@ class _Split:
         """Each conversation ranked by weights fit on the other conversations."""
         orders: dict[int, list[int]] = {}
         for held in sorted(self.by_conv):
-            train = [qi for qi, q in enumerate(self.questions) if q["conv_id"] != held]
+            train = [qi for qi, q in enumerate(self.questions) if q["conv_id"] != held and q["category"] in CATEGORIES]
             weights = self.fit(names, train)
             for qi, q in enumerate(self.questions):
                 if q["conv_id"] == held:
@@ -234,21 +238,22 @@ def main(argv: list[str] | None = None) -> int:
     names = list(RERANK_FEATURES)
     hybrid = {qi: split.cands[qi] for qi in range(len(split.questions))}
     reranked = split.cross_validated(names)
-    print(f"\nLoCoMo dev, {len(split.questions)} questions of categories 1–4, {args.candidates} candidates, "
+    counts = Counter(f"cat{q['category']} {SCORED[q['category']]}" for q in split.questions)
+    counts["1–4"] = sum(q["category"] in CATEGORIES for q in split.questions)
+    print(f"\nLoCoMo dev, {counts['1–4']} questions of categories 1–4, {args.candidates} candidates, "
           "reranker cross-validated by conversation (fit on 4, scored on the 5th)\n")  # fmt: skip
     print("| group | n | order | " + " | ".join(f"R@{k}" for k in KS) + " |\n|---|---:|---|" + "---:|" * len(KS))
-    counts = Counter(f"cat{q['category']} {CATEGORIES[q['category']]}" for q in split.questions)
-    counts["1–4"] = len(split.questions)
     before, after = split.recall(hybrid), split.recall(reranked)
     for group in sorted(before, key=lambda g: (g != "1–4", g)):
         for label, table in (("hybrid", before), ("reranked", after)):
             row = " | ".join(f"{table[group][k]:.3f}" for k in KS)
             print(f"| {group} | {counts[group]} | {label} | {row} |")
     print("\nAblation (each input removed, refit, cross-validated), recall@10:\n")
-    print("| inputs | 1–4 | multi-hop | temporal | open-domain | single-hop |\n|---|---:|---:|---:|---:|---:|")
+    print("| inputs | 1–4 | multi-hop | temporal | open-domain | single-hop | adversarial |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
 
     def row(label: str, table: dict[str, dict[int, float]]) -> None:
-        cats = " | ".join(f"{table[f'cat{c} {n}'][10]:.3f}" for c, n in CATEGORIES.items())
+        cats = " | ".join(f"{table[f'cat{c} {n}'][10]:.3f}" for c, n in SCORED.items())
         print(f"| {label} | {table['1–4'][10]:.3f} | {cats} |")
 
     row("hybrid order (no reranker)", before)
@@ -258,13 +263,13 @@ def main(argv: list[str] | None = None) -> int:
         "the adjacent turns (adjacent, adjacent_rank)": {"adjacent", "adjacent_rank"},
         "both clusters (session and adjacent, all four)": {"session", "session_rank", "adjacent", "adjacent_rank"},
         "every new input (refit of the hybrid parts alone)": {
-            "rank", "session", "session_rank", "adjacent", "adjacent_rank", "entity"
+            "rank", "session", "session_rank", "adjacent", "adjacent_rank", "entity", "session_best"
         },
     }  # fmt: skip
     for label, removed in [(f"`{n}`", {n}) for n in names] + list(groups.items()):
         row(f"all − {label}", split.recall(split.cross_validated([n for n in names if n not in removed])))
     if args.fit:
-        weights = split.fit(names, list(range(len(split.questions))))
+        weights = split.fit(names, [qi for qi, q in enumerate(split.questions) if q["category"] in CATEGORIES])
         print("\nWeights fit on the whole split:\n")
         for name, w in zip(names, weights, strict=True):
             print(f'    "{name}": {w:.3f},')

@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from .crypto.keys import KEY_EXAMPLE, KeyRing, parse_key_ring
 from .errors import ConfigurationError, MemoryPluginError
-from .privacy.policy import HealthNotesConsent
+from .privacy.health_consent import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 from .quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
@@ -384,7 +384,7 @@ class MemorySettings(BaseSettings):
     """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
     takes half as many, at least the search's limit, when it goes through the HNSW index)."""
 
-    search_rerank_candidates: int = Field(default=50, ge=0, le=1000)
+    search_rerank_candidates: int = Field(default=100, ge=0, le=1000)
     """The hybrid score's best this many facts are re-ranked by how they cluster (same session, neighbouring
     turns) and the names the question holds (`retrieval/rerank.py`); 0 turns the reranker off."""
 
@@ -457,11 +457,13 @@ class MemorySettings(BaseSettings):
     """Jobs a worker runs at once (different sessions; a session's jobs always run one at a time)."""
 
     background_max_pending_jobs: int = Field(default=10_000, ge=1)
-    """Waiting jobs beyond which a trigger that would add a job is refused: its messages stay pending in the
-    session and go with its next trigger (a session's waiting job always absorbs new messages)."""
+    """Waiting jobs beyond which a trigger that would add a job for a user already holding one is deferred: its
+    messages wait in the user's backlog until there is room (a session's waiting job always absorbs new
+    messages; docs/background.md)."""
 
     background_max_pending_jobs_per_user: int = Field(default=100, ge=1)
-    """Waiting jobs of one user beyond which that user's trigger is refused as above. A user at this limit, or
+    """Waiting jobs of one user beyond which that user's trigger is deferred as above (at most 10 × this many
+    deferred sessions per user, then refused: the messages stay pending in the session). A user at this limit, or
     one filling the whole queue, never refuses another user's extraction: the queue's limit refuses only users
     already holding a waiting job. 100: a user's sessions each hold one waiting job at most."""
 

@@ -18,12 +18,13 @@ from uuid import UUID
 import psycopg
 from psycopg import AsyncClientCursor
 from psycopg.rows import tuple_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
 from ..database.pooler import PoolerMode, connection_kwargs
-from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
+from ..database.reach import open_pool
+from ..errors import InvalidMemoryInputError, StoreError
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, UserPreferences, utc_now
 from .receipt_store import PostgresReceipts, RamReceipts, ReceiptKeeper
@@ -328,11 +329,10 @@ class PostgresContextStore(PostgresReceipts):
             kwargs={**connection_kwargs(url, pooler), "autocommit": True},
             name="memory_plugin_context",
         )
-        try:
-            await pool.open(wait=wait, timeout=connect_timeout)
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            await pool.close()
-            raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
+        if wait:
+            await open_pool(pool, url, seconds=connect_timeout, what="the context store ")  # names the cause
+        else:
+            await pool.open(wait=False)
         return cls(pool, owns_pool=True)
 
     async def close(self) -> None:

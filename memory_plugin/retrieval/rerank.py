@@ -8,7 +8,9 @@ before it. So each candidate also gets:
 - `session`, `session_rank`: the relative hybrid score and the rank weight of the best *other* candidate of its
   session (evidence clusters in time);
 - `adjacent`, `adjacent_rank`: the same for the candidate just before or after it in its session;
-- `entity`: the share of the names and numbers the question holds (capitalised words, digits) found in the text.
+- `entity`: the share of the names and numbers the question holds (capitalised words, digits) found in the text;
+- `session_best`: the relative hybrid score of the best candidate of its session, itself included (the
+  session-level view: a turn of the session that answers best, ranked inside it).
 
 The final score is a linear combination of these and of the hybrid score's own parts (`RERANK_WEIGHTS`), fit by
 logistic regression on LoCoMo's development split and measured by cross-validation across conversations
@@ -42,23 +44,25 @@ RERANK_FEATURES = (
     "adjacent",
     "adjacent_rank",
     "entity",
+    "session_best",
 )
 """The reranker's inputs, in the order of `RERANK_WEIGHTS` (`hybrid`: the hybrid score / the best one's)."""
 
 RERANK_WEIGHTS: Mapping[str, float] = {
-    "hybrid": 4.69,
-    "text": 0.341,
-    "vector": 0.11,
-    "neighbour": -0.334,
-    "speaker": 1.534,
-    "date": 0.822,
-    "time": 0.617,
-    "rank": 2.534,
-    "session": -0.644,
-    "session_rank": 1.691,
-    "adjacent": 0.175,
-    "adjacent_rank": 1.649,
-    "entity": 0.843,
+    "hybrid": 2.974,
+    "text": 0.292,
+    "vector": 0.846,
+    "neighbour": -0.294,
+    "speaker": 1.597,
+    "date": 0.728,
+    "time": 0.570,
+    "rank": 1.958,
+    "session": -1.947,
+    "session_rank": 0.758,
+    "adjacent": 0.599,
+    "adjacent_rank": 1.475,
+    "entity": 0.661,
+    "session_best": 5.108,
 }
 """The coefficients (`python -m bench.locomo_rerank --fit` prints them from the development split)."""
 
@@ -118,6 +122,7 @@ def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[f
         after = following.get(h.memory.id)
         nearest = before if after is None else after if before is None else min(before, after)
         c = h.components
+        best_in_session = max(relative[i], relative[other]) if other is not None else relative[i]
         out.append(
             (
                 relative[i],
@@ -133,6 +138,7 @@ def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[f
                 max(relative[before] if before is not None else 0.0, relative[after] if after is not None else 0.0),
                 _RANK_WEIGHT[nearest] if nearest is not None else 0.0,
                 len(set(names.findall(normalize_key(h.memory.content)))) / len(entities) if names else 0.0,
+                best_in_session,
             )
         )
     return out
