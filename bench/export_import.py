@@ -5,9 +5,9 @@
 
 For each size and checkout in turn (before, after, next size…) a child interpreter (`PYTHONPATH=<checkout>`)
 starts an embedded PostgreSQL in a temporary directory, applies that checkout's migrations, writes the facts by
-SQL, exports the user,
-erases them, imports the document (timed: one transaction, search index built), exports again and checks the
-document is the same. The facts are the same in both runs (`bench.export`'s text, 50 facts a session).
+SQL, exports the user, erases them, imports the document (timed: one transaction, search index built), exports
+again and checks the document is the same. The facts are the same in both runs (`bench.export`'s text, 50 facts
+a session). Results: docs/export.md ("Cost").
 """
 
 from __future__ import annotations
