@@ -278,7 +278,7 @@ async def test_a_batch_of_100_facts_is_one_statement(
     pg_memory: MemoryManager, user_id: UUID, admin_conn: AdminConn, executed: list[str]
 ) -> None:
     facts = [fact(f"Hecho número {i}", importance=1 + i % 5) for i in range(100)]
-    await pg_memory.writer.fact_limit.check(user_id, 1)  # the user's fact count is read once per process
+    await pg_memory._writer.fact_limit.check(user_id, 1)  # the user's fact count is read once per process
     executed.clear()
     stored = await pg_memory.update_memory(
         MemoryUpdate(
