@@ -256,8 +256,8 @@ def test_row_level_security_is_on_with_policies_for_authenticated(admin_conn: Ad
 @pytest.fixture
 def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every statement sent through any psycopg async cursor (which `conn.execute` uses) while the test runs,
-    except the background worker's polls for queued and deferred jobs (they run on their own clock, not for the write) and
-    reads of the memory switch (on a connection of their own, at most one per user every 2 s)."""
+    except the background worker's polls for queued and deferred jobs (they run on their own clock, not for the
+    write) and reads of the memory switch (on a connection of their own, at most one per user every 2 s)."""
     calls: list[str] = []
     original_execute = psycopg.AsyncCursor.execute
     original_executemany = psycopg.AsyncCursor.executemany
