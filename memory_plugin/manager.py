@@ -43,6 +43,7 @@ from .session import Clock, SessionBackend, SessionStore
 from .settings import MemorySettings
 from .stats import MemoryStats
 from .store import ContextQuery, LongTermStore
+from .store.sealed import sealed_if_keys
 from .write.pipeline import WritePipeline
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class MemoryManager(ControlFacade):
     ) -> None:
         settings.check_content_limit(CONTENT_MAX_CHARS)  # a limit the schema cannot hold fails here, not per write
         self.settings = settings
-        self.store = store
+        self.store = store = sealed_if_keys(store, settings)  # also for a manager built without `create`
         self.embedder = embedder if embedder is not None else default_embedder(settings)
         """Embeds facts at write time and questions at search time (None: text-only search)."""
         self.sessions: SessionBackend = (

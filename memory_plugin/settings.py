@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from .crypto.keys import KEY_EXAMPLE, KeyRing, parse_key_ring
 from .errors import ConfigurationError, MemoryPluginError
-from .privacy.policy import HealthNotesConsent
+from .privacy.health_consent import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 from .quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
@@ -237,16 +237,18 @@ class MemorySettings(BaseSettings):
 
     # --- retention (`memory-plugin maintain`; docs/privacy.md) ---------------------------------------------------
     retention_raw_months: float = Field(default=12, ge=0)
-    """Raw conversation data not touched for this many months is deleted by `memory-plugin maintain`: chat
-    histories (title and summary stay), stored conversations, Postgres sessions, workflow checkpoints. Facts,
-    slots and summaries are kept. 0: kept forever."""
+    """Raw conversation data untouched this many months is deleted by `maintain`: chat histories (title, summary
+    stay), conversations, Postgres sessions, checkpoints. Facts, slots, summaries stay. 0: kept forever."""
     retention_dead_job_days: float = Field(default=30, ge=0)
     """Dead background jobs older than this are deleted by `maintain` (0: kept, up to the cap)."""
-    retention_max_dead_jobs: int = Field(default=10_000, ge=0)
-    """`maintain` keeps at most this many dead jobs, the newest (0: no cap)."""
+    retention_max_dead_jobs: int = Field(default=10_000, ge=0)  # dead jobs kept, the newest (0: no cap)
+    retention_checkpoint_days: float = Field(default=30, ge=0)
+    """Workflow checkpoints older than this are deleted by `maintain` (0: by `retention_raw_months` only)."""
+    retention_receipt_days: float = Field(default=90, ge=0)
+    """Context receipts older than this are deleted by `maintain` (0: kept; the newest 100 per user)."""
     retention_applied_write_days: float = Field(default=30, ge=0)
-    """Records of applied writes (a replayed write applies once) older than this are deleted by `maintain`;
-    keep it longer than any outage the journal must survive. 0: kept forever."""
+    """Applied-write records (a replayed write applies once) older than this are deleted by `maintain`; keep
+    them longer than any outage the journal must survive (0: kept forever)."""
 
     vocabulary: Annotated[Vocabulary, PlainValidator(_a_vocabulary), PlainSerializer(repr)] = Field(
         default_factory=lambda: DEFAULT_VOCABULARY, exclude=True, repr=False
@@ -455,11 +457,13 @@ class MemorySettings(BaseSettings):
     """Jobs a worker runs at once (different sessions; a session's jobs always run one at a time)."""
 
     background_max_pending_jobs: int = Field(default=10_000, ge=1)
-    """Waiting jobs beyond which a trigger that would add a job is refused: its messages stay pending in the
-    session and go with its next trigger (a session's waiting job always absorbs new messages)."""
+    """Waiting jobs beyond which a trigger that would add a job for a user already holding one is deferred: its
+    messages wait in the user's backlog until there is room (a session's waiting job always absorbs new
+    messages; docs/background.md)."""
 
     background_max_pending_jobs_per_user: int = Field(default=100, ge=1)
-    """Waiting jobs of one user beyond which that user's trigger is refused as above. A user at this limit, or
+    """Waiting jobs of one user beyond which that user's trigger is deferred as above (at most 10 × this many
+    deferred sessions per user, then refused: the messages stay pending in the session). A user at this limit, or
     one filling the whole queue, never refuses another user's extraction: the queue's limit refuses only users
     already holding a waiting job. 100: a user's sessions each hold one waiting job at most."""
 

@@ -16,7 +16,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_plugin import MemoryCapability, MemoryDeps, MemoryManager, MemorySettings
 from memory_plugin.models import MemorizedFact, MemoryUpdate
-from tests.test_dashboard import CHROMIUM, Served, mint, page, served, sign_in
+from tests.test_dashboard import CHROMIUM, Served, bare_app, mint, page, seed, served, sign_in
 
 __all__ = ["page", "served"]  # the fixtures, shared with tests/test_dashboard.py
 
@@ -88,3 +88,20 @@ async def test_the_api_lists_the_signed_in_users_receipts_only(served: Served, p
     assert receipt["tokens"]["total"] > 0
     assert theirs.json() == []
     assert anonymous.status_code == 401
+
+
+async def test_stored_names_are_shown_by_their_human_names_in_both_languages(served: Served) -> None:
+    user = uuid4()
+    await seed(served, user, ["Vive en Zaragoza"])  # a fact, a preferred material, a goal slot, two summaries
+    async with bare_app(served) as client:
+        client.cookies.set("memory_dashboard", mint(user))
+        english = (await client.get("/dashboard")).text
+        client.cookies.set("memory_dashboard_lang", "es")
+        spanish = (await client.get("/dashboard")).text
+    assert "Preferred materials: aluminio 7075" in english
+    assert "Materiales preferidos: aluminio 7075" in spanish
+    assert ">Objetivo</th>" in spanish
+    assert "extraído de los mensajes" in spanish
+    for raw in ("preferred_materials", ">goal<", "· extractive ·", "· fact"):
+        assert raw not in english
+        assert raw not in spanish

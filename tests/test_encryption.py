@@ -136,6 +136,7 @@ async def test_sealed_facts_leave_no_plain_text_in_any_table_and_the_owner_reads
             "Trabaja con aluminio 7075 anodizado"
         ]
         assert await memory.search(user, "insulina glargina") == []
+        assert await memory.search_text(user, "sealed:v1") == []  # nor by a match on the ciphertext
 
 
 async def test_a_missing_or_wrong_key_is_a_typed_error_and_the_context_leaves_the_row_out(

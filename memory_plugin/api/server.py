@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from uuid import UUID
 
-import psycopg
 from fastapi import FastAPI
 
 from ..chats.postgres import PostgresChatStore
@@ -23,6 +22,7 @@ from ..consent import ConsentStore
 from ..database import EmbeddedPostgres
 from ..database.migrations import migrate
 from ..database.pooler import connection_kwargs
+from ..database.reach import connect
 from ..database.roles import ensure_app_role
 from ..embeddings.factory import default_embedder
 from ..errors import MemoryPluginError
@@ -51,7 +51,7 @@ async def _database(settings: MemorySettings) -> tuple[str, EmbeddedPostgres | N
     if settings.auto_migrate:
         admin = settings.admin_database_url.get_secret_value() if settings.admin_database_url else url
         pooled = connection_kwargs(admin, settings.database_pooler)
-        async with await psycopg.AsyncConnection.connect(admin, autocommit=True, **pooled) as conn:
+        async with await connect(admin, what="for the API's migrations ", autocommit=True, **pooled) as conn:
             await migrate(conn)
     if embedded is not None:
         url = await ensure_app_role(url, connect_timeout=settings.connect_timeout_seconds)

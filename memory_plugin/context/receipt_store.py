@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Protocol, cast
 from uuid import UUID
 
 from psycopg.rows import tuple_row
@@ -30,6 +30,9 @@ from .receipt import ContextReceipt, FactReason, ReceiptFact
 
 __all__ = [
     "RECEIPTS_KEPT",
+    "PostgresReceipts",
+    "RamReceipts",
+    "ReceiptKeeper",
     "StoredReceipt",
     "add_receipt",
     "fact_ids",
@@ -209,3 +212,49 @@ async def read_receipts(
                 await cursor.execute(_TEXTS_SQL, {"user": user_id, "ids": ids})
                 texts = {UUID(str(r[0])): str(r[1]) for r in await cursor.fetchall()}
     return [StoredReceipt(int(r[0]), receipt_from_document(str(r[1]), user_id, r[2], r[3], texts)) for r in rows]
+
+
+class ReceiptKeeper(Protocol):
+    """Where a context store keeps receipts (part of `ContextStore`)."""
+
+    async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
+        """Keep `receipt` among the user's newest `RECEIPTS_KEPT`; never raises (a failure is logged: the turn it
+        describes is over)."""
+        ...
+
+    async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
+        """The user's newest receipts, newest first (`receipt_id`: that one only)."""
+        ...
+
+
+class RamReceipts:
+    """`ReceiptKeeper` in this process's memory (with the facts' texts): `InMemoryContextStore`'s."""
+
+    _kept_receipts: dict[UUID, list[StoredReceipt]] | None = None
+
+    async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
+        """The newest `RECEIPTS_KEPT` per user."""
+        if self._kept_receipts is None:
+            self._kept_receipts = {}
+        kept = self._kept_receipts.setdefault(user_id, [])
+        kept.append(StoredReceipt(kept[-1].id + 1 if kept else 1, receipt))
+        del kept[:-RECEIPTS_KEPT]
+
+    async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
+        """Newest first."""
+        kept = reversed((self._kept_receipts or {}).get(user_id, []))
+        return [r for r in kept if receipt_id is None or r.id == receipt_id][: max(0, limit)]
+
+
+class PostgresReceipts:
+    """`ReceiptKeeper` on the pool of `PostgresContextStore` (table `memory_receipts`, as the user)."""
+
+    _pool: AsyncConnectionPool[Any]
+
+    async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
+        """Stored as the user; never raises."""
+        await add_receipt(self._pool, user_id, receipt)
+
+    async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
+        """Read as the user, with the current texts of the facts named."""
+        return await read_receipts(self._pool, user_id, limit=limit, receipt_id=receipt_id)

@@ -18,16 +18,16 @@ from uuid import UUID
 import psycopg
 from psycopg import AsyncClientCursor
 from psycopg.rows import tuple_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
 from ..database.pooler import PoolerMode, connection_kwargs
-from ..errors import InvalidMemoryInputError, StoreError, StoreUnavailableError
+from ..database.reach import open_pool
+from ..errors import InvalidMemoryInputError, StoreError
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, UserPreferences, utc_now
-from .receipt import ContextReceipt
-from .receipt_store import RECEIPTS_KEPT, StoredReceipt, add_receipt, read_receipts
+from .receipt_store import PostgresReceipts, RamReceipts, ReceiptKeeper
 from .slots import SlotPatch, Slots, patch_from_facts
 
 __all__ = [
@@ -97,7 +97,7 @@ class SummaryVersion(BaseModel):
     """When it was written."""
 
 
-class ContextStore(Protocol):
+class ContextStore(ReceiptKeeper, Protocol):
     """Slots and rolling summaries of users."""
 
     async def read_slots(self, user_id: UUID) -> Slots:
@@ -138,15 +138,6 @@ class ContextStore(Protocol):
         """Roll back: delete the current version; the previous one (returned, None if none) is current again."""
         ...
 
-    async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
-        """Keep `receipt` among the user's newest `RECEIPTS_KEPT` (`memory_plugin.receipts`); never raises (a
-        failure is logged: the turn it describes is over)."""
-        ...
-
-    async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
-        """The user's newest receipts, newest first (`receipt_id`: that one only)."""
-        ...
-
     async def close(self) -> None:
         """Release connections (nothing to do in RAM)."""
         ...
@@ -177,13 +168,12 @@ async def apply_facts_to_slots(
     raise StoreError(f"the slots of user {user_id} kept changing under {attempts} patches; retry the write later")
 
 
-class InMemoryContextStore:
+class InMemoryContextStore(RamReceipts):
     """`ContextStore` in RAM (tests, and deployments without a database)."""
 
     def __init__(self) -> None:
         self._slots: dict[UUID, Slots] = {}
         self._summaries: dict[tuple[UUID, str], list[SummaryVersion]] = {}
-        self._receipts: dict[UUID, list[StoredReceipt]] = {}
 
     async def read_slots(self, user_id: UUID) -> Slots:
         """The user's slots."""
@@ -243,17 +233,6 @@ class InMemoryContextStore:
         if versions:
             versions.pop()
         return versions[-1] if versions else None
-
-    async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
-        """Kept in this process (with the facts' texts), the newest `RECEIPTS_KEPT` per user."""
-        kept = self._receipts.setdefault(user_id, [])
-        kept.append(StoredReceipt(kept[-1].id + 1 if kept else 1, receipt))
-        del kept[:-RECEIPTS_KEPT]
-
-    async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
-        """Newest first."""
-        kept = reversed(self._receipts.get(user_id, []))
-        return [r for r in kept if receipt_id is None or r.id == receipt_id][: max(0, limit)]
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -319,7 +298,7 @@ and version = (select max(version) from public.memory_summaries where user_id = 
 """
 
 
-class PostgresContextStore:
+class PostgresContextStore(PostgresReceipts):
     """`ContextStore` on Postgres (tables `memory_slots` and `memory_summaries`), every statement as the user.
 
     Shares the long-term store's pool: `PostgresContextStore(postgres_store.pool)`."""
@@ -350,11 +329,10 @@ class PostgresContextStore:
             kwargs={**connection_kwargs(url, pooler), "autocommit": True},
             name="memory_plugin_context",
         )
-        try:
-            await pool.open(wait=wait, timeout=connect_timeout)
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            await pool.close()
-            raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
+        if wait:
+            await open_pool(pool, url, seconds=connect_timeout, what="the context store ")  # names the cause
+        else:
+            await pool.open(wait=False)
         return cls(pool, owns_pool=True)
 
     async def close(self) -> None:
@@ -383,14 +361,6 @@ class PostgresContextStore:
                 while cursor.nextset():  # the prelude's own result is skipped
                     results.append(await cursor.fetchall() if cursor.description else [])
                 return results
-
-    async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
-        """Stored in `memory_receipts` as the user."""
-        await add_receipt(self._pool, user_id, receipt)
-
-    async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
-        """Read as the user, with the current texts of the facts named."""
-        return await read_receipts(self._pool, user_id, limit=limit, receipt_id=receipt_id)
 
     async def read_slots(self, user_id: UUID) -> Slots:
         """The user's slots; a field of the wrong shape (the row is writable by the user directly) is skipped

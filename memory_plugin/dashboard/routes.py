@@ -35,6 +35,7 @@ from ..privacy.policy import sanitize_fact_text
 from ..rows import MemoryRecord
 from ..write.items import fact_item
 from .data import UserData
+from .labels import label
 from .session import LOGIN_COOKIE, SESSION_COOKIE, CsrfKeys, clear_cookie, set_cookie
 from .strings import Language, pick_language, text
 
@@ -127,7 +128,11 @@ def _router(dash: Dashboard) -> APIRouter:
     def page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         lang = language(request)
         html = _TEMPLATES.get_template(template).render(
-            t=lambda key, **kw: text(lang, key, **kw), lang=lang, notice=memory_notice(lang), **values
+            t=lambda key, **kw: text(lang, key, **kw),
+            label=lambda group, name: label(lang, group, name),
+            lang=lang,
+            notice=memory_notice(lang),
+            **values,
         )
         response = HTMLResponse(html, status_code=status)
         response.headers["Cache-Control"] = "no-store"

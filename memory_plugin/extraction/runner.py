@@ -166,12 +166,12 @@ class ExtractionRunner:
                 logger.warning("%s could not queue extraction for session %s: %s", LOG_PREFIX, session_id, exc)
                 return ScheduledExtraction(trigger=trigger, messages=len(pending), error=str(exc))
             if outcome == "full":
-                # Backpressure: refuse, never grow. The messages stay pending in the session, so the session's
-                # next trigger carries them (coalesced into one job) once the queue has room.
+                # The user's backlog is full too (10x their limit of waiting jobs): refuse, never grow. The
+                # messages stay pending in the session, and its next trigger carries them once there is room.
                 self.jobs_refused += 1
                 logger.warning(
-                    "%s extraction queue full (%d jobs waiting): session %s keeps %d messages pending",
-                    LOG_PREFIX, self.settings.background_max_pending_jobs, session_id, len(pending),
+                    "%s extraction queue full for user %s (waiting jobs and backlog at their limits): session %s"
+                    " keeps %d messages pending", LOG_PREFIX, user_id, session_id, len(pending),
                 )  # fmt: skip
             else:
                 if outcome == "deferred":

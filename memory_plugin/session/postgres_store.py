@@ -23,10 +23,10 @@ from uuid import UUID
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from ..database.pooler import PoolerMode, connection_kwargs
-from ..errors import StoreUnavailableError
+from ..database.reach import open_sync_pool
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
 from .base import SessionLimits, resolve_owner, session_limits
@@ -98,17 +98,13 @@ class PostgresSessionStore(SessionLimits):
 
     @classmethod
     def connect(
-        cls, url: str, *, max_size: int = 4, pooler: PoolerMode = "auto", **limits: Any
+        cls, url: str, *, max_size: int = 4, pooler: PoolerMode = "auto", connect_timeout: float = 10.0, **limits: Any
     ) -> PostgresSessionStore:
         """A store on a new pool to `url` (the service path: its role enforces nothing, this class does;
         `pooler`: see `database.pooler`)."""
         kwargs = {"row_factory": dict_row, **connection_kwargs(url, pooler)}
         pool: ConnectionPool[Conn] = ConnectionPool(url, min_size=1, max_size=max_size, open=False, kwargs=kwargs)
-        try:
-            pool.open(wait=True, timeout=10)
-        except (PoolTimeout, psycopg.OperationalError) as exc:
-            pool.close()
-            raise StoreUnavailableError(f"cannot connect to Postgres for sessions: {exc}") from exc
+        open_sync_pool(pool, url, seconds=connect_timeout, what="the session store ")  # names the cause
         return cls(pool, **limits)
 
     def close(self) -> None:

@@ -42,9 +42,12 @@ __all__ = ["SealedStore", "sealed_if_keys"]
 
 def sealed_if_keys(store: LongTermStore, settings: MemorySettings) -> LongTermStore:
     """`store` behind a `SealedStore` when `settings` has encryption keys; `store` itself without (the write
-    path then refuses items marked sensitive, and reads refuse rows still sealed: `conversions.refuse_sealed`)."""
+    path then refuses items marked sensitive, and reads refuse rows still sealed: `conversions.refuse_sealed`),
+    or when it seals already."""
     ring = settings.key_ring()
-    return store if ring is None else SealedStore(store, ring, settings.sensitive_categories)
+    if ring is None or getattr(store, "seals_sensitive", False):
+        return store
+    return SealedStore(store, ring, settings.sensitive_categories)
 
 
 class SealedStore:
@@ -54,6 +57,9 @@ class SealedStore:
     sealed and an item marked sensitive is refused (`EncryptionKeyError`), so a caller who asked for
     encryption never gets plain text at rest. Every other attribute is the wrapped store's.
     """
+
+    seals_sensitive = True
+    """A capability flag (no `isinstance` on a wrapper): writers may hand this store items marked sensitive."""
 
     def __init__(self, wrapped: LongTermStore, ring: KeyRing | None, sensitive_categories: Collection[str]) -> None:
         self.wrapped = wrapped
@@ -200,8 +206,8 @@ class SealedStore:
         return self._open_all(await self.wrapped.list_records(user_id, kind=kind, limit=limit))
 
     async def search_text(self, user_id: UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
-        """The wrapped text search (it never matches a sealed row's text), opened."""
-        return self._open_all(await self.wrapped.search_text(user_id, text, limit=limit))
+        """The wrapped text search without sealed rows (their stored text is ciphertext: a match would be on it)."""
+        return [r for r in await self.wrapped.search_text(user_id, text, limit=limit) if not is_sealed(r.content)]
 
     async def search(self, user_id: UUID, query: SearchQuery) -> list[ScoredMemory]:
         """The wrapped search (sealed facts have no search row, so it never finds them), opened."""

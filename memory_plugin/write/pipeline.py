@@ -79,8 +79,9 @@ class WritePipeline:
         """Items per user and second (`MemoryLimitError` beyond)."""
         self.fact_limit = FactLimit(settings.max_facts_per_user, store)
         """Fact rows per user (`MemoryLimitError` beyond)."""
-        self.encrypting = settings.encryption_keys is not None
-        """Keys are configured: sensitive items are sealed by the store (`store/sealed.py`), never embedded."""
+        self.encrypting = bool(getattr(store, "seals_sensitive", False))
+        """The store seals sensitive items (`store/sealed.py`): they are marked and never embedded; otherwise an
+        item marked sensitive is refused."""
 
     async def update(self, update: MemoryUpdate, *, write_id: UUID | None = None) -> WriteOutcome:
         """Persist a `MemoryUpdate`; see `MemoryManager.update_memory_detailed`. `write_id`: the store's
