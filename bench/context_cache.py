@@ -33,11 +33,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 from rich.table import Table
 
-from bench.context_budget import ScriptedExtractor, answer_text, user_turn
+from bench.shop_conversation import ScriptedExtractor, answer_text, user_turn
 from memory_plugin import InMemoryStore, MemoryCapability, MemoryDeps, MemoryManager, MemorySettings, MemoryUpdate
 from memory_plugin.context.history import history_tokens
 from memory_plugin.context.receipt import ContextReceipt
 from memory_plugin.context.tokens import token_counter
+from memory_plugin.models import MemorizedFact
 
 COUNTER = token_counter("openai:gpt-4o")
 
@@ -118,7 +119,25 @@ def _first_message(messages: Sequence[ModelMessage]) -> str:
     return serialized("", rest[:1])
 
 
-async def run(turns: int, *, seed: int = 7, budget: int = 1000) -> CacheRun:
+# Past orders the user spoke of before this conversation: facts no slot holds, so a question about the same
+# part brings some of them into the per-turn part (`--history-facts`).
+PAST_ORDERS = [
+    MemorizedFact(content=text, category="feedback", confidence=0.9, source="explicit")  # type: ignore[arg-type]
+    for text in (
+        "El último pedido de bridas llegó con rebabas en los taladros",
+        "Los soportes del pedido de marzo se entregaron con dos días de retraso",
+        "Los ejes de 20 mm necesitaron un rectificado adicional",
+        "Las carcasas anodizadas en negro gustaron mucho al cliente final",
+        "The brackets order in May failed the flatness check on 3 parts",
+        "The shafts were re-quoted after a change to 42CrMo4",
+        "The housings need a 2 mm draft on the inner walls",
+        "The flanges are mounted on a drone frame and must stay under 80 g",
+    )
+]
+
+
+async def run(turns: int, *, seed: int = 7, budget: int = 1000, history_facts: bool = False) -> CacheRun:
+    """The conversation through the default capability; `history_facts`: the user also has `PAST_ORDERS`."""
     rng = random.Random(seed)
     settings = MemorySettings(
         embedding_model="none", agent_model="openai:gpt-4o", background_extraction=False, context_budget_tokens=budget
@@ -135,6 +154,8 @@ async def run(turns: int, *, seed: int = 7, budget: int = 1000) -> CacheRun:
         agent = Agent(FunctionModel(model), deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
         user = uuid4()
         deps = MemoryDeps(session_id=f"{user}/bench-cache", user_id=user)
+        if history_facts:
+            await memory.update_memory(MemoryUpdate(user_id=user, new_facts=PAST_ORDERS))
         for turn in range(1, turns + 1):
             text, _, prefs = user_turn(turn, rng)
             answers.append(answer_text(rng, text))
@@ -226,8 +247,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=120)
     parser.add_argument("--budget", type=int, default=1000, help="MEMORY_CONTEXT_BUDGET_TOKENS")
+    parser.add_argument(
+        "--history-facts", action="store_true", help="the user also has past orders no slot holds (per-turn facts)"
+    )
     args = parser.parse_args(argv)
-    report(asyncio.run(run(args.turns, budget=args.budget)), args.turns, Console(width=150), budget=args.budget)
+    result = asyncio.run(run(args.turns, budget=args.budget, history_facts=args.history_facts))
+    report(result, args.turns, Console(width=150), budget=args.budget)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ both. A round is a fresh user and session with the shop conversation below, thro
 `Agent` on a `FunctionModel` that answers at once, with the capability's defaults (extraction queued to the
 in-process worker); the same turn without any capability is timed alongside, so the overhead is the
 difference of the two. Reported: p50/p95 per turn of the run with memory, of the run without, and of the
-overhead. Only the public API is used, so the same file measures any version.
+overhead; and what the process sent to Postgres per turn (each `execute`, a transaction block's BEGIN and
+COMMIT; background work included), which machine load does not change. Only the public API is used, so the
+same file measures any version.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 QUESTIONS = [
@@ -55,7 +58,8 @@ async def measure(turns: int, variant: str) -> dict[str, list[float]]:
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[TextPart("Para esa pieza, unas dos semanas y 14 € por unidad.")])
 
-    times: dict[str, list[float]] = {"memory": [], "plain": []}
+    times: dict[str, list[float]] = {"memory": [], "plain": [], "messages": []}
+    sent = _count_database_messages()
     settings = MemorySettings(embedding_model="none")
     async with MemoryManager.open(settings) as memory:
         capability = MemoryCapability(memory)
@@ -68,6 +72,7 @@ async def measure(turns: int, variant: str) -> dict[str, list[float]]:
         plain = Agent(FunctionModel(answer), deps_type=MemoryDeps)
         user = uuid4()
         deps = MemoryDeps(session_id=f"{user}/overhead", user_id=user)
+        sent[0] = 0  # opening the manager (migrations, roles) is not a turn's
         for turn in range(turns):
             prompt = QUESTIONS[turn % len(QUESTIONS)].format(n=turn + 2)
             started = time.perf_counter()
@@ -77,9 +82,32 @@ async def measure(turns: int, variant: str) -> dict[str, list[float]]:
             await with_memory.run(prompt, deps=deps)
             times["memory"].append(time.perf_counter() - started)
         await memory.flush()
+        times["messages"].append(sent[0] / turns)
         if variant == "builder":
             await context.close()
     return times
+
+
+def _count_database_messages() -> list[int]:
+    """Count what this process sends to Postgres (each `execute`, and a transaction block's BEGIN and COMMIT):
+    a number machine load does not change, beside the timings it does."""
+    import psycopg
+
+    sent = [0]
+    # `AsyncConnection.execute` goes through a cursor's: counting the cursor's counts both.
+    cursor_execute, transaction = psycopg.AsyncCursor.execute, psycopg.AsyncConnection.transaction
+
+    async def counted_cursor_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sent[0] += 1
+        return await cursor_execute(self, *args, **kwargs)
+
+    def counted_transaction(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sent[0] += 2
+        return transaction(self, *args, **kwargs)
+
+    psycopg.AsyncCursor.execute = counted_cursor_execute  # type: ignore[method-assign]
+    psycopg.AsyncConnection.transaction = counted_transaction  # type: ignore[method-assign]
+    return sent
 
 
 def _side(root: Path, side: str, variant: str, turns: int) -> dict[str, list[float]]:
@@ -124,19 +152,20 @@ def main(argv: list[str] | None = None) -> None:
     if args.builder:
         sides[f"{_commit(befores[0])}, opt-in ContextBuilder"] = (befores[0], "builder", "before0")
     sides["after, MemoryCapability(memory)"] = (after, "default", "after")
-    times: dict[str, dict[str, list[float]]] = {s: {"memory": [], "plain": []} for s in sides}
+    times: dict[str, dict[str, list[float]]] = {s: {"memory": [], "plain": [], "messages": []} for s in sides}
     for _ in range(args.rounds):
         for side, (root, variant, data) in sides.items():
             for kind, values in _side(root, data, variant, args.turns).items():
                 times[side][kind] += values
     print(f"Capability overhead per turn, ms ({args.rounds} x {args.turns} turns per side, embedded Postgres)")
-    print("| side | with memory p50 | p95 | without p50 | p95 | overhead p50 | p95 |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| side | with memory p50 | p95 | without p50 | p95 | overhead p50 | p95 | database messages per turn |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for side in sides:
         memory, plain = times[side]["memory"], times[side]["plain"]
         extra = [m - p for m, p in zip(memory, plain, strict=True)]
         cells = [_percentile(v, q) * 1000 for v in (memory, plain, extra) for q in (0.5, 0.95)]
-        print(f"| {side} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+        messages = statistics.mean(times[side]["messages"])
+        print(f"| {side} | " + " | ".join(f"{c:.1f}" for c in cells) + f" | {messages:.1f} |")
     overhead = {
         s: statistics.median([m - p for m, p in zip(t["memory"], t["plain"], strict=True)]) for s, t in times.items()
     }

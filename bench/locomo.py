@@ -44,8 +44,9 @@ PREVIOUS_RERANK_WEIGHTS = {
     "time": 0.617, "rank": 2.534, "session": -0.644, "session_rank": 1.691, "adjacent": 0.175,
     "adjacent_rank": 1.649, "entity": 0.843,
 }  # fmt: skip
-"""The reranker of f9bdfa6 (50 candidates, no `session_best`): `--compare`'s "before"."""
+"""The reranker of f9bdfa6 (50 candidates, no `session_best`): `--before`."""
 PREVIOUS_RERANK_CANDIDATES = 50
+"""f9bdfa6's candidates, per channel and to the reranker (`--compare` and `--before` search with them)."""
 
 
 class _ServerCpu:
@@ -150,10 +151,13 @@ async def run(
                 # A turn the privacy policy refuses is reported and skipped; it never stops the run.
                 refused.extend(f"{notes[n.index].metadata['dia_id']}: {n.reason}" for n in outcome.refused)
         store_seconds = time.perf_counter() - started
-        reranked = memory.searcher.weights
-        current = memory.searcher.rerank_weights
-        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0)
-        previous = dataclasses.replace(reranked, rerank_candidates=PREVIOUS_RERANK_CANDIDATES)
+        reranked = memory._searcher.weights
+        current = memory._searcher.rerank_weights
+        # "hybrid" and "before" are f9bdfa6's search: each channel's best 50.
+        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0, candidates=PREVIOUS_RERANK_CANDIDATES)
+        previous = dataclasses.replace(
+            reranked, rerank_candidates=PREVIOUS_RERANK_CANDIDATES, candidates=PREVIOUS_RERANK_CANDIDATES
+        )
         modes = [("after", reranked, current, out_path)]
         if compare_path is not None:
             modes.append(("hybrid", hybrid_only, current, compare_path))
@@ -172,8 +176,8 @@ async def run(
                 for mode, weights, rerank_weights, path in modes[shift:] + modes[:shift]:
                     retrieved: list[str] = []
                     if user is not None:
-                        memory.searcher.weights = weights
-                        memory.searcher.rerank_weights = rerank_weights
+                        memory._searcher.weights = weights
+                        memory._searcher.rerank_weights = rerank_weights
                         if cache is not None:
                             cache.clear()  # every timed search embeds its question
                         s0, c0, t0 = server.seconds(), time.process_time(), time.perf_counter()
@@ -188,8 +192,8 @@ async def run(
                         retrieved = [_own_dia_id(str(h.memory.metadata.get("dia_id")), q["conv_id"]) for h in hits]
                     outs[path].write(json.dumps({"qid": q["qid"], "retrieved": retrieved}) + "\n")
         finally:
-            memory.searcher.weights = reranked
-            memory.searcher.rerank_weights = current
+            memory._searcher.weights = reranked
+            memory._searcher.rerank_weights = current
             for f in outs.values():
                 f.close()
         embedder = memory.embedder.name if memory.embedder is not None else "none"

@@ -171,27 +171,28 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         if self._opener is not None:
             run.memory = await self._opener.manager()
         memory = run._manager()
-        if self.record_messages:
-            memory.check_message(identity.session_id, identity.user_id, prompt)
+        turn = memory.turn(identity.session_id, identity.user_id)
         if self.memory_block:
-            context = await memory.get_memory_context(identity.session_id, identity.user_id, query=prompt or None)
-            run._block = memory.format_memory_for_agent(context)
+            start = await turn.start(prompt, check=self.record_messages)
+            run._block = memory.format_memory_for_agent(start.context) if start.context is not None else ""
             return run
         builder = run._builder = self.context or await memory.context_builder()
         if self.context is not None:
             # Facts a background job writes later patch the slots too, and a summary due on an extraction
             # turn is written in the extraction's own model call.
-            self.context.follow(memory.extraction)
+            memory.keep_context_current(self.context)
         cost = message_tokens(ModelRequest(parts=[UserPromptPart(prompt)]), builder.counter) if prompt else 0
         # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
-        built = await builder.build(
-            identity.session_id,
-            identity.user_id,
-            query=prompt or None,
+        start = await turn.start(
+            prompt,
+            check=self.record_messages,
+            context=builder,
             history=list(ctx.messages) or None,
             prompt_tokens=cost,
             keep_prefix=True,
         )
+        assert start.built is not None  # a turn started with a context builder reads the budgeted context
+        built = start.built
         # The rolling summary leads the history (pydantic-ai's application-written compaction): it changes only
         # when the history restarts, so the instructions before it stay cached when it is rewritten.
         head = [summary_request(built.summary_block)] if built.summary_block else []
@@ -254,9 +255,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         identity = _identity(ctx.deps)
         answer = result.output if isinstance(result.output, str) else ""
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
-        await memory.finish_turn(
-            identity.session_id,
-            identity.user_id,
+        await memory.turn(identity.session_id, identity.user_id).finish(
             prompt=_prompt_text(ctx.prompt),
             answer=answer,
             extract=self.extract_facts,

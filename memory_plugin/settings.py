@@ -380,7 +380,7 @@ class MemorySettings(BaseSettings):
     search_date_slack_days: float = Field(default=14.0, gt=0)
     """A fact stated this many days outside a date the question names gets no date boost (linear in between)."""
 
-    search_candidates: int = Field(default=50, ge=1, le=10_000)
+    search_candidates: int = Field(default=150, ge=1, le=10_000)
     """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
     takes half as many, at least the search's limit, when it goes through the HNSW index)."""
 

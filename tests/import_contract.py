@@ -76,6 +76,7 @@ RULES_MODULES = frozenset(
         "extraction.base",
         "extraction.policy",
         "extraction.rules",
+        "extraction.statement_rules",
         "extraction.third_person",
         # not extraction.llm (a model client) nor extraction.runner (the service over stores and queues)
         "context.budget",

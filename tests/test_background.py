@@ -160,7 +160,7 @@ async def test_erasing_the_user_while_the_job_runs_leaves_nothing(
     extractor.gate.set()
     assert await memory.flush(timeout=30)
     assert await memory.list_memory(user_id) == []
-    assert memory.extraction.jobs_dropped == 1
+    assert memory._extraction.jobs_dropped == 1
 
 
 @pytest.mark.parametrize("backend", ["postgres", "memory"])
@@ -183,7 +183,7 @@ async def test_a_memory_forgotten_before_the_job_writes_does_not_reappear(
         extractor.gate.set()
         assert await memory.flush(timeout=30)
         assert contents(await memory.list_memory(user_id)) == {"Prefiere bronce"}  # only the forgotten one left out
-        assert memory.extraction.facts_dropped_forgotten == 1
+        assert memory._extraction.facts_dropped_forgotten == 1
 
 
 async def test_a_job_whose_completion_was_lost_runs_again_and_writes_once(user_id: UUID) -> None:
@@ -213,12 +213,12 @@ async def test_a_job_whose_completion_was_lost_runs_again_and_writes_once(user_i
 
     queue.hold = crashing_hold  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
-        await memory.extraction.run_job(job, queue, "w1")
+        await memory._extraction.run_job(job, queue, "w1")
     queue.hold = real_hold  # type: ignore[method-assign]
 
     [again] = await queue.claim("w2", 1, lease_seconds=60.0)  # the lease of w1 expired
     assert (again.id, again.write_id, again.attempts) == (job.id, job.write_id, 2)
-    await memory.extraction.run_job(again, queue, "w2")
+    await memory._extraction.run_job(again, queue, "w2")
     [fact] = await memory.list_memory(user_id)
     assert (fact.content, fact.relevance_count) == ("Prefiere latón", 0)  # written once, not reinforced
     assert (await queue.status()).depth == 0

@@ -78,6 +78,24 @@ async def test_the_same_key_twice_creates_one_chat_and_another_body_with_it_is_4
     assert renewed.json()["id"] != first.json()["id"]
 
 
+async def test_a_retry_at_the_chat_limit_returns_the_chat_it_made(
+    client: httpx.AsyncClient,  # noqa: F811
+    admin_conn: psycopg.Connection[Any],
+) -> None:
+    user = uuid4()
+    admin_conn.execute(
+        "insert into memory_private.memory_limits (name, user_id, value) values ('chats_per_user', %s, 1)", (user,)
+    )
+    headers = {**auth(user), "Idempotency-Key": "only-one"}
+    first = await client.post("/api/chats", json={"title": "Única"}, headers=headers)
+    again = await client.post("/api/chats", json={"title": "Única"}, headers=headers)
+    assert (first.status_code, again.status_code) == (201, 201)  # a retry is not a second chat: not over the limit
+    assert first.json()["id"] == again.json()["id"]
+    over = await client.post("/api/chats", json={"title": "Otra"}, headers={**auth(user), "Idempotency-Key": "two"})
+    assert over.status_code == 429
+    assert chat_count(admin_conn, user) == 1
+
+
 async def test_the_create_key_header_is_in_the_openapi_schema(client: httpx.AsyncClient) -> None:  # noqa: F811
     schema = (await client.get("/openapi.json")).json()
     params = schema["paths"]["/api/chats"]["post"]["parameters"]

@@ -3,14 +3,27 @@ replaced only when the history restarts, so a summary rewrite costs no prompt-ca
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID, uuid4
+
+import pytest
+import pytest_asyncio
+from psycopg_pool import AsyncConnectionPool
 
 from memory_plugin import InMemoryStore, MemoryManager, MemorySettings
 from memory_plugin.context.budget import AssembledContext, BudgetSettings
 from memory_plugin.context.builder import ContextBuilder
 from memory_plugin.context.history import messages_from_session
-from memory_plugin.context.store import InMemoryContextStore, session_scope
+from memory_plugin.context.slots import SlotEntry, SlotPatch, Slots
+from memory_plugin.context.store import (
+    USER_SCOPE,
+    ContextStore,
+    InMemoryContextStore,
+    PostgresContextStore,
+    session_scope,
+)
 from memory_plugin.context.tokens import token_counter
 from memory_plugin.models import Message
 
@@ -31,7 +44,7 @@ def session(n: int) -> list[Message]:
     return said
 
 
-async def summarise(store: InMemoryContextStore, user: UUID, session_id: str, text: str) -> None:
+async def summarise(store: ContextStore, user: UUID, session_id: str, text: str) -> None:
     await store.add_summary(user, session_scope(session_id), text, kind="model", language="es", message_count=0)
 
 
@@ -69,3 +82,39 @@ async def test_a_rewritten_summary_waits_for_the_history_to_restart() -> None:
         first_restart = next(b for b in later if not b.anchored)
         assert "80 bridas" in first_restart.summary_block
         assert all("60 bridas" in b.summary_block for b in later[: later.index(first_restart)])
+
+
+@pytest_asyncio.fixture(loop_scope="session", params=["memory", "postgres", "postgres-autocommit"])
+async def context_store(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[ContextStore]:
+    if request.param == "memory":
+        yield InMemoryContextStore()
+        return
+    autocommit = request.param == "postgres-autocommit"  # as the manager's one pool
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        database_url, min_size=1, max_size=2, open=False, kwargs={"autocommit": autocommit}
+    )
+    await pool.open(wait=True)
+    try:
+        yield PostgresContextStore(pool)
+    finally:
+        await pool.close()
+
+
+async def test_a_turn_reads_slots_and_the_current_summaries_together(context_store: ContextStore) -> None:
+    user, other = uuid4(), uuid4()
+    scope = session_scope("taller")
+    assert await context_store.read_turn(user, (scope, USER_SCOPE)) == (Slots(), {})
+    patch = SlotPatch(expected={"goal": []}, new={"goal": [SlotEntry(text="Reducir el plazo a una semana")]})
+    assert await context_store.patch_slots(user, patch)
+    for text in ("Pidió 40 bridas.", "Pidió 60 bridas."):
+        await summarise(context_store, user, "taller", text)
+    await context_store.add_summary(user, USER_SCOPE, "Taller de drones.", kind="model", language="es", message_count=0)
+    await summarise(context_store, other, "taller", "Otro usuario.")
+
+    slots, current = await context_store.read_turn(user, (scope, USER_SCOPE))
+    assert [e.text for e in slots.get("goal")] == ["Reducir el plazo a una semana"]
+    assert current[scope].content == "Pidió 60 bridas."  # the newest version only
+    assert current[USER_SCOPE].content == "Taller de drones."
+    # Another session of the same user has no summary of its own yet; another user's never shows.
+    _, fresh = await context_store.read_turn(user, (session_scope("otra"), USER_SCOPE))
+    assert set(fresh) == {USER_SCOPE}

@@ -15,9 +15,11 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
-from pydantic_ai import Embedder
+from pydantic_ai import Agent, Embedder
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from memory_plugin import EncryptionKeyError, MemoryManager, MemorySettings
+from memory_plugin import EncryptionKeyError, MemoryCapability, MemoryDeps, MemoryManager, MemorySettings
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
@@ -345,3 +347,34 @@ async def test_a_sealed_fact_is_never_sent_to_the_embedder(pg_settings: MemorySe
         await write_secrets(memory, user)
         assert any("aluminio" in text for text in model.seen)  # the plain fact was embedded
         assert not any(word in text.lower() for text in model.seen for words in SECRETS.values() for word in words)
+
+
+def _agreed(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(parts=[TextPart("De acuerdo.")])
+
+
+async def test_a_stored_receipt_shows_the_sealed_fact_to_its_owner_and_never_its_ciphertext(
+    pg_settings: MemorySettings, admin_conn: psycopg.Connection[Any]
+) -> None:
+    user, key = uuid4(), f"k1:{new_key()}"
+    async with MemoryManager.open(keyed(pg_settings, key)) as memory:
+        await memory.remember(user, "Su cuñada Filomena vive en Soria", sensitive=True, importance=5)
+        note = MemorizedFact(content="Camina con bastón ortopédico", category="health_note", confidence=0.9,
+                             source="explicit")  # fmt: skip
+        await memory.update_memory(MemoryUpdate(user_id=user, new_facts=[note]))  # a standing constraint if plain
+        agent = Agent(FunctionModel(_agreed), deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
+        await agent.run("¿Dónde vive la familia?", deps=MemoryDeps(session_id=f"s-{uuid4()}", user_id=user))
+        assert await memory.flush()
+    dump = dump_database(admin_conn)
+    assert "filomena" not in dump  # receipts name facts by id; slots and summaries hold none
+    assert "ortopédico" not in dump
+
+    async with MemoryManager.open(keyed(pg_settings, key)) as memory:
+        [receipt] = await memory.receipts(user)
+        shown = receipt.receipt.injected + receipt.receipt.in_slots
+        assert "Su cuñada Filomena vive en Soria" in [f.content for f in shown]
+    async with MemoryManager.open(pg_settings) as memory:  # without the key: an empty text, not ciphertext
+        [receipt] = await memory.receipts(user)
+        shown = receipt.receipt.injected + receipt.receipt.in_slots
+        assert shown
+        assert not any("sealed:v1" in f.content or "Filomena" in f.content for f in shown)

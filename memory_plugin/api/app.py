@@ -396,7 +396,8 @@ def create_app(
         tokens per part, what the budget cut. The newest 100 turns are kept."""
         if services.pool is None:
             raise ApiError(404, "no_receipts", "this server serves no receipts")
-        return [receipt_out(r) for r in await read_receipts(services.pool, user, limit=limit)]
+        ring = getattr(services.memory, "ring", None)  # a sealing store's keys open sealed fact texts
+        return [receipt_out(r) for r in await read_receipts(services.pool, user, limit=limit, ring=ring)]
 
     def consent() -> ConsentStore:
         if services.consent is None:

@@ -1,5 +1,5 @@
 """`ContextBuilder`: reads slots, summaries, facts and history for a turn, assembles them within the budget,
-and keeps slots and summaries up to date after the turn.
+and (its `ContextUpkeep` half, `upkeep.py`) keeps slots and summaries up to date after the turn.
 
 The I/O around the pure `assemble_context`. A capability calls `build` before the model request (memory
 as instructions, the returned history as the messages) and `after_turn` once the exchange is recorded.
@@ -15,8 +15,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from opentelemetry import trace
@@ -24,50 +24,29 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from ..conversions import fact_from_record, preferences_from_records
 from ..errors import InvalidMemoryInputError, StoreError
-from ..extraction.base import SummaryAnswer, SummaryRequest
 from ..logs import LOG_PREFIX, logger
-from ..models import MemorizedFact, MemoryContext, Message, UserPreferences
-from ..rows import MemoryRecord
+from ..models import MemoryContext, UserPreferences
 from ..settings import MemorySettings
 from ..validation import parse_user_id
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
 from .history import message_time, messages_from_session
 from .receipt import ContextReceipt, receipt_for
-from .slots import SlotPatch, Slots, slots_from_facts, with_profile
+from .slots import Slots, with_profile
 from .store import (
     USER_SCOPE,
     ContextStore,
     InMemoryContextStore,
     PostgresContextStore,
     SummaryVersion,
-    apply_facts_to_slots,
     session_scope,
 )
-from .summarizer import RollingSummarizer, SummaryPlan, SummaryUpdate
+from .summarizer import RollingSummarizer
 from .summary import SummaryPolicy
 from .tokens import TokenCounter, token_counter
-
-if TYPE_CHECKING:
-    from ..extraction.runner import ExtractionRunner
-    from ..quality.outcome import WriteOutcome
+from .upkeep import ContextUpkeep, MemorySource
 
 __all__ = ["ContextBuilder", "MemorySource", "budget_settings", "summary_policy"]
-
-
-class MemorySource(Protocol):
-    """What the builder reads from the memory manager (`MemoryManager` satisfies it)."""
-
-    async def get_memory_context(
-        self, session_id: str, user_id: str | UUID | None = None, *, query: str | None = None
-    ) -> MemoryContext:
-        """The session's short-term state and the user's relevant long-term memory."""
-        ...
-
-    async def list_memory(self, user_id: str | UUID, *, limit: int = 1000) -> list[MemoryRecord]:
-        """Every stored item of the user, newest first."""
-        ...
 
 
 def budget_settings(settings: MemorySettings) -> BudgetSettings:
@@ -95,11 +74,6 @@ def summary_policy(settings: MemorySettings) -> SummaryPolicy:
     )
 
 
-def _current_facts(records: Sequence[MemoryRecord]) -> list[MemorizedFact]:
-    now = datetime.now(UTC)
-    return [fact_from_record(r) for r in records if r.kind == "fact" and r.is_current(now)]
-
-
 def _user_or_none(user_id: str | UUID | None) -> UUID | None:
     """The user id as a UUID; None when anonymous or not a UUID (`get_memory_context`, read alongside, reports
     a bad id)."""
@@ -116,8 +90,6 @@ def _notes(context: MemoryContext) -> list[str]:
     return notes
 
 
-_READS_FRESH_SECONDS = 10.0
-"""How long a build's summary reads stand for the turn's update (a turn's background update starts within ms)."""
 _FILLED_USERS = 10_000
 _KEPT_SESSIONS = 10_000
 """Anchors and receipts kept per process: at ~1 KB a receipt, 10 MB at most."""
@@ -143,7 +115,7 @@ class _Sent:
 
 
 @dataclass
-class ContextBuilder:
+class ContextBuilder(ContextUpkeep):
     """Builds each turn's context within the token budget and maintains slots and rolling summaries."""
 
     memory: MemorySource
@@ -204,7 +176,7 @@ class ContextBuilder:
         manager on `InMemoryStore`). Close it with `close` (a pool handed in stays open). `wait=False`: do not
         wait for the first connection (a database down now is reported per turn)."""
         store: ContextStore = (
-            PostgresContextStore(pool)
+            PostgresContextStore(pool, ring=settings.key_ring())
             if pool is not None
             else await PostgresContextStore.connect(
                 database_url,
@@ -220,11 +192,6 @@ class ContextBuilder:
     async def close(self) -> None:
         """Release the store's connections (nothing to do in RAM)."""
         await self.store.close()
-
-    @property
-    def _summarizer(self) -> RollingSummarizer:
-        assert self.summarizer is not None  # set in __post_init__
-        return self.summarizer
 
     async def build(
         self,
@@ -336,17 +303,6 @@ class ContextBuilder:
         _remember(self._reads, (session_id, uid), (time.monotonic(), current))
         return slots, current.get(scope) or current.get(USER_SCOPE)
 
-    def _just_read(self, uid: UUID, session_id: str) -> dict[str, SummaryVersion] | None:
-        """The summaries this session's build read, if young enough to be current (taken once): the turn's
-        background update then costs no read (2 of its ~2.3 reads per turn on `bench.context_overhead`)."""
-        read = self._reads.pop((session_id, uid), None)
-        return read[1] if read is not None and time.monotonic() - read[0] < _READS_FRESH_SECONDS else None
-
-    def _forget_reads(self, uid: UUID) -> None:
-        """A summary of `uid` was written here: the reads kept for its sessions are stale."""
-        for key in [k for k in self._reads if k[1] == uid]:
-            del self._reads[key]
-
     async def _slots(self, uid: UUID, context: MemoryContext, stored: Slots | None) -> Slots:
         """The turn's slots from `stored` (read with the context): filled once from every current fact for a
         user known before the slots existed."""
@@ -363,171 +319,3 @@ class ContextBuilder:
         if len(self._filled) > _FILLED_USERS:
             self._filled.popitem(last=False)
         return slots
-
-    async def resync_slots(self, user_id: UUID) -> Slots:
-        """Rebuild the stored slots from the user's current facts (fields no fact fills are kept). The profile
-        is not stored: it is the view of the stored preferences (`slots`); a profile an earlier version stored
-        is dropped."""
-        facts = _current_facts(await self.memory.list_memory(user_id))
-        current = await self.store.read_slots(user_id)
-        kept = Slots(fields={n: e for n, e in current.fields.items() if n != "profile"})
-        target = slots_from_facts(facts, keep=kept)
-        # One patch per changed field, compared against what was read.
-        names = {*current.fields, *target.fields}
-        changed = {n: target.get(n) for n in names if target.get(n) != current.get(n)}
-        if changed:
-            patch = SlotPatch(expected={n: current.get(n) for n in changed}, new=changed)
-            if not await self.store.patch_slots(user_id, patch):
-                return await self.store.read_slots(user_id)
-        return target
-
-    async def slots(self, user_id: UUID) -> Slots:
-        """The user's slots as a turn sees them: the stored fields, and the profile from the stored preference
-        rows (`conversions.preferences_from_records`, as `LongTermMemory.preferences`)."""
-        records = await self.memory.list_memory(user_id)
-        return with_profile(await self.store.read_slots(user_id), preferences_from_records(records))
-
-    def follow(self, extraction: ExtractionRunner) -> None:
-        """Keep the slots and the rolling summary current with what `extraction`'s background jobs write in
-        this process: each job's facts (and what they superseded) patch the slots, and a summary due on a job
-        is written in the job's own model call. The capability does this for its runs, and `memory-plugin
-        worker` for the jobs it runs, so a worker in another process keeps the slots current too."""
-        extraction.listen(id(self), self._background_facts)
-        extraction.host_summaries(self)
-
-    async def _background_facts(self, session_id: str, user_id: UUID, outcome: WriteOutcome) -> None:
-        await self.after_turn(
-            session_id, user_id, [], stored=outcome.stored, superseded=outcome.superseded, extraction_ran=True
-        )
-
-    async def after_turn(
-        self,
-        session_id: str,
-        user_id: str | UUID,
-        messages: Sequence[Message],
-        *,
-        message_count: int | None = None,
-        stored: Sequence[MemorizedFact] = (),
-        superseded: Sequence[MemorizedFact] | None = (),
-        extraction_ran: bool | None = None,
-        summary_done: bool = False,
-    ) -> SummaryUpdate:
-        """After an exchange: patch the slots with the facts just stored and those they superseded
-        (`WriteOutcome.stored` and `.superseded`, or `ExtractionRun`'s; `superseded=None` when unknown: they
-        are read back), and rewrite the session's rolling summary if due; a new session summary is also
-        the user's (what the next session starts from). `messages`: the session's messages, oldest first
-        (its recent window is enough: new ones are told by timestamp, or by `message_count`, how many the
-        session has had in all); `extraction_ran`:
-        whether a fact extraction ran on this turn (`summary_with_extraction` waits for one); `summary_done`:
-        the extraction's own call was asked for the summary (`ExtractionRun.summary_asked`), so it is not
-        rewritten again here (a failed answer keeps the previous version until the next extraction). The
-        profile is not patched here: it is a view of the stored preference rows (`slots`)."""
-        uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
-        # The turn's receipt rides on this after-turn work (off the request path when it is backgrounded).
-        if (receipt := self._unsaved.pop((session_id, uid), None)) is not None:
-            await self.store.add_receipt(uid, receipt)
-        if superseded is None:
-            # The caller does not know what the write superseded: the facts whose `superseded_by` names one of them.
-            ids = {f.id for f in stored}
-            records = await self.memory.list_memory(uid) if ids else []
-            superseded = [fact_from_record(r) for r in records if r.kind == "fact" and r.superseded_by in ids]
-        gone = [f.id for f in superseded] + [f.replaces for f in stored if f.replaces]
-        if stored or gone:
-            # Facts only: the profile is a view of the stored preferences, not patched here.
-            await apply_facts_to_slots(self.store, uid, stored, superseded=gone)
-        by_id = {f.id: f.content for f in stored}
-        replaced = {f.replaces: f.content for f in stored if f.replaces}
-        outdated = [
-            (old.content, replaced.get(old.id) or by_id.get(old.superseded_by) or "")  # type: ignore[arg-type]
-            for old in superseded
-        ]
-        outdated = [(old, new) for old, new in outdated if new]
-        # Read once (or taken from this turn's build): what a new session's first summary builds on, and what the
-        # weekly resync is timed by.
-        scope = session_scope(session_id)
-        known = self._just_read(uid, session_id)
-        user_summary = known.get(USER_SCOPE) if known is not None else await self._summarizer.current(uid, USER_SCOPE)
-        session_summary = known.get(scope) if known is not None else ...
-        if summary_done:
-            current = await self._summarizer.current(uid, scope) if session_summary is ... else session_summary
-            update = SummaryUpdate(current, False, None)
-        else:
-            update = await self._summarizer.update(
-                uid,
-                session_scope(session_id),
-                messages,
-                message_count=message_count,
-                outdated=outdated,
-                extraction_ran=extraction_ran,
-                start_from=user_summary.content if user_summary else None,
-                previous=session_summary,
-            )
-            user_summary = await self._hand_over(uid, update) or user_summary
-        if self._summarizer.resync_due(user_summary):
-            # The weekly rebuild from the facts: the summary, and the slots (a fact deleted or expired since
-            # leaves them here).
-            facts = _current_facts(await self.memory.list_memory(uid))
-            await self._summarizer.resync(uid, USER_SCOPE, facts)
-            await self.resync_slots(uid)
-        return update
-
-    async def _session_plan(
-        self, uid: UUID, session_id: str, messages: Sequence[Message], *, force: bool = False
-    ) -> SummaryPlan:
-        """The session summary's plan on an extraction turn; a session's first summary builds on the user's
-        (what earlier sessions handed over: `plan` ignores it once the session has its own)."""
-        user_summary = await self._summarizer.current(uid, USER_SCOPE)
-        start_from = user_summary.content if user_summary else None
-        return await self._summarizer.plan(
-            uid, session_scope(session_id), messages, extraction_ran=True, force=force, start_from=start_from
-        )
-
-    async def _hand_over(self, uid: UUID, update: SummaryUpdate) -> SummaryVersion | None:
-        """A new session summary is also the user's: what the next session starts from (returned; None when
-        `update` wrote nothing)."""
-        if not update.written or update.current is None:
-            return None
-        self._forget_reads(uid)
-        version = update.current
-        return await self.store.add_summary(
-            uid,
-            USER_SCOPE,
-            version.content,
-            kind=version.kind,
-            language=version.language,
-            message_count=version.message_count,
-            covered_until=version.covered_until,
-            resynced_at=version.resynced_at,
-        )
-
-    async def summary_request(
-        self, session_id: str, user_id: UUID, messages: Sequence[Message]
-    ) -> SummaryRequest | None:
-        """The session summary to rewrite in an extraction's model call, when it is due (its own triggers, on
-        the messages it does not cover yet); None otherwise (`SummaryHost`)."""
-        plan = await self._session_plan(user_id, session_id, messages)
-        if plan.reason is None:
-            return None
-        return SummaryRequest(plan.old_text, plan.fresh, plan.language, self._summarizer.policy.max_tokens)
-
-    async def summary_answered(
-        self, session_id: str, user_id: UUID, request: SummaryRequest, answer: SummaryAnswer
-    ) -> None:
-        """Store the summary an extraction's call wrote for `request` (`SummaryHost`): cut to the budget, a
-        new version of the session's summary and the user's; a failed or empty one keeps the previous
-        version (logged)."""
-        if answer.text is None or not answer.text.strip():
-            logger.warning(
-                "%s the extraction returned no rolling summary (%s); previous version kept", LOG_PREFIX, answer.error
-            )
-            return
-        plan = await self._session_plan(user_id, session_id, request.messages, force=True)
-        if plan.reason is None:
-            return  # another writer covered these messages meanwhile
-        await self._hand_over(
-            user_id, await self._summarizer.accept(user_id, session_scope(session_id), plan, answer.text)
-        )
-
-    async def forget(self, user_id: UUID, fact_ids: Sequence[UUID]) -> Slots:
-        """Remove deleted facts from the slots (call it with the ids `MemoryManager.forget` deleted)."""
-        return await apply_facts_to_slots(self.store, user_id, superseded=fact_ids)

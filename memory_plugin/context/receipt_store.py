@@ -22,14 +22,16 @@ from uuid import UUID
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
-from ..errors import MemoryPluginError
+from ..crypto import KeyRing, is_sealed, open_text
+from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_as_user, user_claims
+from ..errors import EncryptionKeyError, MemoryPluginError
 from ..logs import LOG_PREFIX, logger
 from .budget import ContextReport
 from .receipt import ContextReceipt, FactReason, ReceiptFact
 
 __all__ = [
     "RECEIPTS_KEPT",
+    "KeyRing",
     "PostgresReceipts",
     "RamReceipts",
     "ReceiptKeeper",
@@ -174,7 +176,20 @@ select id, session_id, created_at, receipt from memory_private.memory_receipts
  where user_id = %(user)s and (%(id)s::bigint is null or id = %(id)s)
  order by id desc limit %(limit)s
 """
-_TEXTS_SQL = "select id, content from public.user_memory where user_id = %(user)s and id = any(%(ids)s::uuid[])"
+_TEXTS_SQL = (
+    "select id, content, kind, category from public.user_memory where user_id = %(user)s and id = any(%(ids)s::uuid[])"
+)
+
+
+def _shown_text(ring: KeyRing | None, user_id: UUID, content: str, kind: str, category: str) -> str:
+    """A fact's text as a receipt shows it: a sealed one opened with `ring`, or "" when it does not open (never
+    its ciphertext)."""
+    if not is_sealed(content):
+        return content
+    try:
+        return open_text(ring, content, user_id=user_id, kind=kind, category=category)
+    except EncryptionKeyError:
+        return ""
 
 
 async def add_receipt(pool: AsyncConnectionPool[Any], user_id: UUID, receipt: ContextReceipt) -> None:
@@ -188,18 +203,24 @@ async def add_receipt(pool: AsyncConnectionPool[Any], user_id: UUID, receipt: Co
     }
     try:
         with postgres_errors("storing the context receipt"):
-            async with pool.connection() as conn, conn.transaction():
-                await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user_id),))
-                await conn.execute(_ADD_SQL, params)
+            async with pool.connection() as conn:
+                # One message after the identity prelude: one round trip a turn, where four were.
+                await run_as_user(conn, user_id, [_ADD_SQL], params)
     except MemoryPluginError as exc:
         logger.warning("%s could not store the turn's context receipt: %s", LOG_PREFIX, exc)
 
 
 async def read_receipts(
-    pool: AsyncConnectionPool[Any], user_id: UUID, *, limit: int = 20, receipt_id: int | None = None
+    pool: AsyncConnectionPool[Any],
+    user_id: UUID,
+    *,
+    limit: int = 20,
+    receipt_id: int | None = None,
+    ring: KeyRing | None = None,
 ) -> list[StoredReceipt]:
     """The user's newest `limit` receipts, newest first (`receipt_id`: that one only, [] when it is not theirs),
-    with the current text of each fact they name ("" for a fact deleted since)."""
+    with the current text of each fact they name ("" for a fact deleted since, or sealed and not opened by
+    `ring`, the encryption keys)."""
     with postgres_errors("reading the context receipts"):
         async with pool.connection() as conn, conn.transaction():
             await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user_id),))
@@ -210,7 +231,10 @@ async def read_receipts(
             texts: dict[UUID, str] = {}
             if ids:
                 await cursor.execute(_TEXTS_SQL, {"user": user_id, "ids": ids})
-                texts = {UUID(str(r[0])): str(r[1]) for r in await cursor.fetchall()}
+                texts = {
+                    UUID(str(r[0])): _shown_text(ring, user_id, str(r[1]), str(r[2]), str(r[3]))
+                    for r in await cursor.fetchall()
+                }
     return [StoredReceipt(int(r[0]), receipt_from_document(str(r[1]), user_id, r[2], r[3], texts)) for r in rows]
 
 
@@ -250,6 +274,8 @@ class PostgresReceipts:
     """`ReceiptKeeper` on the pool of `PostgresContextStore` (table `memory_receipts`, as the user)."""
 
     _pool: AsyncConnectionPool[Any]
+    _ring: KeyRing | None = None
+    """The encryption keys sealed fact texts are opened with (None: shown as "")."""
 
     async def add_receipt(self, user_id: UUID, receipt: ContextReceipt) -> None:
         """Stored as the user; never raises."""
@@ -257,4 +283,4 @@ class PostgresReceipts:
 
     async def receipts(self, user_id: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
         """Read as the user, with the current texts of the facts named."""
-        return await read_receipts(self._pool, user_id, limit=limit, receipt_id=receipt_id)
+        return await read_receipts(self._pool, user_id, limit=limit, receipt_id=receipt_id, ring=self._ring)

@@ -27,8 +27,17 @@ from ..database.reach import open_pool
 from ..errors import InvalidMemoryInputError, StoreError
 from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, UserPreferences, utc_now
-from .receipt_store import PostgresReceipts, RamReceipts, ReceiptKeeper
+from .receipt_store import KeyRing, PostgresReceipts, RamReceipts, ReceiptKeeper
 from .slots import SlotPatch, Slots, patch_from_facts
+from .store_sql import (
+    ADD_SUMMARY_SQL,
+    CURRENT_SUMMARIES_SQL,
+    DROP_LATEST_SQL,
+    PATCH_SLOTS_SQL,
+    PRUNE_SESSION_SUMMARIES_SQL,
+    READ_SLOTS_SQL,
+    SUMMARY_VERSIONS_SQL,
+)
 
 __all__ = [
     "SESSION_SUMMARIES_KEPT",
@@ -238,75 +247,16 @@ class InMemoryContextStore(RamReceipts):
         """Nothing to release."""
 
 
-_READ_SLOTS_SQL = "select slots from public.memory_slots where user_id = %(user)s"
-# Field-level compare-and-set: insert the patched fields, or merge them into the stored document (`||`,
-# cleared fields removed with `-`) only if every field the patch changes still holds what the writer read.
-# A concurrent writer's row lock makes this one wait, then the WHERE is evaluated on the newest row.
-_PATCH_SLOTS_SQL = """
-insert into public.memory_slots as s (user_id, slots, updated_at)
-values (%(user)s, %(new)s::jsonb - array(select e.key from jsonb_each(%(new)s::jsonb) e where e.value = 'null'), now())
-on conflict (user_id) do update
-set slots = (s.slots || %(new)s::jsonb) - array(select e.key from jsonb_each(%(new)s::jsonb) e where e.value = 'null'),
-    updated_at = now()
-where not exists (
-    select 1 from jsonb_each(%(expected)s::jsonb) e
-    where coalesce(s.slots -> e.key, 'null'::jsonb) is distinct from e.value
-)
-returning 1
-"""
-_SUMMARY_COLUMNS = (
-    "scope, version, content, kind, language, message_count, covered_until, resynced_at, covered_from, created_at"
-)
-_SUMMARY_VERSIONS_SQL = (
-    f"select {_SUMMARY_COLUMNS} from public.memory_summaries where user_id = %(user)s and scope = %(scope)s"
-    " order by version desc"
-)
-_CURRENT_SUMMARIES_SQL = (
-    f"select distinct on (scope) {_SUMMARY_COLUMNS} from public.memory_summaries"
-    " where user_id = %(user)s and scope = any(%(scopes)s) order by scope, version desc"
-)
-# One statement: the next version, and the versions beyond the newest kept ones deleted.
-_ADD_SUMMARY_SQL = f"""
-with added as (
-    insert into public.memory_summaries
-        (user_id, scope, version, content, kind, language, message_count, covered_until, resynced_at, covered_from)
-    select %(user)s, %(scope)s, coalesce(max(version), 0) + 1, %(content)s, %(kind)s, %(language)s, %(count)s,
-        %(covered)s, %(resynced)s, %(covered_from)s
-    from public.memory_summaries where user_id = %(user)s and scope = %(scope)s
-    returning {_SUMMARY_COLUMNS}
-), pruned as (
-    delete from public.memory_summaries m using added
-    where m.user_id = %(user)s and m.scope = %(scope)s and m.version <= added.version - %(kept)s
-)
-select * from added
-"""
-# The user's session summaries past the newest kept sessions or the age limit (one grouped scan of their rows).
-_PRUNE_SESSION_SUMMARIES_SQL = """
-delete from public.memory_summaries m using (
-    select scope from (
-        select scope, max(created_at) as last_at, row_number() over (order by max(created_at) desc) as n
-        from public.memory_summaries
-        where user_id = %(user)s and scope like 'session:%%' and scope <> %(scope)s
-        group by scope
-    ) s where s.n > %(keep)s or s.last_at < now() - make_interval(days => %(days)s)
-) old
-where m.user_id = %(user)s and m.scope = old.scope
-"""
-_DROP_LATEST_SQL = """
-delete from public.memory_summaries where user_id = %(user)s and scope = %(scope)s
-and version = (select max(version) from public.memory_summaries where user_id = %(user)s and scope = %(scope)s)
-"""
-
-
 class PostgresContextStore(PostgresReceipts):
     """`ContextStore` on Postgres (tables `memory_slots` and `memory_summaries`), every statement as the user.
 
     Shares the long-term store's pool: `PostgresContextStore(postgres_store.pool)`."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any], *, owns_pool: bool = False) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], *, owns_pool: bool = False, ring: KeyRing | None = None) -> None:
         self._pool = pool
         self._owns_pool = owns_pool
         """True when `close` closes the pool (the one `connect` opened); a pool handed in is its giver's."""
+        self._ring = ring
 
     @classmethod
     async def connect(
@@ -365,17 +315,17 @@ class PostgresContextStore(PostgresReceipts):
     async def read_slots(self, user_id: UUID) -> Slots:
         """The user's slots; a field of the wrong shape (the row is writable by the user directly) is skipped
         with a warning."""
-        rows = await self._run(user_id, _READ_SLOTS_SQL, {})
+        rows = await self._run(user_id, READ_SLOTS_SQL, {})
         return _valid_slots(user_id, rows[0][0]) if rows else Slots()
 
     async def patch_slots(self, user_id: UUID, patch: SlotPatch) -> bool:
         """Compare-and-set per field, in one statement."""
         params = {"new": json.dumps(patch.new_json()), "expected": json.dumps(patch.expected_json())}
-        return bool(await self._run(user_id, _PATCH_SLOTS_SQL, params))
+        return bool(await self._run(user_id, PATCH_SLOTS_SQL, params))
 
     async def summary_versions(self, user_id: UUID, scope: str) -> list[SummaryVersion]:
         """Newest first."""
-        rows = await self._run(user_id, _SUMMARY_VERSIONS_SQL, {"scope": _check_scope(scope)})
+        rows = await self._run(user_id, SUMMARY_VERSIONS_SQL, {"scope": _check_scope(scope)})
         versions = []
         for row in rows:
             try:
@@ -388,7 +338,7 @@ class PostgresContextStore(PostgresReceipts):
         """Slots and current summaries in one message: one round trip and one connection per turn, where three
         parallel reads of four round trips each took ~9 ms apiece on the 2-core bench."""
         params = {"scopes": [_check_scope(s) for s in scopes]}
-        slot_rows, summary_rows = await self._run_all(user_id, [_READ_SLOTS_SQL, _CURRENT_SUMMARIES_SQL], params)
+        slot_rows, summary_rows = await self._run_all(user_id, [READ_SLOTS_SQL, CURRENT_SUMMARIES_SQL], params)
         current: dict[str, SummaryVersion] = {}
         for row in summary_rows:
             try:
@@ -423,11 +373,11 @@ class PostgresContextStore(PostgresReceipts):
             "covered_from": covered_from,
             "kept": SUMMARY_VERSIONS_KEPT,
         }
-        statements = [_ADD_SUMMARY_SQL]
+        statements = [ADD_SUMMARY_SQL]
         if scope.startswith("session:"):
             # The session summaries beyond the newest kept are pruned in the same message (one round trip).
             params |= {"keep": SESSION_SUMMARIES_KEPT - 1, "days": SESSION_SUMMARY_MAX_AGE_DAYS}
-            statements.insert(0, _PRUNE_SESSION_SUMMARIES_SQL)
+            statements.insert(0, PRUNE_SESSION_SUMMARIES_SQL)
         try:
             rows = (await self._run_all(user_id, statements, params))[-1]
         except StoreError as exc:
@@ -438,7 +388,7 @@ class PostgresContextStore(PostgresReceipts):
 
     async def drop_latest_summary(self, user_id: UUID, scope: str) -> SummaryVersion | None:
         """Roll back one version."""
-        await self._run(user_id, _DROP_LATEST_SQL, {"scope": _check_scope(scope)})
+        await self._run(user_id, DROP_LATEST_SQL, {"scope": _check_scope(scope)})
         versions = await self.summary_versions(user_id, scope)
         return versions[0] if versions else None
 

@@ -88,7 +88,8 @@ def add_dashboard(
     receipts: Callable[[UUID], ContextReceipt | None] | None = None,
 ) -> None:
     """Serve the dashboard at `/dashboard` of `app`, over `services` and the API's `pool`."""
-    app.include_router(_router(Dashboard(services, UserData(pool), dev_login, receipts)))
+    ring = getattr(services.memory, "ring", None)  # a sealing store's keys open sealed facts in receipts
+    app.include_router(_router(Dashboard(services, UserData(pool, ring=ring), dev_login, receipts)))
 
 
 async def _receipt_shown(

@@ -1,4 +1,4 @@
-"""`open_pool` (`open_sync_pool`, `connect`): open a psycopg pool (or one connection) and, when the database
+"""`open_pool` (and `connect`): open a psycopg pool (or one connection) and, when the database
 cannot be reached, say why in one line (connection refused, authentication failed, unknown host, TLS, timed
 out) instead of the pool's "pool initialization incomplete after N sec", which names no cause.
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailableError
 
-__all__ = ["connect", "connect_failure", "connection_cause", "open_pool", "open_sync_pool"]
+__all__ = ["connect", "connect_failure", "connection_cause", "open_pool"]
 
 # Substrings of libpq's / psycopg's messages, checked in order (no SQLSTATE exists for a client-side failure).
 _CAUSES = (
@@ -82,20 +82,3 @@ async def connect(url: str, *, what: str, **kwargs: Any) -> psycopg.AsyncConnect
         return await psycopg.AsyncConnection.connect(url, **kwargs)
     except psycopg.OperationalError as exc:
         raise connect_failure(exc, what) from exc
-
-
-def open_sync_pool(pool: ConnectionPool[Any], url: str, *, seconds: float, what: str) -> None:
-    """`open_pool` for a synchronous pool (the Postgres session store's)."""
-    try:
-        pool.open(wait=True, timeout=seconds)
-        return
-    except (PoolTimeout, psycopg.OperationalError) as exc:
-        failure: BaseException = exc
-    pool.close()
-    if isinstance(failure, PoolTimeout):
-        kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
-        try:
-            psycopg.connect(url, **{**kwargs, "connect_timeout": max(1, round(seconds))}).close()
-        except psycopg.Error as exc:
-            failure = exc
-    raise connect_failure(failure, what) from failure

@@ -49,22 +49,23 @@ RERANK_FEATURES = (
 """The reranker's inputs, in the order of `RERANK_WEIGHTS` (`hybrid`: the hybrid score / the best one's)."""
 
 RERANK_WEIGHTS: Mapping[str, float] = {
-    "hybrid": 2.974,
-    "text": 0.292,
-    "vector": 0.846,
-    "neighbour": -0.294,
-    "speaker": 1.597,
-    "date": 0.728,
-    "time": 0.570,
-    "rank": 1.958,
-    "session": -1.947,
-    "session_rank": 0.758,
-    "adjacent": 0.599,
-    "adjacent_rank": 1.475,
-    "entity": 0.661,
-    "session_best": 5.108,
+    "hybrid": 3.164,
+    "text": 0.138,
+    "vector": 0.372,
+    "neighbour": -0.421,
+    "speaker": 1.510,
+    "date": 0.775,
+    "time": 0.564,
+    "rank": 1.939,
+    "session": -2.051,
+    "session_rank": 0.787,
+    "adjacent": 0.376,
+    "adjacent_rank": 1.733,
+    "entity": 0.816,
+    "session_best": 5.365,
 }
-"""The coefficients (`python -m bench.locomo_rerank --fit` prints them from the development split)."""
+"""The coefficients (`python -m bench.locomo_rerank --fit --candidates 100 --channels 150` prints them from the
+development split, over the candidates as `memory_search` takes them)."""
 
 _WORD = re.compile(r"[\w'’-]+")
 _NAME_OR_NUMBER = re.compile(r"(?:[A-ZÁÉÍÓÚÑ][\w'’-]+|\d[\d.,:]*)")

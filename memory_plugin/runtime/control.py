@@ -93,12 +93,12 @@ class ControlFacade(LongTermFacade):
         them — `update_memory` and `remember` raise `MemoryPausedError`, extraction (inline, queued, or already
         queued) stores nothing — and reads work as before. Kept in the database: every process sees it."""
         self._check_open()
-        await self.consent.set_paused(parse_user_id(user_id), paused)
+        await self._consent.set_paused(parse_user_id(user_id), paused)
 
     async def memory_paused(self, user_id: str | UUID) -> bool:
         """Whether the user's memory is paused (`pause_memory`)."""
         self._check_open()
-        return await self.consent.paused(parse_user_id(user_id))
+        return await self._consent.paused(parse_user_id(user_id))
 
     async def backend_status(self) -> BackendStatus:
         """Which backend serves long-term memory, whether the database answers (pinged now), the journal's
@@ -119,6 +119,6 @@ class ControlFacade(LongTermFacade):
             "backend": self.store.backend_name,
             "database_url": masked_url(self.database_url) if self.database_url else None,
             "extractor": self.extractor.name,
-            "live_sessions": len(self.sessions) if isinstance(self.sessions, Sized) else None,
+            "live_sessions": len(self._sessions) if isinstance(self._sessions, Sized) else None,
             "stats": {name: getattr(stats, name) for name in MemoryStats.__slots__},
         }
