@@ -98,6 +98,8 @@ async def _update_context(
     run, scheduled = outcome.extraction, outcome.scheduled
     queued = scheduled is not None and scheduled.job_id is not None
     try:
+        if await memory.memory_paused(user_id):  # the database would refuse them: no summary model call
+            return
         short = await memory.get_short_term(session_id, user_id=user_id)
         await context.after_turn(
             session_id,
