@@ -133,11 +133,16 @@ async def _scaling(
     )  # fmt: skip
     first: tuple[float, float] | None = None
     user = uuid4()
+    vectors: list[str] = []
     for n in counts:
         user = uuid4()
         how = await _fill(memory, url, user, n)
         await _time_writes(memory, user, n, 1)  # warm: this user's first plans
+        stats = memory.writer.stats
+        embedded, failed = stats.facts_embedded, stats.embedding_failures
         batch_ms, single_ms = await _time_writes(memory, user, n, sizes.timed_calls)
+        embedded, failed = stats.facts_embedded - embedded, stats.embedding_failures - failed
+        vectors.append(f"{n:,}: {embedded:,} ({failed:,} failed)")
         first = first or (batch_ms, single_ms)
         ratio_batch, ratio_single = batch_ms / first[0], single_ms / first[1]
         target = _TARGETS.get(n)
@@ -157,6 +162,8 @@ async def _scaling(
         f"median of {sizes.timed_calls} calls after one warm-up call per user; each 100-fact call adds new facts"
         " (no repeats), so the user's count grows by 101 a call"
     )
+    if embeddings:
+        table.notes.append("texts embedded during the timed calls, by size: " + "; ".join(vectors))
     return table, user
 
 
