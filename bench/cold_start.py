@@ -9,14 +9,15 @@ running, so that the measurements are the process's own start, not the server's)
 caches on disk (the ONNX graph) is there, as it is on any machine after the first run, and writes a few facts.
 
 - first vector: a new interpreter, from `Popen` to `embed_query` returning (`default_embedder`, as the manager
-  builds it); also whether torch was imported;
+  builds it), in wall time and in the process's CPU time (user + system: what the load of a shared machine
+  changes least); also whether torch was imported;
 - first search: a new interpreter, from `Popen` to `MemoryManager.search` returning (open, connect, embed the
   question, search);
 - first REST request: `memory-plugin serve` started, then, as soon as its port accepts, one
   `GET /api/chats?search=…` with a valid token: the time from the port's opening to the answer, and from `Popen`.
 
 The runs of the two checkouts alternate, so a change of load on the machine hits both alike; each cell is the
-median of `--repeat` runs. Prints markdown.
+median of `--repeat` runs. Prints markdown. `--vector-only` measures the first vector alone (no server).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -110,12 +112,21 @@ def _checkout(label: str, source: Path) -> Checkout:
     return Checkout(label, source, data_dir, env)
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _spawn_until_done(python: str, code: str, c: Checkout) -> tuple[float, dict[str, object]]:
+    """Seconds from `Popen` to the child's `done` timestamp, and the child's printed result with its CPU seconds
+    (`cpu`, the whole process: it exits right after printing)."""
+    cpu_before = _children_cpu()
     started = time.time()
     done = subprocess.run([python, "-c", code], env=c.env, cwd=c.data_dir, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"{c.label}: {done.stderr.strip()[-2000:]}")
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["cpu"] = _children_cpu() - cpu_before
     return float(result["done"]) - started, result  # type: ignore[arg-type]
 
 
@@ -181,34 +192,48 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--after", type=Path, default=here, help="the checkout to compare (default: this one)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--no-rest", action="store_true", help="skip the REST measurement")
+    ap.add_argument("--vector-only", action="store_true", help="measure the first vector only (no server)")
     args = ap.parse_args(argv)
     checkouts = [_checkout("before", args.before.resolve()), _checkout("after", args.after.resolve())]
+    started_load = os.getloadavg()[0]
     cli = [args.python, "-c", CLI]
     try:
         for c in checkouts:
-            subprocess.run([*cli, "db-url"], env=c.env, cwd=c.data_dir, capture_output=True, check=True, timeout=300)
+            if not args.vector_only:
+                start = [*cli, "db-url"]
+                subprocess.run(start, env=c.env, cwd=c.data_dir, capture_output=True, check=True, timeout=300)
             _spawn_until_done(args.python, FIRST_VECTOR, c)  # warm-up: exports whatever it caches
-            subprocess.run([args.python, "-c", SEED], env=c.env, cwd=c.data_dir, check=True, timeout=600)
+            if not args.vector_only:
+                subprocess.run([args.python, "-c", SEED], env=c.env, cwd=c.data_dir, check=True, timeout=600)
         for r in range(args.repeat):
             for c in checkouts if r % 2 == 0 else reversed(checkouts):
                 seconds, result = _spawn_until_done(args.python, FIRST_VECTOR, c)
                 c.add("vector", seconds)
+                c.add("vector_cpu", float(result["cpu"]))  # type: ignore[arg-type]
                 c.torch.append(bool(result["torch"]))
-                c.add("search", _spawn_until_done(args.python, FIRST_SEARCH, c)[0])
+                if args.vector_only:
+                    continue
+                search_seconds, search = _spawn_until_done(args.python, FIRST_SEARCH, c)
+                c.add("search", search_seconds)
+                c.add("search_cpu", float(search["cpu"]))  # type: ignore[arg-type]
                 if not args.no_rest:
                     after_listen, after_popen = _first_rest(args.python, c)
                     c.add("rest", after_listen)
                     c.add("rest_total", after_popen)
     finally:
         for c in checkouts:
-            subprocess.run([*cli, "stop"], env=c.env, cwd=c.data_dir, capture_output=True, timeout=120)
+            if not args.vector_only:
+                subprocess.run([*cli, "stop"], env=c.env, cwd=c.data_dir, capture_output=True, timeout=120)
             shutil.rmtree(c.data_dir, ignore_errors=True)
-    print(f"## Cold start, offline model (median of {args.repeat}, load {os.getloadavg()[0]:.1f})\n")
+    load = f"load {started_load:.1f} → {os.getloadavg()[0]:.1f}"
+    print(f"## Cold start, offline model (median of {args.repeat}, {load}, {os.cpu_count()} CPUs)\n")
     print("| fresh process | " + " | ".join(f"{c.label} (`{c.source}`) s" for c in checkouts) + " |")
     print("|---|" + "---:|" * len(checkouts))
     rows = [
         ("vector", "first vector (`Popen` → `embed_query` returns)"),
+        ("vector_cpu", "first vector, CPU time of the process (user + system)"),
         ("search", "first search (`Popen` → `MemoryManager.search` returns)"),
+        ("search_cpu", "first search, CPU time of the process (user + system)"),
         ("rest", "first REST request after `serve` (port open → answer)"),
         ("rest_total", "`serve` to first REST answer (`Popen` → answer)"),
     ]

@@ -24,19 +24,21 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 from uuid import uuid4
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import CompactionPart, ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 from rich.table import Table
 
-from bench.context_budget import ScriptedExtractor, answer_text, user_turn
+from bench.shop_conversation import ScriptedExtractor, answer_text, user_turn
 from memory_plugin import InMemoryStore, MemoryCapability, MemoryDeps, MemoryManager, MemorySettings, MemoryUpdate
 from memory_plugin.context.history import history_tokens
 from memory_plugin.context.receipt import ContextReceipt
 from memory_plugin.context.tokens import token_counter
+from memory_plugin.models import MemorizedFact
 
 COUNTER = token_counter("openai:gpt-4o")
 
@@ -55,6 +57,12 @@ def serialized(instructions: str, messages: Sequence[ModelMessage], *, turn_part
 _TURN_MARK = "bears on this message"
 
 
+def _summary_sent(messages: Sequence[ModelMessage]) -> str:
+    """The rolling summary the request carries ahead of its history ("" when none)."""
+    first = messages[0].parts[0] if messages and messages[0].parts else None
+    return str(first.content) if isinstance(first, CompactionPart) else ""
+
+
 def prefix_share(previous: str, current: str) -> float:
     """Tokens of the longest byte-identical prefix of `previous` and `current`, over `current`'s tokens."""
     a, b = previous.encode(), current.encode()
@@ -66,23 +74,74 @@ def prefix_share(previous: str, current: str) -> float:
     return COUNTER.count(common) / max(1, COUNTER.count(current))
 
 
+Kind = Literal["kept", "restarted", "summary", "slots"]
+KINDS: dict[Kind, str] = {
+    "kept": "  history kept its start",
+    "restarted": "  history restarted (the budget was full)",
+    "summary": "summary replaced (it comes with a history restart)",
+    "slots": "instructions changed (a fact stated, changed or forgotten)",
+}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One turn against the previous one."""
+
+    kind: Kind
+    prefix: int
+    """Tokens of the byte-identical prefix."""
+    tokens: int
+    """Tokens of this request."""
+    ceiling: int
+    """Tokens of the previous request without its per-turn part: the most the prefix can be (the previous
+    answer, the new prompt and the new per-turn facts are new by nature)."""
+
+    @property
+    def share(self) -> float:
+        return self.prefix / max(1, self.tokens)
+
+
 @dataclass
 class CacheRun:
-    stable: list[float] = field(default_factory=list)
-    """Prefix share on turns whose instructions did not change."""
-    changed: list[float] = field(default_factory=list)
-    """Prefix share on turns whose instructions changed."""
-    ceiling: list[float] = field(default_factory=list)
-    """On unchanged turns, the most the share can be: the previous request without its per-turn part over
-    this one (the new answer, prompt and per-turn facts are new by nature)."""
+    pairs: list[Pair] = field(default_factory=list)
+    """Each turn after the first, against the one before."""
     tokens: list[int] = field(default_factory=list)
     """Each request's tokens."""
     receipt: ContextReceipt | None = None
 
+    def of(self, *kinds: Kind) -> list[Pair]:
+        return [p for p in self.pairs if p.kind in kinds]
 
-async def run(turns: int, *, seed: int = 7) -> CacheRun:
+
+def _first_message(messages: Sequence[ModelMessage]) -> str:
+    """The history's first message after the summary (what tells a restart)."""
+    rest = messages[1:] if _summary_sent(messages) else messages
+    return serialized("", rest[:1])
+
+
+# Past orders the user spoke of before this conversation: facts no slot holds, so a question about the same
+# part brings some of them into the per-turn part (`--history-facts`).
+PAST_ORDERS = [
+    MemorizedFact(content=text, category="feedback", confidence=0.9, source="explicit")  # type: ignore[arg-type]
+    for text in (
+        "El último pedido de bridas llegó con rebabas en los taladros",
+        "Los soportes del pedido de marzo se entregaron con dos días de retraso",
+        "Los ejes de 20 mm necesitaron un rectificado adicional",
+        "Las carcasas anodizadas en negro gustaron mucho al cliente final",
+        "The brackets order in May failed the flatness check on 3 parts",
+        "The shafts were re-quoted after a change to 42CrMo4",
+        "The housings need a 2 mm draft on the inner walls",
+        "The flanges are mounted on a drone frame and must stay under 80 g",
+    )
+]
+
+
+async def run(turns: int, *, seed: int = 7, budget: int = 1000, history_facts: bool = False) -> CacheRun:
+    """The conversation through the default capability; `history_facts`: the user also has `PAST_ORDERS`."""
     rng = random.Random(seed)
-    settings = MemorySettings(embedding_model="none", agent_model="openai:gpt-4o", background_extraction=False)
+    settings = MemorySettings(
+        embedding_model="none", agent_model="openai:gpt-4o", background_extraction=False, context_budget_tokens=budget
+    )
     seen: list[tuple[str, list[ModelMessage]]] = []
     answers: list[str] = []
 
@@ -95,6 +154,8 @@ async def run(turns: int, *, seed: int = 7) -> CacheRun:
         agent = Agent(FunctionModel(model), deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
         user = uuid4()
         deps = MemoryDeps(session_id=f"{user}/bench-cache", user_id=user)
+        if history_facts:
+            await memory.update_memory(MemoryUpdate(user_id=user, new_facts=PAST_ORDERS))
         for turn in range(1, turns + 1):
             text, _, prefs = user_turn(turn, rng)
             answers.append(answer_text(rng, text))
@@ -102,49 +163,66 @@ async def run(turns: int, *, seed: int = 7) -> CacheRun:
             if prefs is not None:
                 await memory.update_memory(MemoryUpdate(user_id=user, preferences=prefs))
         result.receipt = deps.receipt
-    previous: tuple[str, str, str] | None = None
+    previous: tuple[str, list[ModelMessage], str] | None = None
     for instructions, messages in seen:
         current = serialized(instructions, messages)
+        total = COUNTER.count(current)
         result.tokens.append(COUNTER.count(instructions) + history_tokens(messages, COUNTER))
         if previous is not None:
-            share = prefix_share(previous[1], current)
-            if instructions == previous[0]:
-                result.stable.append(share)
-                result.ceiling.append(min(1.0, COUNTER.count(previous[2]) / max(1, COUNTER.count(current))))
-            else:
-                result.changed.append(share)
-        previous = (instructions, current, serialized(instructions, messages, turn_part=False))
+            before, before_messages, text = previous
+            kind: Kind = (
+                "slots"
+                if instructions != before
+                else "summary"
+                if _summary_sent(messages) != _summary_sent(before_messages)
+                else "kept"
+                if _first_message(messages) == _first_message(before_messages)
+                else "restarted"
+            )
+            prefix = round(prefix_share(text, current) * total)
+            ceiling = COUNTER.count(serialized(before, before_messages, turn_part=False))
+            result.pairs.append(Pair(kind, prefix, total, min(total, ceiling)))
+        previous = (instructions, messages, current)
     return result
 
 
-def _row(table: Table, label: str, shares: Sequence[float]) -> None:
-    if not shares:
-        table.add_row(label, "0", "-", "-", "-", "-")
+def _row(table: Table, label: str, pairs: Sequence[Pair], *, ceiling: bool = False) -> None:
+    if not pairs:
+        table.add_row(label, "0", "-", "-", "-", "-", "-")
         return
-    ordered = sorted(shares)
+    shares = sorted((p.ceiling if ceiling else p.prefix) / max(1, p.tokens) for p in pairs)
+    reused = sum(p.ceiling if ceiling else p.prefix for p in pairs)
     table.add_row(
         label,
-        str(len(shares)),
+        str(len(pairs)),
         f"{statistics.mean(shares):.1%}",
+        f"{reused / sum(p.tokens for p in pairs):.1%}",
         f"{statistics.median(shares):.1%}",
-        f"{ordered[len(ordered) // 10]:.1%}",
+        f"{shares[len(shares) // 10]:.1%}",
         f"{sum(s >= 0.9 for s in shares) / len(shares):.0%}",
     )
 
 
-def report(result: CacheRun, turns: int, console: Console) -> None:
+def report(result: CacheRun, turns: int, console: Console, *, budget: int = 1000) -> None:
     """The prefix-stability table and the last receipt."""
-    table = Table(title=f"Prompt-cache prefix, {turns} user turns, default MemoryCapability(memory)")
-    for col in ("consecutive turns", "n", "mean share", "median", "p10", "turns >= 90 %"):
+    title = f"Prompt-cache prefix, {turns} user turns, default MemoryCapability(memory), budget {budget} tokens"
+    table = Table(title=title)
+    for col in ("consecutive turns", "n", "mean share", "of tokens", "median", "p10", "turns >= 90 %"):
         table.add_column(col, justify="right")
-    _row(table, "instructions unchanged", result.stable)
-    _row(table, "  (ceiling: previous request minus its per-turn part)", result.ceiling)
-    _row(table, "instructions changed (slots/summary)", result.changed)
-    _row(table, "all", [*result.stable, *result.changed])
+    _row(table, "slots and summary unchanged", result.of("kept", "restarted"))
+    for kind in ("kept", "restarted"):
+        _row(table, KINDS[kind], result.of(kind))
+    _row(table, "  ceiling: previous request minus its per-turn part", result.of("kept", "restarted"), ceiling=True)
+    for kind in ("summary", "slots"):
+        _row(table, KINDS[kind], result.of(kind))
+    _row(table, "all", result.pairs)
     console.print(table)
+    kept = result.of("kept")
+    new = [p.tokens - p.prefix for p in kept]
     console.print(
         f"request tokens (instructions + messages, o200k): max {max(result.tokens)},"
-        f" mean {statistics.mean(result.tokens):.0f}"
+        f" mean {statistics.mean(result.tokens):.0f}; new per turn when the history kept its start: mean"
+        f" {statistics.mean(new) if new else 0:.0f} tokens (the previous answer and the new prompt)"
     )
     receipt = result.receipt
     if receipt is None:
@@ -168,8 +246,13 @@ def report(result: CacheRun, turns: int, console: Console) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=120)
+    parser.add_argument("--budget", type=int, default=1000, help="MEMORY_CONTEXT_BUDGET_TOKENS")
+    parser.add_argument(
+        "--history-facts", action="store_true", help="the user also has past orders no slot holds (per-turn facts)"
+    )
     args = parser.parse_args(argv)
-    report(asyncio.run(run(args.turns)), args.turns, Console())
+    result = asyncio.run(run(args.turns, budget=args.budget, history_facts=args.history_facts))
+    report(result, args.turns, Console(width=150), budget=args.budget)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,47 @@ from typing import Any
 from bench.tables import percentile
 from memory_plugin import MemoryManager, MemorySettings, Note
 
-__all__ = ["main", "run"]
+__all__ = ["PREVIOUS_RERANK_WEIGHTS", "main", "run"]
+
+PREVIOUS_RERANK_WEIGHTS = {
+    "hybrid": 4.69, "text": 0.341, "vector": 0.11, "neighbour": -0.334, "speaker": 1.534, "date": 0.822,
+    "time": 0.617, "rank": 2.534, "session": -0.644, "session_rank": 1.691, "adjacent": 0.175,
+    "adjacent_rank": 1.649, "entity": 0.843,
+}  # fmt: skip
+"""The reranker of f9bdfa6 (50 candidates, no `session_best`): `--before`."""
+PREVIOUS_RERANK_CANDIDATES = 50
+"""f9bdfa6's candidates, per channel and to the reranker (`--compare` and `--before` search with them)."""
+
+
+class _ServerCpu:
+    """CPU seconds (user + system) of the embedded server's processes, read from /proc: a search's SQL runs
+    there, not in this process. None when the database is not the embedded one of `data_dir`."""
+
+    def __init__(self, data_dir: Path | None) -> None:
+        import psutil  # type: ignore[import-untyped]
+
+        self._psutil = psutil
+        self.postmaster = None
+        pid_file = data_dir / "postgres" / "postmaster.pid" if data_dir is not None else None
+        if pid_file is not None and pid_file.exists():
+            self.postmaster = psutil.Process(int(pid_file.read_text().split("\n", 1)[0]))
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Look the server's processes up again (the pool may have opened connections)."""
+        self.processes = [self.postmaster, *self.postmaster.children()] if self.postmaster is not None else []
+
+    def seconds(self) -> float | None:
+        if not self.processes:
+            return None
+        total = 0.0
+        for proc in self.processes:
+            try:
+                t = proc.cpu_times()
+            except self._psutil.NoSuchProcess:
+                continue
+            total += t.user + t.system
+        return total
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -75,19 +115,23 @@ async def run(
     limit: int = 50,
     one_user: bool = False,
     compare_path: Path | None = None,
+    before_path: Path | None = None,
     latency_limit: int = 10,
 ) -> dict[str, Any]:
     """Store, search, write predictions; returns timings. `one_user`: every conversation in one history.
     `compare_path`: also search without the reranker (the hybrid order alone), each question both ways in
-    turn, writing those predictions there. Latency is timed on a search of `latency_limit` hits (what an agent
+    turn, writing those predictions there; `before_path`: also with the previous reranker (50 candidates,
+    `PREVIOUS_RERANK_WEIGHTS`). Each search's CPU time is taken too: this process's (the embedding, the
+    reranker) and the embedded server's (the SQL). Latency is timed on a search of `latency_limit` hits (what an agent
     asks for), its question embedded afresh; the ranking scored is a second search of `limit` hits."""
     turns = _read_jsonl(turns_path)
     questions = _read_jsonl(questions_path)
     by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for turn in turns:
         by_conv[turn["conv_id"]].append(turn)
-    latencies: list[float] = []
-    hybrid_latencies: list[float] = []
+    latencies: dict[str, list[float]] = defaultdict(list)
+    cpu: dict[str, list[float]] = defaultdict(list)
+    server_cpu: dict[str, list[float]] = defaultdict(list)
     store_seconds = 0.0
     refused: list[str] = []
     async with MemoryManager.open(settings) as memory:
@@ -107,32 +151,49 @@ async def run(
                 # A turn the privacy policy refuses is reported and skipped; it never stops the run.
                 refused.extend(f"{notes[n.index].metadata['dia_id']}: {n.reason}" for n in outcome.refused)
         store_seconds = time.perf_counter() - started
-        reranked = memory.searcher.weights
-        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0)
-        modes = [(reranked, latencies, out_path)]
+        reranked = memory._searcher.weights
+        current = memory._searcher.rerank_weights
+        # "hybrid" and "before" are f9bdfa6's search: each channel's best 50.
+        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0, candidates=PREVIOUS_RERANK_CANDIDATES)
+        previous = dataclasses.replace(
+            reranked, rerank_candidates=PREVIOUS_RERANK_CANDIDATES, candidates=PREVIOUS_RERANK_CANDIDATES
+        )
+        modes = [("after", reranked, current, out_path)]
         if compare_path is not None:
-            modes.append((hybrid_only, hybrid_latencies, compare_path))
-        outs = {path: path.open("w", encoding="utf-8") for _, _, path in modes}
+            modes.append(("hybrid", hybrid_only, current, compare_path))
+        if before_path is not None:
+            modes.append(("before", previous, PREVIOUS_RERANK_WEIGHTS, before_path))
+        outs = {path: path.open("w", encoding="utf-8") for *_, path in modes}
         cache = getattr(memory.embedder, "_cache", None)  # the question-embedding cache: emptied before a timing
+        server = _ServerCpu(settings.data_dir if settings.database_url is None else None)
         try:
             for n, q in enumerate(questions):
                 user = users.get(q["conv_id"])
-                # Alternate which mode goes first, so that neither always runs with a warm database cache.
-                for weights, times, path in modes if n % 2 == 0 else modes[::-1]:
+                if n % 50 == 0:
+                    server.refresh()
+                # Rotate which mode goes first, so that none always runs with a warm database cache.
+                shift = n % len(modes)
+                for mode, weights, rerank_weights, path in modes[shift:] + modes[:shift]:
                     retrieved: list[str] = []
                     if user is not None:
-                        memory.searcher.weights = weights
+                        memory._searcher.weights = weights
+                        memory._searcher.rerank_weights = rerank_weights
                         if cache is not None:
                             cache.clear()  # every timed search embeds its question
-                        t0 = time.perf_counter()
+                        s0, c0, t0 = server.seconds(), time.process_time(), time.perf_counter()
                         hits = await memory.search(user, q["question"], limit=latency_limit)
-                        times.append(time.perf_counter() - t0)
+                        latencies[mode].append(time.perf_counter() - t0)
+                        cpu[mode].append(time.process_time() - c0)
+                        s1 = server.seconds()
+                        if s0 is not None and s1 is not None:
+                            server_cpu[mode].append(s1 - s0)
                         if limit != latency_limit:  # the ranking to score, untimed
                             hits = await memory.search(user, q["question"], limit=limit)
                         retrieved = [_own_dia_id(str(h.memory.metadata.get("dia_id")), q["conv_id"]) for h in hits]
                     outs[path].write(json.dumps({"qid": q["qid"], "retrieved": retrieved}) + "\n")
         finally:
-            memory.searcher.weights = reranked
+            memory._searcher.weights = reranked
+            memory._searcher.rerank_weights = current
             for f in outs.values():
                 f.close()
         embedder = memory.embedder.name if memory.embedder is not None else "none"
@@ -140,10 +201,15 @@ async def run(
         "turns": len(turns),
         "questions": len(questions),
         "store_seconds": store_seconds,
-        "search_p50_ms": 1000 * percentile(latencies, 0.5),
-        "search_p95_ms": 1000 * percentile(latencies, 0.95),
-        "hybrid_p50_ms": 1000 * percentile(hybrid_latencies, 0.5) if hybrid_latencies else None,
-        "hybrid_p95_ms": 1000 * percentile(hybrid_latencies, 0.95) if hybrid_latencies else None,
+        "latency": {
+            mode: {
+                "p50_ms": 1000 * percentile(times, 0.5),
+                "p95_ms": 1000 * percentile(times, 0.95),
+                "cpu_ms": 1000 * sum(cpu[mode]) / len(cpu[mode]),
+                "server_cpu_ms": 1000 * sum(server_cpu[mode]) / len(server_cpu[mode]) if server_cpu[mode] else None,
+            }
+            for mode, times in latencies.items()
+        },
         "embedder": embedder,
         "refused": refused,
     }
@@ -162,9 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", type=Path, help="embedded PostgreSQL directory (default: a temporary one)")
     ap.add_argument("--one-user", action="store_true", help="every conversation as one user's history")
     ap.add_argument("--compare", action="store_true", help="also search without the reranker (before/after in one run)")
+    ap.add_argument(
+        "--before", action="store_true", help="also search with the previous reranker (50 candidates, its weights)"
+    )
     args = ap.parse_args(argv)
     wall = time.perf_counter()
     hybrid_out = args.out.with_name(args.out.stem + "-hybrid" + args.out.suffix) if args.compare else None
+    before_out = args.out.with_name(args.out.stem + "-before" + args.out.suffix) if args.before else None
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
         overrides: dict[str, Any] = {"embedding_model": args.embedding_model}
         base = MemorySettings()
@@ -180,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 limit=args.limit,
                 one_user=args.one_user,
                 compare_path=hybrid_out,
+                before_path=before_out,
                 latency_limit=args.latency_limit,
             )
         )
@@ -188,10 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nLoCoMo turn retrieval — {timings['turns']} turns, {timings['questions']} questions, {history}, "
           f"embedder {timings['embedder']}\n")  # fmt: skip
     if scorer.exists():
-        for label, path in (("without the reranker (hybrid order)", hybrid_out), ("with the reranker", args.out)):
+        runs = (
+            ("without the reranker (hybrid order)", hybrid_out),
+            ("with the previous reranker (50 candidates)", before_out),
+            ("with the reranker", args.out),
+        )
+        for label, path in runs:
             if path is None:
                 continue
-            if hybrid_out is not None:
+            if hybrid_out is not None or before_out is not None:
                 print(f"\n{label}:")
             subprocess.run(
                 [sys.executable, str(scorer), "--questions", str(args.questions), "--pred", str(path), "--ks",
@@ -203,15 +279,16 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("| measure | value |\n|---|---:|")
     print(f"| store all turns (remember_many, embeddings included) | {timings['store_seconds']:.1f} s |")
-    print(f"| search p50 / p95, limit {args.latency_limit} (question embedding included) | "
-          f"{timings['search_p50_ms']:.1f} / "
-          f"{timings['search_p95_ms']:.1f} ms |")  # fmt: skip
-    if timings["hybrid_p50_ms"] is not None:
-        print(f"| search p50 / p95, limit {args.latency_limit}, without the reranker, same run | "
-              f"{timings['hybrid_p50_ms']:.1f} / "
-              f"{timings['hybrid_p95_ms']:.1f} ms |")  # fmt: skip
-        print(f"| ratio p50 / p95 (with / without) | {timings['search_p50_ms'] / timings['hybrid_p50_ms']:.2f} / "
-              f"{timings['search_p95_ms'] / timings['hybrid_p95_ms']:.2f} |")  # fmt: skip
+    labels = {"after": "reranker", "hybrid": "without the reranker", "before": "previous reranker (50 candidates)"}
+    after = timings["latency"]["after"]
+    for mode, t in timings["latency"].items():
+        server = f"{t['server_cpu_ms']:.1f} ms" if t["server_cpu_ms"] is not None else "n/a"
+        print(f"| search p50 / p95, limit {args.latency_limit}, question embedding included, {labels[mode]} | "
+              f"{t['p50_ms']:.1f} / {t['p95_ms']:.1f} ms |")  # fmt: skip
+        print(f"| CPU per search ({labels[mode]}): this process / the database server | {t['cpu_ms']:.1f} / {server} |")
+        if mode != "after":
+            print(f"| ratio p50 / p95, reranker / {labels[mode]} | {after['p50_ms'] / t['p50_ms']:.2f} / "
+                  f"{after['p95_ms'] / t['p95_ms']:.2f} |")  # fmt: skip
     print(f"| turns refused by the privacy policy (skipped) | {len(timings['refused'])} |")
     print(f"| whole run, wall | {time.perf_counter() - wall:.1f} s |")
     for line in timings["refused"]:

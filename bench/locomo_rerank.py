@@ -2,13 +2,14 @@
 measure them by cross-validation across conversations (each conversation ranked by weights fit on the others).
 
     python -m bench.locomo_rerank --turns ../shared/bench/locomo/turns_dev.jsonl \\
-        --questions ../shared/bench/locomo/questions_dev.jsonl [--fit] [--candidates 50]
+        --questions ../shared/bench/locomo/questions_dev.jsonl [--fit] [--candidates 100] [--channels 150]
 
 Offline and in memory, as `bench/locomo_lab.py`: the turns' and questions' MiniLM vectors and PostgreSQL lexemes
 are computed once and kept in `--cache` (default /tmp/recall-cache; nothing of LoCoMo is written into the
 repository); the hybrid score of `memory_search` is computed over each conversation's turns, its best
-`--candidates` go through `rerank_features` (the library's own code), and a logistic regression on "is this
-turn evidence" fits the weights. Prints recall@1/5/10/20/50 per category for the hybrid order and the
+`--candidates` (with `--channels N`, only among each channel's best N, as `memory_search` takes them) go
+through `rerank_features` (the library's own code), and a logistic regression on "is this turn evidence"
+fits the weights. Prints recall@1/5/10/20/50 per category for the hybrid order and the
 cross-validated reranker, then the ablation (each input removed, refit, cross-validated), then with `--fit`
 the weights fit on the whole split (what `RERANK_WEIGHTS` holds).
 """
@@ -41,6 +42,9 @@ __all__ = ["main"]
 Array = np.ndarray[Any, Any]
 KS = (1, 5, 10, 20, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+"""The categories fit and scored as "1–4"."""
+SCORED = {**CATEGORIES, 5: "adversarial"}
+"""Adversarial questions (they name the wrong person on purpose) are scored apart, never fit on."""
 
 
 def _cached(cache: Path, texts: list[str], questions: list[str]) -> tuple[Array, Array, list[Counter[str]]]:
@@ -67,10 +71,12 @@ def _cached(cache: Path, texts: list[str], questions: list[str]) -> tuple[Array,
 class _Split:
     """The split's turns as records, and each question's hybrid candidates with their reranker inputs."""
 
-    def __init__(self, turns_path: Path, questions_path: Path, cache: Path, candidates: int) -> None:
+    def __init__(self, turns_path: Path, questions_path: Path, cache: Path, candidates: int, channels: int = 0) -> None:
+        self.channels = channels
+        """With channels > 0, candidates come as `memory_search` takes them: each channel's best this many."""
         self.turns = _read(turns_path)
         every = _read(questions_path)  # the cache holds every question; categories 1–4 are scored
-        kept = [n for n, q in enumerate(every) if q["category"] in CATEGORIES]
+        kept = [n for n, q in enumerate(every) if q["category"] in SCORED]
         self.questions = [every[n] for n in kept]
         notes = [turn_note(t) for t in self.turns]
         texts = [n.content for n in notes]
@@ -167,7 +173,15 @@ class _Split:
         ix = self.by_conv[q["conv_id"]]
         p = self._parts(qi)
         hybrid = p["text"] + p["vector"] + 0.5 * p["neighbour"] + 0.2 * p["speaker"] + 0.2 * p["date"] + 0.1 * p["time"]
-        order = np.argsort(-hybrid, kind="stable")[:limit]
+        order = np.argsort(-hybrid, kind="stable")
+        if self.channels:  # as memory_search: only each channel's best are scored (BM25, vector, named dates)
+            k = max(self.channels, limit)
+            by_text = np.argsort(-p["text"], kind="stable")[:k]
+            pool = set(by_text[p["text"][by_text] > 0])  # BM25: turns holding a word of the question
+            pool |= set(np.argsort(-p["vector"], kind="stable")[:k])
+            pool |= set(np.flatnonzero(p["date"] >= 1 - 1 / 14))  # inside a named date, give or take a day
+            order = np.array([j for j in order if j in pool])
+        order = order[:limit]
         hits = []
         for j in order:
             i = ix[j]
@@ -192,8 +206,9 @@ class _Split:
             evidence = set(q["evidence"])
             for k in KS:
                 got = len(evidence & {self.turns[i]["dia_id"] for i in order[:k]}) / len(evidence)
-                out["1–4"][k].append(got)
-                out[f"cat{q['category']} {CATEGORIES[q['category']]}"][k].append(got)
+                if q["category"] in CATEGORIES:
+                    out["1–4"][k].append(got)
+                out[f"cat{q['category']} {SCORED[q['category']]}"][k].append(got)
         return {g: {k: float(np.mean(v)) for k, v in by_k.items()} for g, by_k in out.items()}
 
     def fit(self, names: list[str], questions: list[int]) -> Array:
@@ -213,7 +228,7 @@ class _Split:
         """Each conversation ranked by weights fit on the other conversations."""
         orders: dict[int, list[int]] = {}
         for held in sorted(self.by_conv):
-            train = [qi for qi, q in enumerate(self.questions) if q["conv_id"] != held]
+            train = [qi for qi, q in enumerate(self.questions) if q["conv_id"] != held and q["category"] in CATEGORIES]
             weights = self.fit(names, train)
             for qi, q in enumerate(self.questions):
                 if q["conv_id"] == held:
@@ -228,27 +243,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/recall-cache"))
     ap.add_argument("--candidates", type=int, default=50)
+    ap.add_argument(
+        "--channels", type=int, default=0, help="candidates as memory_search takes them: each channel's best N"
+    )
+    ap.add_argument("--no-ablation", dest="ablation", action="store_false", help="skip the ablation")
     ap.add_argument("--fit", action="store_true", help="print the weights fit on the whole split")
     args = ap.parse_args(argv)
-    split = _Split(args.turns, args.questions, args.cache, args.candidates)
+    split = _Split(args.turns, args.questions, args.cache, args.candidates, args.channels)
     names = list(RERANK_FEATURES)
     hybrid = {qi: split.cands[qi] for qi in range(len(split.questions))}
     reranked = split.cross_validated(names)
-    print(f"\nLoCoMo dev, {len(split.questions)} questions of categories 1–4, {args.candidates} candidates, "
+    counts = Counter(f"cat{q['category']} {SCORED[q['category']]}" for q in split.questions)
+    counts["1–4"] = sum(q["category"] in CATEGORIES for q in split.questions)
+    print(f"\nLoCoMo dev, {counts['1–4']} questions of categories 1–4, {args.candidates} candidates, "
           "reranker cross-validated by conversation (fit on 4, scored on the 5th)\n")  # fmt: skip
     print("| group | n | order | " + " | ".join(f"R@{k}" for k in KS) + " |\n|---|---:|---|" + "---:|" * len(KS))
-    counts = Counter(f"cat{q['category']} {CATEGORIES[q['category']]}" for q in split.questions)
-    counts["1–4"] = len(split.questions)
     before, after = split.recall(hybrid), split.recall(reranked)
     for group in sorted(before, key=lambda g: (g != "1–4", g)):
         for label, table in (("hybrid", before), ("reranked", after)):
             row = " | ".join(f"{table[group][k]:.3f}" for k in KS)
             print(f"| {group} | {counts[group]} | {label} | {row} |")
     print("\nAblation (each input removed, refit, cross-validated), recall@10:\n")
-    print("| inputs | 1–4 | multi-hop | temporal | open-domain | single-hop |\n|---|---:|---:|---:|---:|---:|")
+    print("| inputs | 1–4 | multi-hop | temporal | open-domain | single-hop | adversarial |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
 
     def row(label: str, table: dict[str, dict[int, float]]) -> None:
-        cats = " | ".join(f"{table[f'cat{c} {n}'][10]:.3f}" for c, n in CATEGORIES.items())
+        cats = " | ".join(f"{table[f'cat{c} {n}'][10]:.3f}" for c, n in SCORED.items())
         print(f"| {label} | {table['1–4'][10]:.3f} | {cats} |")
 
     row("hybrid order (no reranker)", before)
@@ -258,13 +278,13 @@ def main(argv: list[str] | None = None) -> int:
         "the adjacent turns (adjacent, adjacent_rank)": {"adjacent", "adjacent_rank"},
         "both clusters (session and adjacent, all four)": {"session", "session_rank", "adjacent", "adjacent_rank"},
         "every new input (refit of the hybrid parts alone)": {
-            "rank", "session", "session_rank", "adjacent", "adjacent_rank", "entity"
+            "rank", "session", "session_rank", "adjacent", "adjacent_rank", "entity", "session_best"
         },
     }  # fmt: skip
-    for label, removed in [(f"`{n}`", {n}) for n in names] + list(groups.items()):
+    for label, removed in ([(f"`{n}`", {n}) for n in names] + list(groups.items())) if args.ablation else []:
         row(f"all − {label}", split.recall(split.cross_validated([n for n in names if n not in removed])))
     if args.fit:
-        weights = split.fit(names, list(range(len(split.questions))))
+        weights = split.fit(names, [qi for qi, q in enumerate(split.questions) if q["category"] in CATEGORIES])
         print("\nWeights fit on the whole split:\n")
         for name, w in zip(names, weights, strict=True):
             print(f'    "{name}": {w:.3f},')

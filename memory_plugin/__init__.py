@@ -13,6 +13,7 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    EncryptionKeyError,
     ExtractionError,
     IdempotencyKeyReusedError,
     InvalidMemoryInputError,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BackendStatus",
     "ContextReceipt",
+    "EncryptionKeyError",
     "ExtractionError",
     "FactCategory",
     "FactSource",

@@ -18,7 +18,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .context.budget import ContextReport
 from .context.builder import ContextBuilder
-from .context.history import message_tokens, messages_for_request
+from .context.history import message_tokens, messages_for_request, summary_request
 from .context.receipt import ContextReceipt
 from .errors import InvalidMemoryInputError
 from .lifetime import ManagerLifetime, ManagerOpener
@@ -88,10 +88,11 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
 
     For each run it reads `session_id`/`user_id` from the run's deps and spends one token budget (the
     manager's `context_builder`) on what the model is given: what lasts (profile, slots with preferences,
-    constraints, rejections, decisions, who the user is; the rolling summary) in the instructions, which stay
-    byte-identical while none of it changes (the provider's prompt cache holds them); the facts a search
-    chose for this message as a request-scoped system part at the end of the request; the recent exchange as
-    pydantic-ai messages. After the run it records the user prompt and the final answer in short-term memory;
+    constraints, rejections, decisions, who the user is) in the instructions, which stay byte-identical while
+    none of it changes (the provider's prompt cache holds them); the rolling summary as the compaction that
+    leads the history (kept while the history grows append-only); the recent exchange as pydantic-ai
+    messages; the facts a search chose for this message as a request-scoped system part at the end of the
+    request. After the run it records the user prompt and the final answer in short-term memory;
     when the extraction policy says so (a memory instruction such as "recuerda…", or every N user messages)
     it queues the extraction of long-term facts (the answer never waits for it; `extract_inline=True` waits),
     and keeps the slots and the rolling summary current. Each run's `ContextReceipt` is set on the deps
@@ -170,28 +171,33 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         if self._opener is not None:
             run.memory = await self._opener.manager()
         memory = run._manager()
-        if self.record_messages:
-            memory.check_message(identity.session_id, identity.user_id, prompt)
+        turn = memory.turn(identity.session_id, identity.user_id)
         if self.memory_block:
-            context = await memory.get_memory_context(identity.session_id, identity.user_id, query=prompt or None)
-            run._block = memory.format_memory_for_agent(context)
+            start = await turn.start(prompt, check=self.record_messages)
+            run._block = memory.format_memory_for_agent(start.context) if start.context is not None else ""
             return run
         builder = run._builder = self.context or await memory.context_builder()
         if self.context is not None:
             # Facts a background job writes later patch the slots too, and a summary due on an extraction
             # turn is written in the extraction's own model call.
-            self.context.follow(memory.extraction)
+            memory.keep_context_current(self.context)
         cost = message_tokens(ModelRequest(parts=[UserPromptPart(prompt)]), builder.counter) if prompt else 0
         # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
-        built = await builder.build(
-            identity.session_id,
-            identity.user_id,
-            query=prompt or None,
+        start = await turn.start(
+            prompt,
+            check=self.record_messages,
+            context=builder,
             history=list(ctx.messages) or None,
             prompt_tokens=cost,
             keep_prefix=True,
         )
-        run._block, run._turn, run._history, run._given = built.standing, built.turn, built.history, len(ctx.messages)
+        assert start.built is not None  # a turn started with a context builder reads the budgeted context
+        built = start.built
+        # The rolling summary leads the history (pydantic-ai's application-written compaction): it changes only
+        # when the history restarts, so the instructions before it stay cached when it is rewritten.
+        head = [summary_request(built.summary_block)] if built.summary_block else []
+        run._block, run._turn, run._given = built.standing, built.turn, len(ctx.messages)
+        run._history = [*head, *built.history]
         run._summary, run._report = built.summary, built.report
         if hasattr(ctx.deps, "receipt"):  # MemoryDeps and its subclasses: the application reads it after the run
             setattr(ctx.deps, "receipt", builder.last_receipt(identity.session_id, identity.user_id))  # noqa: B010
@@ -249,9 +255,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         identity = _identity(ctx.deps)
         answer = result.output if isinstance(result.output, str) else ""
         # Never raises for memory: the answer is produced, and losing it now would cost the user the model call.
-        await memory.finish_turn(
-            identity.session_id,
-            identity.user_id,
+        await memory.turn(identity.session_id, identity.user_id).finish(
             prompt=_prompt_text(ctx.prompt),
             answer=answer,
             extract=self.extract_facts,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from .crypto import is_sealed, open_text
 from .models import FactCategory, LongTermMemory, MemorizedFact, ProjectRecord, RequestPattern, UserPreferences
 from .quality.decay import DecayPolicy, decayed_confidence
 from .rows import LIST_PREFERENCE_SLOTS, MemoryRecord
@@ -16,6 +17,7 @@ __all__ = [
     "pattern_from_record",
     "preferences_from_records",
     "project_from_record",
+    "refuse_sealed",
 ]
 
 
@@ -23,6 +25,7 @@ def fact_from_record(record: MemoryRecord, *, confidence: float | None = None) -
     """The row as a `MemorizedFact` (kind must be `fact`); `confidence` overrides the stored value (the
     decayed confidence shown in a context)."""
     category: FactCategory = record.category  # type: ignore[assignment]  # checked by the table's constraint
+    refuse_sealed([record])
     return MemorizedFact(
         id=record.id,
         user_id=record.user_id,
@@ -38,6 +41,7 @@ def fact_from_record(record: MemoryRecord, *, confidence: float | None = None) -
         expires_at=record.expires_at,
         invalid_at=record.invalid_at,
         superseded_by=record.superseded_by,
+        sensitive=record.sensitive,
     )
 
 
@@ -62,6 +66,15 @@ def pattern_from_record(record: MemoryRecord) -> RequestPattern:
     )
 
 
+def refuse_sealed(records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    """`records`, or `EncryptionKeyError` if one is still sealed: read without keys (the store that opens sealed
+    rows is there only while `MEMORY_ENCRYPTION_KEYS` is set), it must not be shown as ciphertext."""
+    for record in records:
+        if is_sealed(record.content):
+            open_text(None, record.content, user_id=record.user_id, kind=record.kind, category=record.category)
+    return list(records)
+
+
 def long_term_from_records(
     records: Sequence[MemoryRecord], *, now: datetime | None = None, decay: DecayPolicy | None = None
 ) -> LongTermMemory:
@@ -71,6 +84,8 @@ def long_term_from_records(
     projects: list[ProjectRecord] = []
     patterns: list[RequestPattern] = []
     for record in records:
+        if is_sealed(record.content):
+            continue  # a sealed row no key opened (no keys configured): never shown as ciphertext
         if record.kind == "fact":
             shown = (
                 decayed_confidence(record.confidence, record.last_reinforced_at, record.category, now, decay)

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 __all__ = [
     "ConfigurationError",
     "EmbeddingError",
+    "EncryptionKeyError",
     "ExportFormatError",
     "ExportVersionError",
     "ExtractionError",
@@ -152,3 +153,9 @@ class StorePausedError(MemoryPausedError, StoreError):
     """The database refused a write about a user who paused their memory (SQLSTATE PT423,
     `supabase/schemas/81_memory_consent.sql`); nothing of that write was stored. Both a `MemoryPausedError` (what
     the caller can act on) and a `StoreError` (the database refused it, so the outage journal does not keep it)."""
+
+
+class EncryptionKeyError(MemoryPluginError):
+    """A sealed memory cannot be written or read with the keys configured: a write marked sensitive without
+    `MEMORY_ENCRYPTION_KEYS`, or a row sealed with a key that is not configured (or does not open with it). The
+    message says which key id; nothing is returned in its place (no ciphertext ever reaches a prompt)."""

@@ -39,10 +39,11 @@ from .runtime.assembly import Assembly, assemble
 from .runtime.connector import DatabaseConnector
 from .runtime.control import ControlFacade
 from .runtime.supervisor import Supervisor
-from .session import Clock, SessionBackend, SessionStore
+from .session import Clock, SessionBackend, SessionStore, session_calls
 from .settings import MemorySettings
 from .stats import MemoryStats
 from .store import ContextQuery, LongTermStore
+from .store.sealed import sealed_if_keys
 from .write.pipeline import WritePipeline
 
 if TYPE_CHECKING:
@@ -72,32 +73,34 @@ class MemoryManager(ControlFacade):
     ) -> None:
         settings.check_content_limit(CONTENT_MAX_CHARS)  # a limit the schema cannot hold fails here, not per write
         self.settings = settings
-        self.store = store
+        self.store = store = sealed_if_keys(store, settings)  # also for a manager built without `create`
         self.embedder = embedder if embedder is not None else default_embedder(settings)
         """Embeds facts at write time and questions at search time (None: text-only search)."""
-        self.sessions: SessionBackend = (
+        self._sessions: SessionBackend = (
             sessions if sessions is not None else SessionStore.from_settings(settings, clock=clock or time.monotonic)
         )
-        self.failures = StoreFailures(settings.outage_log_interval_seconds)
+        self._session_calls = session_calls(self._sessions)
+        """The session operations of the request path (on the loop's own pool, inline in RAM, else a thread)."""
+        self._failures = StoreFailures(settings.outage_log_interval_seconds)
         """Long-term reads that failed, counted and logged (throttled)."""
-        self.searcher = Searcher(settings, store, self.embedder)
+        self._searcher = Searcher(settings, store, self.embedder)
         """Query-aware search."""
-        self.context_reader = ContextReader(settings, store, self.searcher, self.failures)
+        self._context_reader = ContextReader(settings, store, self._searcher, self._failures)
         """Reads the context given to an agent."""
-        self.writer = WritePipeline(settings, store, self.embedder)
+        self._writer = WritePipeline(settings, store, self.embedder)
         """Every write to long-term memory."""
-        self.extraction = ExtractionRunner(
+        self._extraction = ExtractionRunner(
             settings,
             extractor or default_extractor(settings.extraction_model),
-            self.sessions,
-            self.writer,
+            self._sessions,
+            self._writer,
             store,
-            self.failures,
+            self._failures,
             ContextQuery(
                 max_facts=settings.extraction_candidate_facts,
                 max_projects=0,
                 max_patterns=0,
-                weights=self.context_reader.weights,
+                weights=self._context_reader.weights,
             ),
         )
         """Extraction of lasting facts from sessions."""
@@ -112,7 +115,7 @@ class MemoryManager(ControlFacade):
         """Session ids `check_session_id` accepted (`_remember_session_id`)."""
         self._supervisor = Supervisor(settings, self._run_job)
         """The work off the request path: job queue, worker, tasks, session sweeper (`runtime/supervisor.py`)."""
-        self.consent = ConsentStore(database_url)
+        self._consent = ConsentStore(database_url)
         """The users' memory switch (`pause_memory`): in the database, or in this process without one."""
         self._exchanges_not_recorded = 0
         self._database_url = database_url
@@ -151,8 +154,8 @@ class MemoryManager(ControlFacade):
             # On the one pool (the store's role); a database down at start: a pool of its own, same role.
             pool = parts.pool()
             url = None if pool is not None else parts.library_url()
-            manager.consent = ConsentStore(url, pool=pool, timeout=settings.connect_timeout_seconds)
-        manager._supervisor.start_sweeper(manager.sessions)
+            manager._consent = ConsentStore(url, pool=pool, timeout=settings.connect_timeout_seconds)
+        manager._supervisor.start_sweeper(manager._sessions)
         try:
             await manager._supervisor.start(parts.library_url(), parts.pool())
         except BaseException:
@@ -184,8 +187,8 @@ class MemoryManager(ControlFacade):
         running until the process exits (other managers in the process may share it)."""
         self._closed = True
         await self._supervisor.close()
-        self.sessions.close()
+        self._sessions.close()
         if self._context is not None:
             await self._context.close()
-        await self.consent.close()
+        await self._consent.close()
         await self.store.close()

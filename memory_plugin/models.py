@@ -156,6 +156,9 @@ class MemorizedFact(MemoryModel):
     """When it stopped being true; None for a current fact (history queries return the others)."""
     superseded_by: UUID | None = None
     """The fact that replaced it, if any."""
+    sensitive: bool = False
+    """Stored encrypted (`MemorySettings.encryption_keys`): written with `sensitive=True`, or of one of
+    `MemorySettings.sensitive_categories`. Never embedded nor indexed for search (docs/privacy.md)."""
 
 
 class UserPreferences(MemoryModel):

@@ -72,13 +72,20 @@ class MemoryItem:
     """Facts: the content's embedding, computed at write time (stored in `memory_search_docs`)."""
     embedding_model: str | None = None
     """The model that computed `embedding`."""
+    sensitive: bool = False
+    """Sealed at rest (`memory_plugin.crypto`): the store keeps only its ciphertext, no search row, no vector and
+    no near-duplicate keys. Set by the caller (`remember(..., sensitive=True)`) or by the category
+    (`MemorySettings.sensitive_categories`)."""
 
     def as_json(self) -> dict[str, Any]:
         """The item as JSON: one element of `memory_upsert_items`'s `p_items` array, and a journal line's item.
-        The embedding is present only when computed (`memory_upsert_items` ignores it)."""
+        The embedding is present only when computed (`memory_upsert_items` ignores it), `sensitive` only when
+        true."""
         data: dict[str, Any] = _ITEM.dump_python(self, mode="json")
         if self.embedding is None:
             del data["embedding"], data["embedding_model"]
+        if not self.sensitive:
+            del data["sensitive"]
         return data
 
     @classmethod
@@ -127,6 +134,14 @@ class MemoryRecord:
     """Facts: negation and numbers a near-duplicate must share."""
     match_words: tuple[str, ...] | None = None
     """Facts: content words (stemmed) compared for near-duplicates."""
+    key_id: str | None = None
+    """The id of the key the row is sealed with (`memory_plugin.crypto`); None: stored as plain text. A record
+    read through the manager carries the plain `content` and keeps this id."""
+
+    @property
+    def sensitive(self) -> bool:
+        """Whether the row is sealed at rest."""
+        return self.key_id is not None
 
     def is_current(self, now: datetime) -> bool:
         """Whether it may be shown at `now`: valid, not archived, not expired."""
@@ -193,7 +208,8 @@ def is_single_valued(item: MemoryItem | MemoryRecord) -> bool:
 
 def merge_items(previous: MemoryItem, item: MemoryItem) -> MemoryItem:
     """Fold `item` into `previous`, an earlier item of the same write it repeats: the earlier wording stays,
-    confidence and importance take the max, provenance accumulates, a `replaces` of either is kept."""
+    confidence and importance take the max, provenance accumulates, a `replaces` of either is kept, and either
+    one marked sensitive marks the merged item."""
     return replace(
         previous,
         confidence=max(previous.confidence, item.confidence),
@@ -207,4 +223,5 @@ def merge_items(previous: MemoryItem, item: MemoryItem) -> MemoryItem:
         else max(previous.expires_at, item.expires_at),
         metadata={**previous.metadata, **item.metadata},
         replaces=previous.replaces or item.replaces,
+        sensitive=previous.sensitive or item.sensitive,
     )

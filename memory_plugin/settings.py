@@ -22,8 +22,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from .crypto.keys import KEY_EXAMPLE, KeyRing, parse_key_ring
 from .errors import ConfigurationError, MemoryPluginError
-from .privacy.policy import HealthNotesConsent
+from .privacy.health_consent import HealthNotesConsent
 from .quality.decay import DEFAULT_HALF_LIFE_DAYS as _DEFAULT_HALF_LIFE_DAYS
 from .quality.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
@@ -236,16 +237,18 @@ class MemorySettings(BaseSettings):
 
     # --- retention (`memory-plugin maintain`; docs/privacy.md) ---------------------------------------------------
     retention_raw_months: float = Field(default=12, ge=0)
-    """Raw conversation data not touched for this many months is deleted by `memory-plugin maintain`: chat
-    histories (title and summary stay), stored conversations, Postgres sessions, workflow checkpoints. Facts,
-    slots and summaries are kept. 0: kept forever."""
+    """Raw conversation data untouched this many months is deleted by `maintain`: chat histories (title, summary
+    stay), conversations, Postgres sessions, checkpoints. Facts, slots, summaries stay. 0: kept forever."""
     retention_dead_job_days: float = Field(default=30, ge=0)
     """Dead background jobs older than this are deleted by `maintain` (0: kept, up to the cap)."""
-    retention_max_dead_jobs: int = Field(default=10_000, ge=0)
-    """`maintain` keeps at most this many dead jobs, the newest (0: no cap)."""
+    retention_max_dead_jobs: int = Field(default=10_000, ge=0)  # dead jobs kept, the newest (0: no cap)
+    retention_checkpoint_days: float = Field(default=30, ge=0)
+    """Workflow checkpoints older than this are deleted by `maintain` (0: by `retention_raw_months` only)."""
+    retention_receipt_days: float = Field(default=90, ge=0)
+    """Context receipts older than this are deleted by `maintain` (0: kept; the newest 100 per user)."""
     retention_applied_write_days: float = Field(default=30, ge=0)
-    """Records of applied writes (a replayed write applies once) older than this are deleted by `maintain`;
-    keep it longer than any outage the journal must survive. 0: kept forever."""
+    """Applied-write records (a replayed write applies once) older than this are deleted by `maintain`; keep
+    them longer than any outage the journal must survive (0: kept forever)."""
 
     vocabulary: Annotated[Vocabulary, PlainValidator(_a_vocabulary), PlainSerializer(repr)] = Field(
         default_factory=lambda: DEFAULT_VOCABULARY, exclude=True, repr=False
@@ -273,9 +276,11 @@ class MemorySettings(BaseSettings):
             raise
         except ValidationError as exc:
             # The plugin's error for bad input, still pydantic's for code that catches that.
-            names = sorted({f"MEMORY_{e['loc'][0]}".upper() for e in exc.errors() if e["loc"]})
+            errors = [_without_secrets(e) for e in exc.errors()]
+            names = sorted({f"MEMORY_{e['loc'][0]}".upper() for e in errors if e["loc"]})
+            names += ["MEMORY_ENCRYPTION_KEYS"] if any("MEMORY_ENCRYPTION_" in e["msg"] for e in errors) else []
             title = f"{exc.title} ({', '.join(names)})" if names else exc.title
-            raise ConfigurationError.from_exception_data(title, exc.errors()) from None  # type: ignore[arg-type]
+            raise ConfigurationError.from_exception_data(title, errors) from None
 
     @field_validator("data_dir", "database_url", "admin_database_url", mode="before")
     @classmethod
@@ -375,11 +380,11 @@ class MemorySettings(BaseSettings):
     search_date_slack_days: float = Field(default=14.0, gt=0)
     """A fact stated this many days outside a date the question names gets no date boost (linear in between)."""
 
-    search_candidates: int = Field(default=50, ge=1, le=10_000)
+    search_candidates: int = Field(default=150, ge=1, le=10_000)
     """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
     takes half as many, at least the search's limit, when it goes through the HNSW index)."""
 
-    search_rerank_candidates: int = Field(default=50, ge=0, le=1000)
+    search_rerank_candidates: int = Field(default=100, ge=0, le=1000)
     """The hybrid score's best this many facts are re-ranked by how they cluster (same session, neighbouring
     turns) and the names the question holds (`retrieval/rerank.py`); 0 turns the reranker off."""
 
@@ -452,11 +457,13 @@ class MemorySettings(BaseSettings):
     """Jobs a worker runs at once (different sessions; a session's jobs always run one at a time)."""
 
     background_max_pending_jobs: int = Field(default=10_000, ge=1)
-    """Waiting jobs beyond which a trigger that would add a job is refused: its messages stay pending in the
-    session and go with its next trigger (a session's waiting job always absorbs new messages)."""
+    """Waiting jobs beyond which a trigger that would add a job for a user already holding one is deferred: its
+    messages wait in the user's backlog until there is room (a session's waiting job always absorbs new
+    messages; docs/background.md)."""
 
     background_max_pending_jobs_per_user: int = Field(default=100, ge=1)
-    """Waiting jobs of one user beyond which that user's trigger is refused as above. A user at this limit, or
+    """Waiting jobs of one user beyond which that user's trigger is deferred as above (at most 10 × this many
+    deferred sessions per user, then refused: the messages stay pending in the session). A user at this limit, or
     one filling the whole queue, never refuses another user's extraction: the queue's limit refuses only users
     already holding a waiting job. 100: a user's sessions each hold one waiting job at most."""
 
@@ -612,12 +619,69 @@ class MemorySettings(BaseSettings):
     redis_url: SecretStr | None = None
     """The Redis server of `session_backend="redis"` (`redis://host:6379/0`; may carry a password)."""
 
+    # --- encryption at rest of sensitive facts (docs/privacy.md: "Sensitive facts, sealed") ------------------
+    encryption_keys: SecretStr | None = None
+    """AES-GCM keys that seal sensitive facts, as comma-separated `id:base64` pairs (16, 24 or 32 bytes each):
+    `MEMORY_ENCRYPTION_KEYS=k1:$(openssl rand -base64 32)`. Unset: nothing is sealed, and a write marked
+    `sensitive=True` is refused (`EncryptionKeyError`). Keep an old key listed until `memory-plugin rotate-key`
+    has re-sealed its rows. Needs the `crypto` extra (`cryptography`)."""
+
+    encryption_active_key: str | None = None
+    """The id among `encryption_keys` new writes and `rotate-key` seal with; unset: the first pair listed."""
+
+    encryption_hash_key: SecretStr | None = None
+    """Base64 key (at least 16 bytes) of the HMAC that replaces a sealed fact's plain content hash, so an exact
+    repeat still reinforces its row; required with `encryption_keys`, and kept when they rotate (changing it
+    stops repeats of already-sealed facts from meeting their row)."""
+
+    sensitive_categories: tuple[str, ...] = ("health_note", "contact")
+    """Fact categories sealed at rest whenever `encryption_keys` are set, whatever the writer says (a JSON list
+    in the environment: `MEMORY_SENSITIVE_CATEGORIES='["health_note","contact","routine"]'`); any item can
+    also be marked `sensitive=True` by the application."""
+
+    @field_validator("sensitive_categories")
+    @classmethod
+    def _known_sensitive_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(value) - set(_DEFAULT_HALF_LIFE_DAYS))
+        if unknown:
+            raise ValueError(
+                f"MEMORY_SENSITIVE_CATEGORIES names unknown fact categories {unknown}; known:"
+                f" {sorted(_DEFAULT_HALF_LIFE_DAYS)}, e.g. MEMORY_SENSITIVE_CATEGORIES='[\"health_note\"]'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _readable_key_ring(self) -> MemorySettings:
+        self.key_ring()  # a malformed key fails at start, naming its variable, not at the first sensitive write
+        return self
+
+    def key_ring(self) -> KeyRing | None:
+        """The parsed encryption keys (None: encryption is off); ValueError names a malformed variable."""
+        if self.encryption_keys is None:
+            if self.encryption_active_key or self.encryption_hash_key is not None:
+                raise ValueError(
+                    "MEMORY_ENCRYPTION_ACTIVE_KEY or MEMORY_ENCRYPTION_HASH_KEY is set without"
+                    f" MEMORY_ENCRYPTION_KEYS; set the keys too, e.g. {KEY_EXAMPLE}"
+                )
+            return None
+        hash_key = self.encryption_hash_key.get_secret_value() if self.encryption_hash_key is not None else None
+        return parse_key_ring(self.encryption_keys.get_secret_value(), self.encryption_active_key, hash_key)
+
 
 _EMPTY_EXAMPLES = {
     "data_dir": "~/.local/share/memory-plugin",
     "database_url": "postgresql://memory_plugin_app.<project ref>:<password>@<pooler host>:6543/postgres",
     "admin_database_url": "postgresql://postgres.<project ref>:<password>@<pooler host>:5432/postgres",
 }
+
+
+def _without_secrets(error: Any) -> Any:
+    """A validation error without its input when that input may hold a secret: a whole-model check's input is
+    every value (database URLs with passwords, encryption keys), and a secret field's is the secret."""
+    loc = error["loc"]
+    field = MemorySettings.model_fields.get(str(loc[0])) if loc else None
+    secret = not loc or (field is not None and "SecretStr" in str(field.annotation))
+    return {**error, "input": "(hidden)"} if secret else error
 
 
 def _not_json(exc: SettingsError) -> ConfigurationError:

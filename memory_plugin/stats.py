@@ -67,6 +67,9 @@ class MemoryStats:
     """Extractions triggered by the every-N-user-messages cadence."""
     extractions_skipped: int = 0
     """Triggers whose pending messages were only small talk: no model call."""
+    extraction_facts_set_aside: int = 0
+    """Extracted facts not written because, even alone, their write was over a database limit (its
+    `statement_timeout`...): logged, and the extraction moved on (a background job is kept dead with the reason)."""
     facts_inserted: int = 0
     """Fact rows inserted (new facts)."""
     facts_reinforced: int = 0

@@ -108,3 +108,8 @@ async def fill_user(memory: MemoryManager, admin_conn: psycopg.Connection[Any], 
         (user,),
     )
     admin_conn.execute("insert into memory_private.memory_consent (user_id, paused) values (%s, false)", (user,))
+    admin_conn.execute(
+        "insert into memory_private.memory_receipts (user_id, session_id, created_at, receipt)"
+        " values (%s, 's-2', %s, %s)",
+        (user, now, json.dumps({"injected": [{"id": str(old.id), "reason": "search", "score": 0.8, "tokens": 9}]})),
+    )

@@ -57,7 +57,7 @@ LEAF = frozenset(
 CONFIG = frozenset({f"{LIBRARY}.settings"})
 """Configuration values: rules may read them (settings itself reads the rules' defaults)."""
 
-RULES_PACKAGES = (f"{LIBRARY}.quality", f"{LIBRARY}.privacy")
+RULES_PACKAGES = (f"{LIBRARY}.quality", f"{LIBRARY}.privacy", f"{LIBRARY}.crypto")
 """Packages made of rules only (every module in them)."""
 
 RULES_MODULES = frozenset(
@@ -76,6 +76,7 @@ RULES_MODULES = frozenset(
         "extraction.base",
         "extraction.policy",
         "extraction.rules",
+        "extraction.statement_rules",
         "extraction.third_person",
         # not extraction.llm (a model client) nor extraction.runner (the service over stores and queues)
         "context.budget",
@@ -109,7 +110,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "backoff",
         ),
     ),
-    ("rules", ("quality", "privacy", "settings", "ranking", "retrieval", "conversions")),
+    ("rules", ("quality", "privacy", "crypto", "settings", "ranking", "retrieval", "conversions")),
     ("database", ("database",)),
     ("stores and adapters", ("store", "embeddings", "outage", "session", "background", "consent")),
     ("services", ("write", "extraction", "context", "formatting", "chats", "export", "retention")),

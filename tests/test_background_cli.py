@@ -131,3 +131,28 @@ def test_drain_exits_2_when_a_job_died_while_draining(
     assert revived.exit_code == 0, revived.output
     again = runner.invoke(app, ["worker", "--drain"], env=_drain_env(database_url, data_dir))
     assert again.exit_code == 0, again.output
+
+
+async def _queue_past_the_limit(database_url: str, data_dir: Path, user_id: UUID) -> None:
+    """One job waiting and one deferred (a per-user limit of one waiting job)."""
+    settings = settings_for(
+        database_url, str(data_dir), background_worker=False, background_max_pending_jobs_per_user=1
+    )
+    async with MemoryManager.open(settings) as memory:
+        outcomes = []
+        for metal in ("acero 1045", "latón"):
+            session = f"s-{uuid4()}"
+            said = Message(role="user", content=f"Por favor, no me sugieras {metal}.")
+            await memory.add_message(session, said, user_id=user_id)
+            outcomes.append((await memory.schedule_extraction(session, user_id)).outcome)
+        assert outcomes == ["queued", "deferred"]
+
+
+def test_drain_waits_for_the_deferred_jobs_too(database_url: str, data_dir: Path) -> None:
+    user_id = uuid4()
+    asyncio.run(_queue_past_the_limit(database_url, data_dir, user_id))
+    env = {**_drain_env(database_url, data_dir), "MEMORY_BACKGROUND_MAX_PENDING_JOBS_PER_USER": "1"}
+    worker = CliRunner().invoke(app, ["worker", "--drain"], env=env)
+    assert worker.exit_code == 0, worker.output
+    stored = asyncio.run(_stored(database_url, data_dir, user_id))
+    assert {"No quiere que le sugieran acero 1045", "No quiere que le sugieran latón"} <= stored

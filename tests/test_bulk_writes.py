@@ -37,7 +37,7 @@ async def timed_memory(database_url: str, pg_settings: MemorySettings) -> AsyncI
 def _record_chunks(memory: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The size of every statement the write pipeline sends to the store."""
     sizes: list[int] = []
-    store = memory.writer.store
+    store = memory._writer.store
     upsert = store.upsert
 
     async def spy(user_id: UUID, items: Sequence[MemoryItem], *args: Any, **kwargs: Any) -> Any:
@@ -86,8 +86,8 @@ async def test_remember_many_of_10000_notes_reports_each_and_journals_nothing(
 async def test_a_chunked_write_retried_with_its_write_id_is_applied_once(pg_memory: MemoryManager) -> None:
     user, write_id = uuid4(), uuid4()
     update = MemoryUpdate(user_id=user, new_facts=bench_facts(0, WRITE_CHUNK_ITEMS + 7))
-    first = await pg_memory.writer.update(update, write_id=write_id)
-    again = await pg_memory.writer.update(update, write_id=write_id)
+    first = await pg_memory._writer.update(update, write_id=write_id)
+    again = await pg_memory._writer.update(update, write_id=write_id)
     # The replay changes nothing: no row reinforced, none added.
     assert {f.id for f in again.stored} == {f.id for f in first.stored}
     assert await pg_memory.store.count_facts(user) == first.inserted

@@ -114,3 +114,19 @@ def test_a_submodule_is_reachable_as_an_attribute_of_the_package() -> None:
     code = "import memory_plugin; print(memory_plugin.store.InMemoryStore.__name__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "InMemoryStore"
+
+
+def test_the_settings_and_the_embedder_compile_no_privacy_filter() -> None:
+    # A fresh process's first vector needs the settings and the embedder, not the filters (~0.1 s of CPU to
+    # compile their patterns); the package still hands every filter out on first use.
+    loaded = run_python(
+        """
+        from memory_plugin import MemorySettings
+        from memory_plugin.embeddings import default_embedder
+        default_embedder(MemorySettings(embedding_model="local"))
+        filters = sorted(m for m in sys.modules if m.startswith("memory_plugin.privacy."))
+        from memory_plugin.privacy import sanitize_fact_text, HealthNotesConsent
+        print(json.dumps({"filters": filters, "on_use": sanitize_fact_text.__module__}))
+        """
+    )
+    assert loaded == {"filters": ["memory_plugin.privacy.health_consent"], "on_use": "memory_plugin.privacy.policy"}

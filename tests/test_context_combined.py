@@ -67,7 +67,7 @@ async def setup() -> AsyncIterator[Setup]:
         builder = ContextBuilder.from_settings(
             memory, InMemoryContextStore(), SETTINGS, model=FunctionModel(summarizer)
         )
-        memory.extraction.host_summaries(builder)
+        memory._extraction.host_summaries(builder)
         yield Setup(memory, builder, script, summarizer)
 
 
@@ -140,7 +140,7 @@ async def test_the_summary_is_not_requested_when_it_is_not_due(setup: Setup) -> 
 async def test_the_rules_extractor_keeps_the_extractive_summary() -> None:
     async with MemoryManager.open(SETTINGS, store=InMemoryStore()) as memory:
         builder = ContextBuilder.from_settings(memory, InMemoryContextStore(), SETTINGS)
-        memory.extraction.host_summaries(builder)
+        memory._extraction.host_summaries(builder)
         user, session = uuid4(), f"s-{uuid4()}"
         await memory.add_message(
             session, Message(role="user", content="Recuerda que prefiero aluminio 7075"), user_id=user
@@ -217,7 +217,7 @@ async def test_jobs_run_by_a_worker_elsewhere_write_the_summary_in_their_own_cal
                     worker_context = await ContextBuilder.open(
                         worker, worker_settings, database_url=worker.database_url
                     )
-                    worker_context.follow(worker.extraction)
+                    worker.keep_context_current(worker_context)
                     assert await app.flush(timeout=10)  # the job is done, and so are the tasks after the run
             finally:
                 if worker_context is not None:

@@ -61,10 +61,10 @@ def test_the_history_keeps_its_start_while_it_fits_then_restarts_with_room() -> 
     said = session(30)
     first = assemble_context(ContextInputs(history=messages_from_session(said[:20])), COUNTER, settings)
     start = len(said[:20]) - len(first.history)
-    # One more exchange: from the same start it no longer fits, so it restarts at 60 % of the room.
+    # One more exchange: from the same start it no longer fits, so it restarts at `refill_ratio` of the room.
     grown = messages_from_session(said[:22])
     restarted = assemble_context(ContextInputs(history=grown, anchor=start), COUNTER, settings)
-    assert history_tokens(restarted.history, COUNTER) <= 0.6 * (600 - restarted.report.memory)
+    assert history_tokens(restarted.history, COUNTER) <= settings.refill_ratio * (600 - restarted.report.memory)
     # The next exchange fits from the restarted start: the request only grows at its end.
     anchor = len(grown) - len(restarted.history)
     kept = assemble_context(ContextInputs(history=messages_from_session(said[:24]), anchor=anchor), COUNTER, settings)

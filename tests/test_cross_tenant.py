@@ -49,6 +49,7 @@ NEW_ROW: dict[str, dict[str, Any]] = {
     "public.conversations": {"conversation_id": "injected", "revision": "r1"},
     "public.conversation_entries": {"id": "injected", "message": '{"kind": "request", "parts": []}'},
     "memory_private.memory_consent": {"paused": True},
+    "memory_private.memory_receipts": {"session_id": "s1", "receipt": "{}"},
     "memory_private.memory_limits": {"name": "facts_per_user", "value": 1e9},
     "memory_private.memory_usage": {"counted": "facts_per_user", "n": 0},
     "memory_private.memory_write_buckets": {"tokens": 1e9, "refilled_at": "2030-01-01"},
@@ -56,6 +57,8 @@ NEW_ROW: dict[str, dict[str, Any]] = {
 
 # Tables a user may only read (update and delete are granted without a policy: they change no row).
 READ_ONLY = {"memory_private.memory_limits", "memory_private.memory_usage", "memory_private.memory_write_buckets"}
+# Tables a user writes and deletes but never changes (update granted without a policy: it changes no row).
+APPEND_ONLY = {"memory_private.memory_receipts"}
 
 
 def _table(name: str) -> sql.Identifier:
@@ -97,6 +100,7 @@ RPC_CALLS: dict[str, str] = {
     "memory_jobs_tail": "select memory_private.memory_jobs_tail('[1,2]'::jsonb, 1)",
     "memory_jobs_enqueue": "select * from memory_private.memory_jobs_enqueue({b}, 's', '[]', 'explicit', 10, 10, 10)",
     "memory_jobs_claim": "select * from memory_private.memory_jobs_claim('w', 10, 60)",
+    "memory_jobs_promote": "select memory_private.memory_jobs_promote(array[{b}], 10, 10)",
     "memory_jobs_extend": "select memory_private.memory_jobs_extend(1, 'w', 60)",
     "memory_jobs_hold": "select * from memory_private.memory_jobs_hold(1, 'w')",
     "memory_jobs_complete": "select memory_private.memory_jobs_complete(1, 'w')",
@@ -110,6 +114,9 @@ RPC_CALLS: dict[str, str] = {
     # The bounds' helpers (called by their triggers as the owner): executable by service_role only, but the
     # slots check a user's own writes run.
     "memory_bounds_enforced": "select memory_private.memory_bounds_enforced()",
+    # Bulk loads (an import, service path only): the switch reads false as a user; indexing is refused.
+    "memory_bulk_load": "select 1 where memory_private.memory_bulk_load()",
+    "memory_search_index_facts": "select memory_private.memory_search_index_facts({b})",
     "memory_limit": "select memory_private.memory_limit({b}, 'facts_per_user')",
     "memory_usage_add": "select memory_private.memory_usage_add({b}, 'facts_per_user', -1000, false)",
     "memory_write_take": "select memory_private.memory_write_take({b}, 1000000)",
@@ -136,6 +143,10 @@ RPC_CALLS: dict[str, str] = {
     # Appending to B's chat, by its id, with and without an idempotency key: nothing appended, nothing returned.
     "chat_append": "select * from public.chat_append({b}, %(b_chat)s, '[{{\"kind\": \"request\"}}]'::jsonb, 'k', 'h')"
     " union all select * from public.chat_append({b}, %(b_chat)s, '[]'::jsonb)",
+    # Creating a chat for B, with B's own creating key and request hash (a replay would return B's chat), or
+    # with a new key: refused (RLS checks the row before the key's conflict), nothing returned.
+    "chat_create": "select * from public.chat_create({b}, 'x', '[]'::jsonb, 'k', 'h')",
+    "chat_create_new_key": "select * from public.chat_create({b}, 'x', '[]'::jsonb, 'k2', 'h')",
     # Pure text functions: they read no table; called over B's rows they see none.
     "memory_tsvector": "select memory_private.memory_tsvector(m.content) from public.user_memory m"
     " where m.user_id = {b}",
@@ -161,6 +172,7 @@ TRIGGER_FUNCTIONS = {
     "memory_bounds_keep_owner",
     "memory_summaries_keep_newest",
     "memory_pause_guard",
+    "memory_receipts_keep_newest",
 }
 # Security definer, and why: the bounds' counting triggers write the per-user counters and write buckets, which
 # no user may write (a user could reset their own count); the pause guard reads the switch of every user a
@@ -249,7 +261,8 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
         # A chat with a summary and its vector, so the chat attacks have something to find.
         admin_conn.execute(
             "insert into public.chats (user_id, title, summary_text, summary_embedding, summary_model, full_history,"
-            " assistant_history, turn_count) values (%s, %s, %s, %s::extensions.halfvec, 'test', '[]', '[]', 0)",
+            " assistant_history, turn_count, create_key, create_hash)"
+            " values (%s, %s, %s, %s::extensions.halfvec, 'test', '[]', '[]', 0, 'k', 'h')",
             (user, f"Chat de {name}", f"{name} titanio bridas", _VECTOR),
         )
         admin_conn.execute(
@@ -373,7 +386,7 @@ def test_user_a_cannot_touch_b_directly(
         # A's own row cannot be handed over to B either.
         with acting_as(conn, "authenticated", a):
             mine = conn.execute(sql.SQL("select count(*) from {} where user_id = %s").format(t), (a,)).fetchone()
-            if mine and mine[0] and table in READ_ONLY:
+            if mine and mine[0] and table in READ_ONLY | APPEND_ONLY:
                 handed = conn.execute(sql.SQL("update {} set user_id = %s where user_id = %s").format(t), (b, a))
                 assert handed.rowcount == 0
             elif mine and mine[0]:

@@ -79,7 +79,12 @@ async def served(database_url: str) -> AsyncIterator[Served]:
     chats = ChatService(PostgresChatStore(pool), word_embedder())
     consent = ConsentStore(pool=pool)
     services = ApiServices(
-        chats=chats, verifier=TokenVerifier(secret=SECRET), memory=store, exporter=PoolExporter(pool), consent=consent
+        chats=chats,
+        verifier=TokenVerifier(secret=SECRET),
+        memory=store,
+        exporter=PoolExporter(pool),
+        consent=consent,
+        pool=pool,
     )
     app = create_app(services)
     add_dashboard(app, services, pool, dev_login=mint)

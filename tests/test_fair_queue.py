@@ -13,6 +13,7 @@ import pytest_asyncio
 
 from memory_plugin.background import InProcessJobQueue, JobQueue, PostgresJobQueue
 from memory_plugin.models import Message
+from tests.test_cross_tenant import acting_as
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -29,9 +30,13 @@ async def waiting_jobs(queue: JobQueue) -> int:
 
 
 @pytest_asyncio.fixture(loop_scope="session", params=["postgres", "in-process"])
-async def make_queue(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[Any]:
-    """A factory of queues of the parametrized kind, closed after the test."""
+async def make_queue(
+    request: pytest.FixtureRequest, database_url: str, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> AsyncIterator[Any]:
+    """A factory of queues of the parametrized kind, closed after the test; the jobs it queued in the shared
+    database are deleted (a later test's worker would run them, or make the deferred ones due)."""
     opened: list[JobQueue] = []
+    first = admin_conn.execute("select coalesce(max(id), 0) from public.memory_jobs").fetchone()
 
     async def make(max_pending: int, per_user: int) -> JobQueue:
         queue: JobQueue
@@ -49,33 +54,72 @@ async def make_queue(request: pytest.FixtureRequest, database_url: str) -> Async
     yield make
     for queue in opened:
         await queue.close()
+    admin_conn.execute("delete from public.memory_jobs where id > %s", (first[0] if first else 0,))
 
 
-async def test_a_user_at_their_limit_is_refused_and_other_users_are_not(make_queue: Any) -> None:
+async def test_a_user_at_their_limit_is_deferred_and_other_users_are_not(make_queue: Any) -> None:
     queue = await make_queue(1000, 3)
     greedy, other = uuid4(), uuid4()
-    outcomes = [(await queue.enqueue(greedy, f"s{i}", said("Hola"), "explicit"))[1] for i in range(4)]
-    assert outcomes == ["queued", "queued", "queued", "full"]
+    outcomes = [(await queue.enqueue(greedy, f"s{i}", said("Hola"), "explicit")) for i in range(4)]
+    assert [o for _, o in outcomes] == ["queued", "queued", "queued", "deferred"]
+    # The deferred session's later messages join its deferred job (their order holds).
+    assert await queue.enqueue(greedy, "s3", said("más"), "explicit") == (outcomes[3][0], "deferred")
     assert (await queue.enqueue(greedy, "s0", said("más"), "explicit"))[1] == "coalesced"  # its own session still
     assert (await queue.enqueue(other, "s0", said("Hola"), "explicit"))[1] == "queued"
+    status = await queue.status()
+    assert status.deferred >= 1
+    # The backlog is bounded too: 10 × the per-user limit of deferred sessions, then refused.
+    later = [(await queue.enqueue(greedy, f"t{i}", said("Hola"), "explicit"))[1] for i in range(30)]
+    assert later == ["deferred"] * 29 + ["full"]
 
 
 async def test_a_full_queue_never_refuses_a_user_without_a_waiting_job(make_queue: Any) -> None:
     queue = await make_queue(3, 100)
     greedy, second, third = uuid4(), uuid4(), uuid4()
     outcomes = [(await queue.enqueue(greedy, f"s{i}", said("Hola"), "explicit"))[1] for i in range(4)]
-    assert outcomes == ["queued", "queued", "queued", "full"]
+    assert outcomes == ["queued", "queued", "queued", "deferred"]
     assert (await queue.enqueue(second, "s", said("Hola"), "explicit"))[1] == "queued"
     assert (await queue.enqueue(third, "s", said("Hola"), "explicit"))[1] == "queued"
     # Past the queue's limit, a user already holding a job waits like everyone else.
-    assert (await queue.enqueue(second, "t", said("Hola"), "explicit"))[1] == "full"
+    assert (await queue.enqueue(second, "t", said("Hola"), "explicit"))[1] == "deferred"
+
+
+async def test_deferred_jobs_become_due_when_the_users_waiting_jobs_fall_below_the_limit(
+    database_url: str, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> None:
+    queue = await PostgresJobQueue.connect(database_url, max_pending=100_000, max_messages=20, max_pending_per_user=3)
+    queue.promote_every_seconds = 0.0
+    user = uuid4()
+    try:
+        ids = [(await queue.enqueue(user, f"s{i}", said(f"Hola {i}"), "explicit"))[0] for i in range(5)]
+
+        def states() -> list[str]:
+            found = admin_conn.execute("select state from public.memory_jobs where user_id = %s order by id", (user,))
+            return [r[0] for r in found.fetchall()]
+
+        assert states() == ["pending"] * 3 + ["deferred"] * 2
+        await queue.claim("w", 0, 60)  # a worker's poll: the user is still at the limit
+        assert states() == ["pending"] * 3 + ["deferred"] * 2
+        admin_conn.execute("delete from public.memory_jobs where id = %s", (ids[0],))  # one job done
+        await queue.claim("w", 0, 60)
+        assert states() == ["pending"] * 3 + ["deferred"]  # the oldest deferred session first, one slot, one job
+        admin_conn.execute("delete from public.memory_jobs where user_id = %s and state = 'pending'", (user,))
+        await queue.claim("w", 0, 60)
+        assert states() == ["pending"]
+    finally:
+        admin_conn.execute("delete from public.memory_jobs where user_id = %s", (user,))
+        await queue.close()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def pg_queue(database_url: str) -> AsyncIterator[PostgresJobQueue]:
+async def pg_queue(
+    database_url: str, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> AsyncIterator[PostgresJobQueue]:
+    first = admin_conn.execute("select coalesce(max(id), 0) from public.memory_jobs").fetchone()
     queue = await PostgresJobQueue.connect(database_url, max_pending=100_000, max_messages=20)
     yield queue
     await queue.close()
+    admin_conn.execute("delete from public.memory_jobs where id > %s", (first[0] if first else 0,))
 
 
 def payload_of(admin_conn: psycopg.Connection[tuple[Any, ...]], user: UUID) -> str:
@@ -124,3 +168,32 @@ async def test_dead_jobs_expire_after_seven_days(
         "select user_id from public.memory_jobs where user_id = any(%s)", ([old, recent],)
     ).fetchall()
     assert left == [(recent,)]
+
+
+async def test_a_signed_in_user_cannot_write_their_own_backlog(
+    database_url: str, admin_conn: psycopg.Connection[tuple[Any, ...]]
+) -> None:
+    """The backlog's bound holds through PostgREST: a user's own jobs are readable and cancellable, never written
+    (only the queue functions, as `memory_worker`, enqueue, defer or promote)."""
+    user = uuid4()
+    admin_conn.execute(
+        "insert into public.memory_jobs (user_id, session_id, state, payload) values (%s, 's', 'deferred', '{}')",
+        (user,),
+    )
+    with psycopg.connect(database_url) as conn:
+        for statement, params in (
+            ("insert into public.memory_jobs (user_id, session_id, state, payload) values (%s, 't', 'deferred', '{}')",
+             (user,)),
+            ("select memory_private.memory_jobs_promote(array[%s]::uuid[], 100, 100)", (user,)),
+        ):  # fmt: skip
+            with acting_as(conn, "authenticated", user), pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement, params)
+        with acting_as(conn, "authenticated", user):
+            assert (
+                conn.execute("update public.memory_jobs set state = 'pending' where user_id = %s", (user,)).rowcount
+                == 0
+            )
+            assert conn.execute("select state from public.memory_jobs where user_id = %s", (user,)).fetchall() == [
+                ("deferred",)
+            ]
+    admin_conn.execute("delete from public.memory_jobs where user_id = %s", (user,))

@@ -167,7 +167,7 @@ async def test_bad_messages_and_session_ids_are_refused_and_nothing_is_added(ram
     with pytest.raises(InvalidMemoryInputError):
         await ram_memory.add_message("s1", "hola")  # type: ignore[arg-type]
 
-    assert len(ram_memory.sessions) == 0
+    assert len(ram_memory._sessions) == 0
     assert ram_memory.stats.messages_added == 0
     assert (await ram_memory.get_short_term("s1")).messages == []
 
@@ -444,15 +444,21 @@ async def test_background_sweeper_releases_expired_sessions(clock: Any) -> None:
 
         # Nobody touches the sessions now: only the sweeper can release them.
         for _ in range(200):
-            if memory.sessions.expired_total:
+            if memory._sessions.expired_total:
                 break
             await asyncio.sleep(0.01)
-        assert memory.sessions.expired_total == 2
-        assert "c" in memory.sessions
-        assert "a" not in memory.sessions
-        assert memory.sessions.expired_total == 2
+        assert memory._sessions.expired_total == 2
+        assert "c" in memory._sessions
+        assert "a" not in memory._sessions
+        assert memory._sessions.expired_total == 2
 
         sweeper = memory._supervisor.sweeper
         assert sweeper is not None
         assert not sweeper.done()
     assert sweeper.done()  # closing the manager stops it
+
+
+async def test_the_facade_offers_operations_not_its_services(ram_memory: MemoryManager) -> None:
+    """Faces call the manager's operations (`turn`, `keep_context_current`, `reembed`…), never a service of it."""
+    services = {"extraction", "writer", "searcher", "context_reader", "sessions", "consent", "failures"}
+    assert services.isdisjoint(vars(ram_memory)), "a service of the manager is public"

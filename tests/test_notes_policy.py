@@ -155,7 +155,7 @@ async def test_a_long_note_is_embedded_as_the_mean_of_its_windows(user_id: UUID)
     settings = MemorySettings(embedding_model="none")
     expected = mean_direction([tuple(1.0 if d == len(w) % 8 else 0.0 for d in range(384)) for w in windows])
     async with MemoryManager.open(settings, store=InMemoryStore(), embedder=embedder) as memory:
-        [item] = await memory.writer.embed_items([note_item(Note(content=text))])
+        [item] = await memory._writer.embed_items([note_item(Note(content=text))])
     assert item.embedding == pytest.approx(expected)
     assert sum(1 for x in item.embedding or () if x > 0) > 1  # a mix of windows, not the first one alone
 

@@ -18,9 +18,17 @@ import numpy as np
 import pytest
 
 from memory_plugin import MemorySettings
-from memory_plugin.embeddings import MemoryEmbedder, default_embedder, factory, local, local_embedder
+from memory_plugin.embeddings import MemoryEmbedder, default_embedder, factory, local, local_embedder, onnx_graph
 from memory_plugin.embeddings.onnx_export import export_graph
-from memory_plugin.embeddings.onnx_graph import PROBE_META_KEY, OnnxEncoder, graph_path, open_encoder
+from memory_plugin.embeddings.onnx_graph import (
+    PROBE_META_KEY,
+    OnnxEncoder,
+    graph_path,
+    mapped_graph,
+    open_encoder,
+    open_session,
+    read_pipeline,
+)
 
 # Every test here stands on the module's fixtures, which load sentence-transformers (torch) and export the graph:
 # ~30 s at load 8 on 2 cores before the first test, so the quick run (`-m "not slow"`) leaves the module out.
@@ -176,7 +184,8 @@ async def test_the_first_use_without_a_graph_exports_it_once_and_says_so(
 
     (line,) = warnings_of(caplog)  # the progress line, once
     assert "exporting the offline embedding model to ONNX" in line
-    assert sorted(os.listdir(tmp_path)) == [graph_path(local.model_dir(), tmp_path).name]
+    path = graph_path(local.model_dir(), tmp_path)
+    assert sorted(os.listdir(tmp_path)) == [path.name, mapped_graph(path).parent.name]
     assert first == pytest.approx(open_encoder(local.model_dir(), cache).encode([TEXTS[0]])[0], abs=1e-6)
 
 
@@ -192,7 +201,8 @@ def test_a_half_written_or_disagreeing_graph_is_exported_again(
         repaired = local.onnx_encoder(tmp_path)
     assert repaired is not None
     assert any("is unusable" in r.getMessage() for r in caplog.records)
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+    # No temporary file left behind: the graph and its mapped copy only.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, mapped_graph(path).parent.name]
 
     # A graph whose stored torch vectors it no longer reproduces (another onnxruntime, say) is refused.
     graph = onnx.load(str(path))
@@ -201,6 +211,51 @@ def test_a_half_written_or_disagreeing_graph_is_exported_again(
     onnx.save(graph, str(path))
     with pytest.raises(ValueError, match="differ from torch"):
         open_encoder(local.model_dir(), tmp_path)
+
+
+def test_the_graph_runs_from_a_mapped_copy_written_once(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cache written before the mapped copy existed: the first open writes it, with the same vectors.
+    path = tmp_path / graph_path(local.model_dir(), cache).name
+    shutil.copy(graph_path(local.model_dir(), cache), path)
+    plain = OnnxEncoder(read_pipeline(local.model_dir()), open_session(path, 1), path).encode(TEXTS)
+    opened: list[Path] = []
+
+    def recorded(run: Path, threads: int) -> Any:
+        opened.append(run)
+        return open_session(run, threads)
+
+    monkeypatch.setattr(onnx_graph, "open_session", recorded)
+
+    first = open_encoder(local.model_dir(), tmp_path)
+    mapped = mapped_graph(path)
+    assert sorted(p.name for p in mapped.parent.iterdir()) == ["graph.onnx", "source", "weights.bin"]
+    assert mapped.stat().st_size < 1 << 20 < (mapped.parent / "weights.bin").stat().st_size  # weights apart
+    assert np.abs(first.encode(TEXTS) - plain).max() < 1e-6
+    written = {p.name: p.stat().st_mtime_ns for p in mapped.parent.iterdir()}
+
+    again = open_encoder(local.model_dir(), tmp_path)  # what every later process does: nothing written
+
+    assert np.abs(again.encode(TEXTS) - plain).max() < 1e-6
+    assert {p.name: p.stat().st_mtime_ns for p in mapped.parent.iterdir()} == written
+    assert opened == [mapped, mapped]
+
+
+def test_a_broken_mapped_copy_is_removed_and_written_again(cache: Path, tmp_path: Path) -> None:
+    path = tmp_path / graph_path(local.model_dir(), cache).name
+    shutil.copy(graph_path(local.model_dir(), cache), path)
+    want = open_encoder(local.model_dir(), tmp_path).encode(TEXTS)
+    weights = mapped_graph(path).parent / "weights.bin"
+    weights.write_bytes(weights.read_bytes()[: 1 << 20])  # what a disk that filled up would leave
+
+    from_graph = open_encoder(local.model_dir(), tmp_path)  # the graph itself, the broken copy removed
+    assert not mapped_graph(path).exists()
+    rewritten = open_encoder(local.model_dir(), tmp_path)
+
+    assert np.abs(from_graph.encode(TEXTS) - want).max() < 1e-6
+    assert np.abs(rewritten.encode(TEXTS) - want).max() < 1e-6
+    assert weights.stat().st_size > 80 << 20
 
 
 async def test_runtime_torch_never_touches_onnxruntime(

@@ -147,6 +147,7 @@ def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn)
     ).fetchall()
     assert [f[0] for f in functions] == [
         "chat_append",  # a chat's append with its idempotency key, as the user (RLS): what PATCH does
+        "chat_create",  # a chat's creation with its idempotency key, as the user (RLS): what POST does
         "chat_search",
         "memory_context",
         "memory_embedding_backlog",
@@ -189,6 +190,7 @@ def test_table_has_the_documented_columns(admin_conn: AdminConn) -> None:
         "session_id": "text",
         "attributes": "jsonb",
         "content_hash": "text",
+        "key_id": "text",
         "created_at": "timestamp with time zone",
         "updated_at": "timestamp with time zone",
         "last_reinforced_at": "timestamp with time zone",
@@ -254,13 +256,14 @@ def test_row_level_security_is_on_with_policies_for_authenticated(admin_conn: Ad
 @pytest.fixture
 def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every statement sent through any psycopg async cursor (which `conn.execute` uses) while the test runs,
-    except the background worker's polls for queued jobs (they run on their own clock, not for the write)."""
+    except the background worker's polls for queued and deferred jobs (they run on their own clock, not for the
+    write)."""
     calls: list[str] = []
     original_execute = psycopg.AsyncCursor.execute
     original_executemany = psycopg.AsyncCursor.executemany
 
     async def execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        if "memory_jobs_claim" not in str(query):
+        if not any(poll in str(query) for poll in ("memory_jobs_claim", "memory_jobs_promote")):
             calls.append(str(query))
         return await original_execute(self, query, params, **kw)
 
@@ -277,7 +280,7 @@ async def test_a_batch_of_100_facts_is_one_statement(
     pg_memory: MemoryManager, user_id: UUID, admin_conn: AdminConn, executed: list[str]
 ) -> None:
     facts = [fact(f"Hecho número {i}", importance=1 + i % 5) for i in range(100)]
-    await pg_memory.writer.fact_limit.check(user_id, 1)  # the user's fact count is read once per process
+    await pg_memory._writer.fact_limit.check(user_id, 1)  # the user's fact count is read once per process
     executed.clear()
     stored = await pg_memory.update_memory(
         MemoryUpdate(

@@ -10,7 +10,7 @@ from uuid import UUID, uuid4
 
 from memory_plugin import MemoryManager, Note
 from memory_plugin.retrieval import ScoreComponents, ScoredMemory
-from memory_plugin.retrieval.rerank import question_entities, rerank
+from memory_plugin.retrieval.rerank import RERANK_FEATURES, RERANK_WEIGHTS, question_entities, rerank, rerank_features
 from memory_plugin.rows import MemoryRecord
 
 _AT = datetime(2023, 10, 13, 18, 0, tzinfo=UTC)
@@ -113,3 +113,21 @@ async def test_search_reranks_and_links_each_turn_to_the_one_before(any_memory: 
     assert asked.previous_id is None
     assert all(h.hybrid is not None for h in hits)  # ordered by the reranker
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_turn_of_the_session_that_answers_best_moves_above_an_equal_lone_turn() -> None:
+    best = _hit("Melanie: We went camping at the lake last weekend.", 1.6, session="trip")
+    same_session = _hit("Melanie: The kids loved roasting marshmallows.", 1.0, session="trip")
+    lone = _hit("Melanie: I bought new running shoes.", 1.0, session="errands")
+    question = "What did Melanie do with her kids?"
+
+    features = dict(zip(RERANK_FEATURES, rerank_features(question, [best, same_session, lone])[1], strict=True))
+    assert features["session_best"] == 1.0  # the best candidate of its session is the best of all
+    lone_features = dict(zip(RERANK_FEATURES, rerank_features(question, [best, same_session, lone])[2], strict=True))
+    assert lone_features["session_best"] == 1.0 / 1.6  # alone in its session: its own relative score
+
+    # Placed after the session's best, the two equal turns are told apart by the session they are in.
+    hits = [*_filler(5, top=1.7), best, lone, same_session, *_filler(20, top=0.9)]
+    assert _before(rerank(question, hits, limit=10), same_session, lone)
+    without = {**RERANK_WEIGHTS, "session_best": 0.0, "session": 0.0, "session_rank": 0.0}  # the session inputs off
+    assert _before(rerank(question, hits, limit=10, weights=without), lone, same_session)

@@ -172,7 +172,9 @@ async def test_a_run_concurrent_with_writes_removes_nothing_current(
             written = []
             for n in range(15):
                 written.append(await pg_memory.remember(user_id, f"Nota actual número {n}"))
-                add_rows(admin_conn, user_id, datetime.now(UTC), f"now{n}")
+                # In a thread: a blocking insert on the event loop would wait for a lock the retention task
+                # holds, and that task can only commit on the event loop (a hang, seen under load).
+                await asyncio.to_thread(add_rows, admin_conn, user_id, datetime.now(UTC), f"now{n}")
                 await asyncio.sleep(0.01)
             await writer.execute(
                 "update public.chats set full_history = full_history || %s::jsonb, last_activity_at = now()"

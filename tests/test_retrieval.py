@@ -215,7 +215,7 @@ async def test_a_hit_is_explained_by_its_components(any_memory: MemoryManager, u
 
     (hit,) = await any_memory.search(user_id, "which tolerances on the drawings?", limit=5)
 
-    w = any_memory.searcher.weights
+    w = any_memory._searcher.weights
     c = hit.components
     expected = (
         w.text * c.text

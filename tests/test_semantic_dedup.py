@@ -172,7 +172,7 @@ async def test_a_replayed_write_reinforces_once(pg_memory: MemoryManager, user_i
 
     memory = manager(pg_memory)
     await write(memory, user_id, fact("Le gusta el aluminio 7075"))
-    items = await memory.writer.embed_items(
+    items = await memory._writer.embed_items(
         items_from_update([fact("Prefiere el aluminio 7075")], None, None, [], None)
     )
     write_id = uuid4()

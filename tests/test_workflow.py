@@ -86,8 +86,8 @@ def spy_on(memory: MemoryManager, monkeypatch: pytest.MonkeyPatch, log: list[str
         (memory, "add_message", "add_message"),
         (memory, "update_session_intents", "update_session_intents"),
         (memory, "update_session_entities", "update_session_entities"),
-        (memory.extraction, "extract", "extract_facts_from_conversation"),
-        (memory.writer, "update", "update_memory"),
+        (memory._extraction, "extract", "extract_facts_from_conversation"),
+        (memory._writer, "update", "update_memory"),
     ]
     for owner, attribute, name in targets:
         original = getattr(owner, attribute)

@@ -8,7 +8,8 @@
 The manager should use the shop's vocabulary (`agents/vocabulary.py`), so that a new stance on a material
 supersedes the old one; `build` logs a warning otherwise.
 
-1. `get_memory_context`: the session's state and the user's long-term memory;
+1. `memory.turn(...).start` (`get_memory_context`): the turn checked, the session's state and the user's
+   long-term memory;
 2. `add_message`: record the user message;
 3. classify intent and entities (a pydantic-ai agent) → `update_session_intents`/`update_session_entities`;
 4. `format_memory_for_agent`: the block the budget agent will see (returned for display);
@@ -136,8 +137,10 @@ class BudgetRequestWorkflow:
         if not isinstance(message, str) or not message.strip():
             raise InvalidMemoryInputError("message must be a non-empty string")
         warnings: list[str] = []
-        # 1. Context: the session so far and what we know about the user.
-        context = await self.memory.get_memory_context(session_id, user_id, query=message)
+        # 1. The turn starts as every face's does: checked, then the session so far and what we know about the
+        #    user (the budget agent's capability reads its own budgeted context in step 5).
+        context = (await self.memory.turn(session_id, user_id).start(message)).context
+        assert context is not None  # a turn started without a context builder reads `get_memory_context`
         if not context.long_term_available:
             warnings.append("long-term memory is unavailable: answering with this session's memory only")
         # 2. The user message joins short-term memory.
@@ -250,9 +253,9 @@ class BudgetRequestWorkflow:
         self, session_id: str, user_id: str | UUID, end_of_request: bool, warnings: list[str]
     ) -> tuple[list[MemorizedFact], bool]:
         """Step 7's facts: extracted now (inline), or queued for the background worker (no facts yet); the
-        turn's end is the library's (`MemoryManager.finish_turn`), the messages recorded already."""
+        turn's end is the library's (`MemoryManager.turn(...).finish`), the messages recorded already."""
         inline = self.memory.extracts_inline(self.extract_inline)
-        turn = await self.memory.finish_turn(session_id, user_id, inline=inline, end_of_request=end_of_request)
+        turn = await self.memory.turn(session_id, user_id).finish(inline=inline, end_of_request=end_of_request)
         if turn.error is not None:
             what = "fact extraction failed" if inline else "fact extraction could not be queued"
             warnings.append(f"{what}: {turn.error}")

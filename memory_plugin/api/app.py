@@ -32,6 +32,8 @@ from ..chats.idempotency import MAX_KEY_CHARS, MAX_KEYS_PER_CHAT, request_hash
 from ..chats.rows import ChatHit, ChatRow
 from ..chats.service import ChatService
 from ..consent import ConsentStore, memory_notice
+from ..context.receipt_store import read_receipts
+from ..conversions import refuse_sealed
 from ..errors import (
     IdempotencyKeyReusedError,
     MemoryLimitError,
@@ -49,6 +51,7 @@ from .docs import add_docs
 from .download import export_download
 from .limits import DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND, BodySizeLimit, RateLimiter
 from .messages import plain_error
+from .receipts import ReceiptOut, receipt_out
 from .schemas import (
     ChatCreate,
     ChatOut,
@@ -92,6 +95,19 @@ _IDEMPOTENCY_KEY = Header(
         " 503, a timeout, a dropped connection) stores its turns once, and answers 200 with the chat as it is"
         f" now. The same key with another body is refused (422 `idempotency_key_reused`). A chat remembers its"
         f" {MAX_KEYS_PER_CHAT} newest keys."
+    ),
+)
+
+
+_CREATE_KEY = Header(
+    alias="Idempotency-Key",
+    min_length=1,
+    max_length=MAX_KEY_CHARS,
+    description=(
+        "One per logical create (e.g. a UUID), sent again with every retry of it: a retry after any failure (a"
+        " 503, a timeout, a dropped connection) makes one chat, and answers 201 with that chat as it is now. The"
+        " same key with another body is refused (422 `idempotency_key_reused`). A key is remembered as long as"
+        " the chat it created exists."
     ),
 )
 
@@ -265,10 +281,18 @@ def create_app(
         return row
 
     @app.post("/api/chats", status_code=201, response_model=ChatOut, tags=["chats"])
-    async def create_chat(body: ChatCreate, user: User) -> ChatOut:
-        """Start a chat (optionally with a title and first turns)."""
+    async def create_chat(
+        body: ChatCreate, user: User, idempotency_key: Annotated[str | None, _CREATE_KEY] = None
+    ) -> ChatOut:
+        """Start a chat (optionally with a title and first turns). Send an `Idempotency-Key` header to make a
+        retried create make one chat."""
         _text(body.title, "title")
-        row = await services.chats.create(user, title=body.title, turns=_turns(body.turns))
+        turns = _turns(body.turns)
+        # The body as sent (as for PATCH): converted turns are stamped with the time of their conversion.
+        same = request_hash(body.model_dump(mode="json")) if idempotency_key is not None else None
+        row = await services.chats.create(
+            user, title=body.title, turns=turns, idempotency_key=idempotency_key, request_hash=same
+        )
         return _chat(row)
 
     @app.get("/api/chats", response_model=ChatPage | ChatOut | ChatSearchResult, tags=["chats"])
@@ -350,7 +374,7 @@ def create_app(
         """The user's stored memory (facts, preferences, project notes), newest first."""
         if services.memory is None:
             raise ApiError(404, "no_memory_store", "this server serves no long-term memory")
-        records = await services.memory.list_records(user, kind=kind, limit=limit)
+        records = refuse_sealed(await services.memory.list_records(user, kind=kind, limit=limit))
         return [
             RecordOut(
                 id=r.id,
@@ -360,6 +384,7 @@ def create_app(
                 confidence=r.confidence,
                 importance=r.importance,
                 created_at=r.created_at,
+                sensitive=r.sensitive,
             )
             for r in records
         ]
@@ -375,6 +400,15 @@ def create_app(
         if services.exporter is None:
             raise ApiError(404, "no_export", "this server serves no export")
         return await export_download(services.exporter, user)
+
+    @app.get("/api/memory/receipts", response_model=list[ReceiptOut], tags=["memory"])
+    async def memory_receipts(user: User, limit: Annotated[int, Query(ge=1, le=100)] = 20) -> list[ReceiptOut]:
+        """What the agent was given on the signed-in user's recent turns (newest first): facts injected and why,
+        tokens per part, what the budget cut. The newest 100 turns are kept."""
+        if services.pool is None:
+            raise ApiError(404, "no_receipts", "this server serves no receipts")
+        ring = getattr(services.memory, "ring", None)  # a sealing store's keys open sealed fact texts
+        return [receipt_out(r) for r in await read_receipts(services.pool, user, limit=limit, ring=ring)]
 
     def consent() -> ConsentStore:
         if services.consent is None:

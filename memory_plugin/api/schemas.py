@@ -106,6 +106,8 @@ class RecordOut(BaseModel):
     confidence: float
     importance: int
     created_at: datetime
+    sensitive: bool = False
+    """Stored encrypted (shown here in plain text to its owner only; never found by search)."""
 
 
 class ErrorDetail(BaseModel):

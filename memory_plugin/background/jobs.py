@@ -15,10 +15,12 @@ from ..privacy import redact_sensitive, run_filter
 
 __all__ = ["EnqueueOutcome", "ExtractionJob", "JobHold", "JobQueue", "QueueStatus", "redacted_messages"]
 
-EnqueueOutcome = Literal["queued", "coalesced", "full"]
-"""`queued`: a new job; `coalesced`: added to the session's pending job; `full`: refused (the queue holds
-`background_max_pending_jobs` waiting jobs, or the user `background_max_pending_jobs_per_user`), the caller keeps
-the messages pending."""
+EnqueueOutcome = Literal["queued", "coalesced", "deferred", "full"]
+"""`queued`: a new job; `coalesced`: added to the session's pending job; `deferred`: the user holds
+`background_max_pending_jobs_per_user` waiting jobs (or the queue `background_max_pending_jobs` and the user one):
+the messages wait in the user's backlog, a deferred job of the session that becomes due once the user's waiting
+jobs fall below the limit (durable in Postgres: they outlive the session); `full`: refused (the user's backlog
+is full too, 10 × the per-user limit of sessions), the caller keeps the messages pending."""
 
 
 async def redacted_messages(messages: Sequence[Message]) -> list[Message]:
@@ -70,6 +72,8 @@ class QueueStatus:
     """When the oldest unfinished job was queued (None when none is)."""
     refused: int = 0
     """Triggers refused by a full queue since this process started (their messages stayed in the session)."""
+    deferred: int = 0
+    """Deferred jobs: messages of users at their limit of waiting jobs, kept until the user's jobs fall below it."""
 
     @property
     def depth(self) -> int:

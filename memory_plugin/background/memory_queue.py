@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from .jobs import EnqueueOutcome, ExtractionJob, QueueStatus
 
 __all__ = ["InProcessJobQueue"]
 
-_State = Literal["pending", "retry", "running", "dead"]
+_State = Literal["pending", "retry", "running", "dead", "deferred"]
 
 
 @dataclass(slots=True)
@@ -69,25 +70,60 @@ class InProcessJobQueue:
                 job.messages = [*job.messages, *messages][-self.max_messages :]
                 job.trigger = trigger
                 return job.id, "coalesced"
-        waiting = [e.job.user_id for e in self._entries.values() if e.state in ("pending", "retry")]
-        mine = waiting.count(user_id)
-        # Fair, as the Postgres queue: the whole queue's limit refuses only users already holding a waiting job.
-        if mine >= self.max_pending_per_user or (mine > 0 and len(waiting) >= self.max_pending):
-            return None, "full"
+        over = self._over(user_id)
+        # Over the limit the messages wait in the user's backlog (one deferred job per session, never claimed),
+        # as in the Postgres queue: made pending by `claim` once the user's waiting jobs fall below the limit.
+        for entry in self._entries.values():
+            job = entry.job
+            if entry.state == "deferred" and job.user_id == user_id and job.session_id == session_id:
+                job.messages = [*job.messages, *messages][-self.max_messages :]
+                job.trigger = trigger
+                entry.state = "deferred" if over else "pending"
+                return job.id, "deferred" if over else "queued"
+        state: _State = "pending"
+        if over:
+            deferred = sum(e.state == "deferred" and e.job.user_id == user_id for e in self._entries.values())
+            if deferred >= 10 * self.max_pending_per_user:
+                return None, "full"
+            state = "deferred"
         job_id = next(self._ids)
         self._entries[job_id] = _Entry(
-            ExtractionJob(job_id, user_id, session_id, list(messages)[-self.max_messages :], uuid.uuid4(), trigger)
+            ExtractionJob(job_id, user_id, session_id, list(messages)[-self.max_messages :], uuid.uuid4(), trigger),
+            state=state,
         )
-        return job_id, "queued"
+        return job_id, "deferred" if over else "queued"
+
+    def _over(self, user_id: UUID) -> bool:
+        """Whether a new waiting job of the user is over a limit (fair, as the Postgres queue: the whole queue's
+        limit counts only against users already holding a waiting job)."""
+        waiting = [e.job.user_id for e in self._entries.values() if e.state in ("pending", "retry")]
+        mine = waiting.count(user_id)
+        return mine >= self.max_pending_per_user or (mine > 0 and len(waiting) >= self.max_pending)
+
+    def _promote(self) -> None:
+        """Deferred jobs of users no longer over their limit become pending, oldest first (counted once per
+        claim, not once per deferred job)."""
+        deferred = [e for e in self._entries.values() if e.state == "deferred"]
+        if not deferred:
+            return
+        waiting = Counter(e.job.user_id for e in self._entries.values() if e.state in ("pending", "retry"))
+        total = sum(waiting.values())
+        for entry in deferred:
+            mine = waiting[entry.job.user_id]
+            if mine < self.max_pending_per_user and (mine == 0 or total < self.max_pending):
+                entry.state, entry.run_after = "pending", 0.0
+                waiting[entry.job.user_id] += 1
+                total += 1
 
     async def claim(self, worker: str, limit: int, lease_seconds: float) -> list[ExtractionJob]:
         """See `JobQueue.claim`."""
+        self._promote()
         now = time.monotonic()
         blocked: set[tuple[UUID, str]] = set()
         claimed: list[ExtractionJob] = []
         for entry in list(self._entries.values()):  # in id order: a session's oldest job first
             key = (entry.job.user_id, entry.job.session_id)
-            if entry.state == "dead" or key in blocked:
+            if entry.state in ("dead", "deferred") or key in blocked:
                 continue
             blocked.add(key)
             due = entry.state in ("pending", "retry") and entry.run_after <= now
@@ -163,6 +199,7 @@ class InProcessJobQueue:
             dead=sum(e.state == "dead" for e in entries),
             failed_attempts=sum(e.job.attempts for e in entries if e.last_error is not None),
             oldest_pending_at=min(unfinished, default=None),
+            deferred=sum(e.state == "deferred" for e in entries),
         )
 
     async def close(self) -> None:

@@ -9,6 +9,7 @@ prelude): the queue functions are executable by that role only, never by `authen
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ FORGET_SQL = "select memory_private.memory_jobs_forget(%s, %s::jsonb) as marked"
 UNSETTLED_SQL = "select id from memory_private.memory_jobs_unsettled(%s::bigint[]) as id"
 RETRY_DEAD_SQL = "select memory_private.memory_jobs_retry_dead(%s::uuid) as revived"
 STATUS_SQL = "select * from memory_private.memory_jobs_status()"
+PROMOTE_SQL = "select memory_private.memory_jobs_promote(null, %s, %s) as promoted"
+PROMOTE_EVERY_SECONDS = 1.0
+"""Deferred jobs are made due at most once a second per queue: a poll finds none in one probe of a partial index,
+and a user's backlog waits for that user's own jobs to run (seconds each), so a second adds nothing."""
 
 
 @dataclass(slots=True)
@@ -81,6 +86,9 @@ class PostgresJobQueue:
         self.max_pending = max_pending
         self.max_messages = max_messages
         self.max_pending_per_user = max_pending_per_user
+        self.promote_every_seconds = PROMOTE_EVERY_SECONDS
+        """How often `claim` makes deferred jobs due (at most)."""
+        self._promoted_at = -PROMOTE_EVERY_SECONDS
 
     @classmethod
     async def connect(
@@ -145,7 +153,11 @@ class PostgresJobQueue:
         return (None if row["job_id"] is None else int(row["job_id"])), outcome
 
     async def claim(self, worker: str, limit: int, lease_seconds: float) -> list[ExtractionJob]:
-        """See `JobQueue.claim`."""
+        """See `JobQueue.claim`. Deferred jobs of users below their limit become due first."""
+        now = time.monotonic()
+        if now - self._promoted_at >= self.promote_every_seconds:
+            self._promoted_at = now
+            await self._run(PROMOTE_SQL, (self.max_pending, self.max_pending_per_user))
         return [job_from_row(r) for r in await self._run(CLAIM_SQL, (worker, limit, lease_seconds))]
 
     async def extend(self, job: ExtractionJob, worker: str, lease_seconds: float) -> bool:
@@ -202,6 +214,7 @@ class PostgresJobQueue:
             dead=int(row["dead"]),
             failed_attempts=int(row["failed_attempts"]),
             oldest_pending_at=row["oldest_pending_at"],
+            deferred=int(row["deferred"]),
         )
 
     async def close(self) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from ..backoff import backoff_delay
+from ..errors import StatementLimitError
 from ..logs import LOG_PREFIX, logger
 from .jobs import ExtractionJob, JobQueue
 
@@ -138,7 +139,9 @@ class BackgroundWorker:
 
     async def _failed(self, job: ExtractionJob, exc: Exception) -> None:
         self.stats.jobs_failed += 1
-        dead = job.attempts >= self.max_attempts
+        # A statement over a database limit fails the same way on every attempt (`database/classify.py`):
+        # retrying it would only hold the session's later jobs back for the backoff; it is kept dead at once.
+        dead = job.attempts >= self.max_attempts or isinstance(exc, StatementLimitError)
         delay = backoff_delay(job.attempts, base=self.retry_base_seconds, maximum=self.retry_max_seconds)
         if dead:
             self.stats.jobs_dead += 1

@@ -39,14 +39,25 @@ class InMemoryChatStore:
     def __init__(self) -> None:
         self._chats: dict[UUID, ChatRow] = {}
         self._keys: dict[UUID, OrderedDict[str, str]] = {}  # chat -> idempotency key -> request hash, oldest first
+        self._created: dict[tuple[UUID, str], tuple[UUID, str]] = {}  # (user, create key) -> (chat, request hash)
         self._lock = asyncio.Lock()
 
     def _own(self, user_id: UUID, chat_id: UUID) -> ChatRow | None:
         row = self._chats.get(chat_id)
         return row if row is not None and row.user_id == user_id else None
 
-    async def create(self, user_id: UUID, title: str | None, turns: Sequence[MessageJson]) -> ChatRow:
-        """A new chat holding `turns` in both histories."""
+    async def create(
+        self, user_id: UUID, title: str | None, turns: Sequence[MessageJson], *, key: AppendKey | None = None
+    ) -> ChatRow:
+        """A new chat holding `turns` in both histories, once per `key` (see `ChatStore.create`)."""
+        if key is not None:
+            async with self._lock:
+                made = self._created.get((user_id, key.key))
+                row = self._own(user_id, made[0]) if made is not None else None
+                if made is not None and row is not None:
+                    if made[1] != key.request_hash:
+                        raise IdempotencyKeyReusedError(REUSED_MESSAGE)
+                    return row
         now = datetime.now(UTC)
         row = ChatRow(
             id=uuid4(),
@@ -67,6 +78,8 @@ class InMemoryChatStore:
         )
         async with self._lock:
             self._chats[row.id] = row
+            if key is not None:
+                self._created[(user_id, key.key)] = (row.id, key.request_hash)
         return row
 
     async def get(self, user_id: UUID, chat_id: UUID) -> ChatRow | None:
@@ -150,6 +163,7 @@ class InMemoryChatStore:
                 return False
             del self._chats[chat_id]
             self._keys.pop(chat_id, None)
+            self._created = {k: v for k, v in self._created.items() if v[0] != chat_id}
             return True
 
     async def search(self, user_id: UUID, search: ChatSearch) -> list[ChatHit]:

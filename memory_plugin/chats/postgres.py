@@ -16,7 +16,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_after_prelude, user_claims
-from ..errors import IdempotencyKeyReusedError
+from ..errors import IdempotencyKeyReusedError, StoreError
 from .idempotency import REUSED_MESSAGE, AppendKey
 from .rows import ChatHit, ChatRow, MessageJson
 from .store import ChatSearch, SummaryUpdate
@@ -31,6 +31,11 @@ _COLUMNS = (
 CREATE_SQL = (
     "insert into public.chats (user_id, title, title_is_user, full_history, assistant_history, turn_count)"
     f" values (%s, %s, %s, %s::jsonb, %s::jsonb, %s) returning {_COLUMNS}"
+)
+# `public.chat_create` (35_chat_create.sql): the chat and its creating key in one statement.
+CREATE_KEYED_SQL = (
+    f"select a.outcome, {_COLUMNS} from public.chat_create(%s, %s, %s::jsonb, %s, %s) a"
+    " cross join lateral (select (a.chat).*) c"
 )
 GET_SQL = f"select {_COLUMNS} from public.chats where user_id = %s and id = %s"
 LIST_SQL = (
@@ -111,13 +116,24 @@ class PostgresChatStore:
             async with self._pool.connection() as conn:
                 return await run_after_prelude(conn, IDENTITY_PRELUDE_SQL, (user_claims(user_id),), query, params)
 
-    async def create(self, user_id: UUID, title: str | None, turns: Sequence[MessageJson]) -> ChatRow:
-        """A new chat holding `turns` in both histories."""
+    async def create(
+        self, user_id: UUID, title: str | None, turns: Sequence[MessageJson], *, key: AppendKey | None = None
+    ) -> ChatRow:
+        """A new chat holding `turns` in both histories, once per `key` (see `ChatStore.create`)."""
         payload = json.dumps(list(turns), ensure_ascii=False)
-        rows, _ = await self._run(
-            user_id, CREATE_SQL, (user_id, title, title is not None, payload, payload, len(turns))
-        )
-        return _row(rows[0])
+        if key is None:
+            rows, _ = await self._run(
+                user_id, CREATE_SQL, (user_id, title, title is not None, payload, payload, len(turns))
+            )
+            return _row(rows[0])
+        # No row only when the key's chat was deleted between the insert and the read: the key is free again.
+        for _ in range(2):
+            rows, _ = await self._run(user_id, CREATE_KEYED_SQL, (user_id, title, payload, key.key, key.request_hash))
+            if rows:
+                if rows[0]["outcome"] == "conflict":
+                    raise IdempotencyKeyReusedError(REUSED_MESSAGE)
+                return _row(rows[0])
+        raise StoreError("creating the chat failed: its idempotency key's chat was deleted twice meanwhile; retry")
 
     async def get(self, user_id: UUID, chat_id: UUID) -> ChatRow | None:
         """The chat, or None."""

@@ -103,9 +103,27 @@ class ChatService:
         self.policy = policy or CompactionPolicy()
         self._t = _Tunables(summary_every=summary_every, ambiguity_ratio=ambiguity_ratio)
 
-    async def create(self, user_id: UUID, *, title: str | None = None, turns: Sequence[ModelMessage] = ()) -> ChatRow:
-        """A new chat (with `title` chosen by the user, never replaced, or None to generate one)."""
-        row = await self.store.create(user_id, title, to_json(turns))
+    async def create(
+        self,
+        user_id: UUID,
+        *,
+        title: str | None = None,
+        turns: Sequence[ModelMessage] = (),
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> ChatRow:
+        """A new chat (with `title` chosen by the user, never replaced, or None to generate one).
+
+        With `idempotency_key` (one per logical create, kept across its retries), a retry after any failure
+        creates one chat: if the user has a chat made with the key, it is returned (compacted and summarised if
+        the first attempt stopped before) and nothing is created. The same key with another request raises
+        `IdempotencyKeyReusedError`. `request_hash` says what "the same request" is (default: a hash of the
+        title and the turns' JSON)."""
+        messages = to_json(turns)
+        key = None
+        if idempotency_key is not None:
+            key = AppendKey(idempotency_key, request_hash or hash_request({"title": title, "turns": messages}))
+        row = await self.store.create(user_id, title, messages, key=key)
         return await self._after_append(user_id, row) if turns else row
 
     async def get(self, user_id: UUID, chat_id: UUID) -> ChatRow | None:

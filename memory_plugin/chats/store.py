@@ -62,8 +62,12 @@ class ChatSearch:
 class ChatStore(Protocol):
     """Chats of each user. Every method sees only `user_id`'s chats; a chat of someone else is "not found"."""
 
-    async def create(self, user_id: UUID, title: str | None, turns: Sequence[MessageJson]) -> ChatRow:
-        """A new chat holding `turns` in both histories."""
+    async def create(
+        self, user_id: UUID, title: str | None, turns: Sequence[MessageJson], *, key: AppendKey | None = None
+    ) -> ChatRow:
+        """A new chat holding `turns` in both histories. With a `key` the user already created a chat with (and
+        the chat still exists), nothing is created: the same request returns that chat as it is, another raises
+        `IdempotencyKeyReusedError`. The key is stored with the chat, in the same statement."""
         ...
 
     async def get(self, user_id: UUID, chat_id: UUID) -> ChatRow | None:

@@ -1,6 +1,6 @@
 """`memory-plugin`: the command line (inspect, status, journal, worker, serve, db-url, stop, migrate, erase,
-maintain, export, import, pause, reembed, token), plus the commands applications register (`cli/plugins.py`; the
-machining shop's `demo` and `chat` from a checkout of this repository).
+maintain, rotate-key, export, import, pause, reembed, token), plus the commands applications register
+(`cli/plugins.py`; the machining shop's `demo` and `chat` from a checkout of this repository).
 
     memory-plugin inspect --user UUID       # what is stored about a user
     memory-plugin status                    # backend in use, database reachable, outage journal, job queue
@@ -13,8 +13,8 @@ Every command reads `MemorySettings` from `MEMORY_*` variables; `--data-dir DIR`
 database in DIR" instead. Errors print one line on stderr and exit non-zero, without a traceback.
 
 One module per concept: `common` (the app, console, settings, errors), `memory` (inspect, reembed), `status`
-(status, journal), `services` (worker, serve), `database` (db-url, stop, migrate, erase, maintain), `transfer`
-(export, import, pause), `token` (development tokens for the REST API), `plugins`.
+(status, journal), `services` (worker, serve), `database` (db-url, stop, migrate, erase, maintain), `keys`
+(rotate-key), `transfer` (export, import, pause), `token` (development tokens for the REST API), `plugins`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from __future__ import annotations
 import inspect
 import re
 
-from . import database, memory, services, status, token, transfer
+from . import database, keys, memory, services, status, token, transfer
 from .common import app
 from .plugins import register_plugins
 
 __all__ = ["app"]
 
-_LIBRARY_MODULES = (database, memory, services, status, token, transfer)  # imported for their commands
+_LIBRARY_MODULES = (database, keys, memory, services, status, token, transfer)  # imported for their commands
 
 
 def _reflow(doc: str) -> str:

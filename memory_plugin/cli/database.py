@@ -14,6 +14,7 @@ from ..database import EmbeddedPostgres
 from ..database.admin import ArchiveReport, MemoryAdmin
 from ..database.embedded import stop_embedded
 from ..database.migrations import migrate
+from ..database.reach import connect
 from ..errors import MemoryPluginError
 from ..outage.journal import WriteJournal
 from ..quality.decay import DecayPolicy
@@ -26,7 +27,7 @@ __all__ = ["admin_url", "db_url", "erase", "maintain", "migrate_command", "stop"
 
 
 async def _migrate(url: str) -> None:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+    async with await connect(url, what="as administrator ", autocommit=True) as conn:
         await migrate(conn)
 
 
@@ -139,7 +140,7 @@ async def _maintain(url: str, settings: MemorySettings) -> tuple[ArchiveReport, 
     policy = DecayPolicy(half_life_days=dict(settings.half_life_days), floor=settings.decay_floor)
     async with await MemoryAdmin.connect(url) as admin:
         archived = await admin.archive_decayed(policy)
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+    async with await connect(url, what="as administrator ", autocommit=True) as conn:
         return archived, await apply_retention(conn, RetentionPolicy.from_settings(settings))
 
 

@@ -62,14 +62,14 @@ def inspect_memory(
 async def _reembed(settings: MemorySettings, user: UUID | None, console: Console) -> tuple[int, int]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ..embeddings.reembed import reembed_user, users_with_backlog
+    from ..embeddings.reembed import users_with_backlog
 
     async with MemoryManager.open(settings) as memory:
         embedder = memory.embedder
         if embedder is None:
             raise fail("no embedding model configured (MEMORY_EMBEDDING_MODEL is `none`, or `auto` found none)")
         if user is not None:
-            backlog = [(user, len(await memory.store.embedding_backlog(user, embedder.name, limit=1_000_000)))]
+            backlog = [(user, await memory.embedding_backlog(user))]
         else:
             url = admin_url(settings) if settings.admin_database_url or settings.database_url else memory.database_url
             assert url is not None
@@ -80,9 +80,7 @@ async def _reembed(settings: MemorySettings, user: UUID | None, console: Console
         with Progress(*columns, console=console, transient=False) as progress:
             task = progress.add_task(f"embedding with {embedder.name}", total=total)
             for uid, _ in backlog:
-                stored += await reembed_user(
-                    memory.store, embedder, uid, on_progress=lambda n: progress.advance(task, n)
-                )
+                stored += await memory.reembed(uid, on_progress=lambda n: progress.advance(task, n))
         return stored, len(backlog)
 
 

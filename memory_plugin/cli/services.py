@@ -52,7 +52,7 @@ async def _worker(settings: MemorySettings, *, retry_dead: bool, drain: bool) ->
                     raise fail(f"the database did not answer for {DRAIN_UNREACHABLE_SECONDS:.0f} s: {exc}") from None
                 continue
             last_read = time.monotonic()
-            if not queue.depth:
+            if not queue.depth and not queue.deferred:  # deferred jobs become due once their users have room
                 break
         died = queue.dead - dead_at_start
         if died > 0:

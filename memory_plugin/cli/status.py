@@ -70,6 +70,7 @@ def _queue_rows(table: Table, queue: QueueStatus | None) -> None:
         "queue depth", f"{queue.depth} ({queue.pending} pending, {queue.running} running, {queue.retrying} retrying)"
     )
     table.add_row("queue oldest pending", "-" if age is None else f"{age:.1f} s")
+    table.add_row("queue deferred jobs", f"{queue.deferred} (users at their limit of waiting jobs; run when it drops)")
     table.add_row("queue failed attempts", str(queue.failed_attempts))
     table.add_row("queue dead jobs", f"{queue.dead}" + (" (memory-plugin worker --retry-dead)" if queue.dead else ""))
 

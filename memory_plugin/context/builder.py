@@ -1,5 +1,5 @@
 """`ContextBuilder`: reads slots, summaries, facts and history for a turn, assembles them within the budget,
-and keeps slots and summaries up to date after the turn.
+and (its `ContextUpkeep` half, `upkeep.py`) keeps slots and summaries up to date after the turn.
 
 The I/O around the pure `assemble_context`. A capability calls `build` before the model request (memory
 as instructions, the returned history as the messages) and `after_turn` once the exchange is recorded.
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from opentelemetry import trace
@@ -23,50 +24,29 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from ..conversions import fact_from_record, preferences_from_records
 from ..errors import InvalidMemoryInputError, StoreError
-from ..extraction.base import SummaryAnswer, SummaryRequest
 from ..logs import LOG_PREFIX, logger
-from ..models import MemorizedFact, MemoryContext, Message, UserPreferences
-from ..rows import MemoryRecord
+from ..models import MemoryContext, UserPreferences
 from ..settings import MemorySettings
 from ..validation import parse_user_id
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
 from .history import message_time, messages_from_session
 from .receipt import ContextReceipt, receipt_for
-from .slots import SlotPatch, Slots, slots_from_facts, with_profile
+from .slots import Slots, with_profile
 from .store import (
     USER_SCOPE,
     ContextStore,
     InMemoryContextStore,
     PostgresContextStore,
     SummaryVersion,
-    apply_facts_to_slots,
     session_scope,
 )
-from .summarizer import RollingSummarizer, SummaryPlan, SummaryUpdate
+from .summarizer import RollingSummarizer
 from .summary import SummaryPolicy
 from .tokens import TokenCounter, token_counter
-
-if TYPE_CHECKING:
-    from ..extraction.runner import ExtractionRunner
-    from ..quality.outcome import WriteOutcome
+from .upkeep import ContextUpkeep, MemorySource
 
 __all__ = ["ContextBuilder", "MemorySource", "budget_settings", "summary_policy"]
-
-
-class MemorySource(Protocol):
-    """What the builder reads from the memory manager (`MemoryManager` satisfies it)."""
-
-    async def get_memory_context(
-        self, session_id: str, user_id: str | UUID | None = None, *, query: str | None = None
-    ) -> MemoryContext:
-        """The session's short-term state and the user's relevant long-term memory."""
-        ...
-
-    async def list_memory(self, user_id: str | UUID, *, limit: int = 1000) -> list[MemoryRecord]:
-        """Every stored item of the user, newest first."""
-        ...
 
 
 def budget_settings(settings: MemorySettings) -> BudgetSettings:
@@ -92,11 +72,6 @@ def summary_policy(settings: MemorySettings) -> SummaryPolicy:
         resync_after=timedelta(days=settings.summary_resync_days),
         health_notes=settings.health_notes,
     )
-
-
-def _current_facts(records: Sequence[MemoryRecord]) -> list[MemorizedFact]:
-    now = datetime.now(UTC)
-    return [fact_from_record(r) for r in records if r.kind == "fact" and r.is_current(now)]
 
 
 def _user_or_none(user_id: str | UUID | None) -> UUID | None:
@@ -127,8 +102,20 @@ def _remember(cache: OrderedDict[Any, Any], key: object, value: object) -> None:
         cache.popitem(last=False)
 
 
+@dataclass(frozen=True)
+class _Sent:
+    """What a session's last build sent: where the history started, the instructions, and the summary."""
+
+    start: datetime | None
+    """When the history's first message was made (None: no history, or no timestamp)."""
+    standing: str
+    summary: str | None
+    """The summary content given to the assembler (None: none sent)."""
+    summary_block: str
+
+
 @dataclass
-class ContextBuilder:
+class ContextBuilder(ContextUpkeep):
     """Builds each turn's context within the token budget and maintains slots and rolling summaries."""
 
     memory: MemorySource
@@ -142,15 +129,19 @@ class ContextBuilder:
     summarizer: RollingSummarizer | None = None
     """Writes summaries; None: an extractive one (no model) with the default policy."""
 
-    _anchors: OrderedDict[tuple[str, UUID | None], tuple[datetime | None, str]] = field(
+    _anchors: OrderedDict[tuple[str, UUID | None], _Sent] = field(default_factory=OrderedDict, init=False, repr=False)
+    """Per session and user, what the last build sent (bounded LRU)."""
+    _reads: OrderedDict[tuple[str, UUID], tuple[float, dict[str, SummaryVersion]]] = field(
         default_factory=OrderedDict, init=False, repr=False
     )
-    """Per session and user, when the first message of the last history sent was made, and the instructions
-    sent (bounded LRU)."""
+    """The summaries a build read, per session and user, with when (monotonic): the same turn's `after_turn`
+    starts from them instead of reading them again (bounded LRU, taken once)."""
     _receipts: OrderedDict[tuple[str, UUID | None], ContextReceipt] = field(
         default_factory=OrderedDict, init=False, repr=False
     )
     """The last receipt per session and user (bounded LRU)."""
+    _unsaved: OrderedDict[tuple[str, UUID | None], ContextReceipt] = field(default_factory=OrderedDict, init=False)
+    """Receipts built but not stored yet: `after_turn` stores them, off the request path."""
     _filled: OrderedDict[UUID, None] = field(default_factory=OrderedDict, init=False, repr=False)
     """Users whose empty slots were already filled from their facts by this process (bounded LRU), so a user
     whose facts fill no slot is not read again every turn."""
@@ -185,7 +176,7 @@ class ContextBuilder:
         manager on `InMemoryStore`). Close it with `close` (a pool handed in stays open). `wait=False`: do not
         wait for the first connection (a database down now is reported per turn)."""
         store: ContextStore = (
-            PostgresContextStore(pool)
+            PostgresContextStore(pool, ring=settings.key_ring())
             if pool is not None
             else await PostgresContextStore.connect(
                 database_url,
@@ -201,11 +192,6 @@ class ContextBuilder:
     async def close(self) -> None:
         """Release the store's connections (nothing to do in RAM)."""
         await self.store.close()
-
-    @property
-    def _summarizer(self) -> RollingSummarizer:
-        assert self.summarizer is not None  # set in __post_init__
-        return self.summarizer
 
     async def build(
         self,
@@ -225,12 +211,10 @@ class ContextBuilder:
         provider's prompt cache; the capability's choice). The report is logged and set on the current
         OpenTelemetry span (the agent run's, when the agent is instrumented) as `memory.context.*`
         attributes; the receipt is kept for `last_receipt`."""
-        # The three reads are independent: one round trip of latency, not three in turn.
+        # The two reads are independent: one round trip of latency, not two in turn.
         uid = _user_or_none(user_id)
-        context, summary, stored = await asyncio.gather(
-            self.memory.get_memory_context(session_id, user_id, query=query),
-            self._summary(uid, session_id),
-            self._stored_slots(uid),
+        context, (stored, summary) = await asyncio.gather(
+            self.memory.get_memory_context(session_id, user_id, query=query), self._read_turn(uid, session_id)
         )
         # The profile is the stored preferences (`LongTermMemory.preferences`), shown as the profile slot.
         profile: UserPreferences = context.long_term.preferences
@@ -250,28 +234,43 @@ class ContextBuilder:
             prompt_tokens=prompt_tokens,
             anchor=self._anchor((session_id, uid), messages) if keep_prefix else None,
         )
-        assembled = self._assemble(inputs, summary)
         previous = self._anchors.get((session_id, uid))
-        if inputs.anchor is not None and inputs.anchor >= 0 and previous and previous[1] != assembled.standing:
-            # The instructions changed (slots or summary rewritten): the provider's cache misses this turn
-            # anyway, so the history restarts now, with room to grow, instead of on a turn that would hit.
-            assembled = self._assemble(dataclasses.replace(inputs, anchor=-1), summary)
+        assembled = None
+        if inputs.anchor is not None and inputs.anchor >= 0 and previous is not None and summary is not None:
+            # While the history keeps its start, the summary sent at that start stays: it covers what came
+            # before the history, and a newer version only repeats messages the history still holds. So a
+            # summary rewrite costs no cache miss until the history has to restart anyway.
+            kept = assemble_context(dataclasses.replace(inputs, summary=previous.summary), self.counter, self.budget)
+            if kept.anchored and (kept.standing, kept.summary_block) == (previous.standing, previous.summary_block):
+                assembled = dataclasses.replace(kept, summary=summary.content)
+        if assembled is None:
+            assembled = self._assemble(inputs, summary)
+            anchored = inputs.anchor is not None and inputs.anchor >= 0
+            if anchored and previous is not None and previous.standing != assembled.standing:
+                # The instructions changed (slots rewritten): the provider's cache misses this turn anyway, so the
+                # history restarts now, with room to grow, instead of on a turn that would hit.
+                assembled = self._assemble(dataclasses.replace(inputs, anchor=-1), summary)
         logger.debug("%s context for %s: %s", LOG_PREFIX, session_id, assembled.report.describe())
         trace.get_current_span().set_attributes(assembled.report.as_attributes())
         if keep_prefix:
             start = message_time(assembled.history[0]) if assembled.history else None
-            _remember(self._anchors, (session_id, uid), (start, assembled.standing))
+            sent = summary.content if summary is not None and assembled.summary_block else None
+            if assembled.anchored and previous is not None and assembled.summary_block == previous.summary_block:
+                sent = previous.summary
+            _remember(self._anchors, (session_id, uid), _Sent(start, assembled.standing, sent, assembled.summary_block))
         receipt = receipt_for(session_id, uid, assembled, context.fact_scores, self.counter)
         _remember(self._receipts, (session_id, uid), receipt)
+        if uid is not None:
+            _remember(self._unsaved, (session_id, uid), receipt)
         return assembled
 
     def _anchor(self, key: tuple[str, UUID | None], messages: Sequence[ModelMessage]) -> int | None:
         """Where this session's previous history started in `messages` (-1: no longer there; None: no
         previous build, or its first message had no timestamp)."""
         previous = self._anchors.get(key)
-        if previous is None or previous[0] is None:
+        if previous is None or previous.start is None:
             return None
-        return next((i for i, m in enumerate(messages) if message_time(m) == previous[0]), -1)
+        return next((i for i, m in enumerate(messages) if message_time(m) == previous.start), -1)
 
     def _assemble(self, inputs: ContextInputs, summary: SummaryVersion | None) -> AssembledContext:
         assembled = assemble_context(inputs, self.counter, self.budget)
@@ -290,15 +289,19 @@ class ContextBuilder:
         none is kept: not built here, or evicted after 10,000 newer sessions)."""
         return self._receipts.get((session_id, _user_or_none(user_id)))
 
-    async def _stored_slots(self, uid: UUID | None) -> Slots | None:
-        """The user's stored slots; None when anonymous or when they cannot be read now (logged)."""
+    async def _read_turn(self, uid: UUID | None, session_id: str) -> tuple[Slots | None, SummaryVersion | None]:
+        """The user's stored slots and the summary the turn starts from: the session's, else the user's (what
+        earlier sessions handed over); (None, None) when anonymous or when they cannot be read now (logged)."""
         if uid is None:
-            return None
+            return None, None
+        scope = session_scope(session_id)
         try:
-            return await self.store.read_slots(uid)
+            slots, current = await self.store.read_turn(uid, (scope, USER_SCOPE))
         except StoreError as exc:
-            logger.warning("%s slots unavailable for this turn: %s", LOG_PREFIX, exc)
-            return None
+            logger.warning("%s slots and rolling summary unavailable for this turn: %s", LOG_PREFIX, exc)
+            return None, None
+        _remember(self._reads, (session_id, uid), (time.monotonic(), current))
+        return slots, current.get(scope) or current.get(USER_SCOPE)
 
     async def _slots(self, uid: UUID, context: MemoryContext, stored: Slots | None) -> Slots:
         """The turn's slots from `stored` (read with the context): filled once from every current fact for a
@@ -316,174 +319,3 @@ class ContextBuilder:
         if len(self._filled) > _FILLED_USERS:
             self._filled.popitem(last=False)
         return slots
-
-    async def _summary(self, uid: UUID | None, session_id: str) -> SummaryVersion | None:
-        if uid is None:
-            return None
-        try:
-            # Both at once: a session without its own summary yet starts from the user's (one round trip).
-            session, user = await asyncio.gather(
-                self._summarizer.current(uid, session_scope(session_id)), self._summarizer.current(uid, USER_SCOPE)
-            )
-            return session or user
-        except StoreError as exc:
-            logger.warning("%s rolling summary unavailable for this turn: %s", LOG_PREFIX, exc)
-            return None
-
-    async def resync_slots(self, user_id: UUID) -> Slots:
-        """Rebuild the stored slots from the user's current facts (fields no fact fills are kept). The profile
-        is not stored: it is the view of the stored preferences (`slots`); a profile an earlier version stored
-        is dropped."""
-        facts = _current_facts(await self.memory.list_memory(user_id))
-        current = await self.store.read_slots(user_id)
-        kept = Slots(fields={n: e for n, e in current.fields.items() if n != "profile"})
-        target = slots_from_facts(facts, keep=kept)
-        # One patch per changed field, compared against what was read.
-        names = {*current.fields, *target.fields}
-        changed = {n: target.get(n) for n in names if target.get(n) != current.get(n)}
-        if changed:
-            patch = SlotPatch(expected={n: current.get(n) for n in changed}, new=changed)
-            if not await self.store.patch_slots(user_id, patch):
-                return await self.store.read_slots(user_id)
-        return target
-
-    async def slots(self, user_id: UUID) -> Slots:
-        """The user's slots as a turn sees them: the stored fields, and the profile from the stored preference
-        rows (`conversions.preferences_from_records`, as `LongTermMemory.preferences`)."""
-        records = await self.memory.list_memory(user_id)
-        return with_profile(await self.store.read_slots(user_id), preferences_from_records(records))
-
-    def follow(self, extraction: ExtractionRunner) -> None:
-        """Keep the slots and the rolling summary current with what `extraction`'s background jobs write in
-        this process: each job's facts (and what they superseded) patch the slots, and a summary due on a job
-        is written in the job's own model call. The capability does this for its runs, and `memory-plugin
-        worker` for the jobs it runs, so a worker in another process keeps the slots current too."""
-        extraction.listen(id(self), self._background_facts)
-        extraction.host_summaries(self)
-
-    async def _background_facts(self, session_id: str, user_id: UUID, outcome: WriteOutcome) -> None:
-        await self.after_turn(
-            session_id, user_id, [], stored=outcome.stored, superseded=outcome.superseded, extraction_ran=True
-        )
-
-    async def after_turn(
-        self,
-        session_id: str,
-        user_id: str | UUID,
-        messages: Sequence[Message],
-        *,
-        message_count: int | None = None,
-        stored: Sequence[MemorizedFact] = (),
-        superseded: Sequence[MemorizedFact] | None = (),
-        extraction_ran: bool | None = None,
-        summary_done: bool = False,
-    ) -> SummaryUpdate:
-        """After an exchange: patch the slots with the facts just stored and those they superseded
-        (`WriteOutcome.stored` and `.superseded`, or `ExtractionRun`'s; `superseded=None` when unknown: they
-        are read back), and rewrite the session's rolling summary if due; a new session summary is also
-        the user's (what the next session starts from). `messages`: the session's messages, oldest first
-        (its recent window is enough: new ones are told by timestamp, or by `message_count`, how many the
-        session has had in all); `extraction_ran`:
-        whether a fact extraction ran on this turn (`summary_with_extraction` waits for one); `summary_done`:
-        the extraction's own call was asked for the summary (`ExtractionRun.summary_asked`), so it is not
-        rewritten again here (a failed answer keeps the previous version until the next extraction). The
-        profile is not patched here: it is a view of the stored preference rows (`slots`)."""
-        uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
-        if superseded is None:
-            # The caller does not know what the write superseded: the facts whose `superseded_by` names one of them.
-            ids = {f.id for f in stored}
-            records = await self.memory.list_memory(uid) if ids else []
-            superseded = [fact_from_record(r) for r in records if r.kind == "fact" and r.superseded_by in ids]
-        gone = [f.id for f in superseded] + [f.replaces for f in stored if f.replaces]
-        if stored or gone:
-            # Facts only: the profile is a view of the stored preferences, not patched here.
-            await apply_facts_to_slots(self.store, uid, stored, superseded=gone)
-        by_id = {f.id: f.content for f in stored}
-        replaced = {f.replaces: f.content for f in stored if f.replaces}
-        outdated = [
-            (old.content, replaced.get(old.id) or by_id.get(old.superseded_by) or "")  # type: ignore[arg-type]
-            for old in superseded
-        ]
-        outdated = [(old, new) for old, new in outdated if new]
-        # Read once: what a new session's first summary builds on, and what the weekly resync is timed by.
-        user_summary = await self._summarizer.current(uid, USER_SCOPE)
-        if summary_done:
-            update = SummaryUpdate(await self._summarizer.current(uid, session_scope(session_id)), False, None)
-        else:
-            update = await self._summarizer.update(
-                uid,
-                session_scope(session_id),
-                messages,
-                message_count=message_count,
-                outdated=outdated,
-                extraction_ran=extraction_ran,
-                start_from=user_summary.content if user_summary else None,
-            )
-            user_summary = await self._hand_over(uid, update) or user_summary
-        if self._summarizer.resync_due(user_summary):
-            # The weekly rebuild from the facts: the summary, and the slots (a fact deleted or expired since
-            # leaves them here).
-            facts = _current_facts(await self.memory.list_memory(uid))
-            await self._summarizer.resync(uid, USER_SCOPE, facts)
-            await self.resync_slots(uid)
-        return update
-
-    async def _session_plan(
-        self, uid: UUID, session_id: str, messages: Sequence[Message], *, force: bool = False
-    ) -> SummaryPlan:
-        """The session summary's plan on an extraction turn; a session's first summary builds on the user's
-        (what earlier sessions handed over: `plan` ignores it once the session has its own)."""
-        user_summary = await self._summarizer.current(uid, USER_SCOPE)
-        start_from = user_summary.content if user_summary else None
-        return await self._summarizer.plan(
-            uid, session_scope(session_id), messages, extraction_ran=True, force=force, start_from=start_from
-        )
-
-    async def _hand_over(self, uid: UUID, update: SummaryUpdate) -> SummaryVersion | None:
-        """A new session summary is also the user's: what the next session starts from (returned; None when
-        `update` wrote nothing)."""
-        if not update.written or update.current is None:
-            return None
-        version = update.current
-        return await self.store.add_summary(
-            uid,
-            USER_SCOPE,
-            version.content,
-            kind=version.kind,
-            language=version.language,
-            message_count=version.message_count,
-            covered_until=version.covered_until,
-            resynced_at=version.resynced_at,
-        )
-
-    async def summary_request(
-        self, session_id: str, user_id: UUID, messages: Sequence[Message]
-    ) -> SummaryRequest | None:
-        """The session summary to rewrite in an extraction's model call, when it is due (its own triggers, on
-        the messages it does not cover yet); None otherwise (`SummaryHost`)."""
-        plan = await self._session_plan(user_id, session_id, messages)
-        if plan.reason is None:
-            return None
-        return SummaryRequest(plan.old_text, plan.fresh, plan.language, self._summarizer.policy.max_tokens)
-
-    async def summary_answered(
-        self, session_id: str, user_id: UUID, request: SummaryRequest, answer: SummaryAnswer
-    ) -> None:
-        """Store the summary an extraction's call wrote for `request` (`SummaryHost`): cut to the budget, a
-        new version of the session's summary and the user's; a failed or empty one keeps the previous
-        version (logged)."""
-        if answer.text is None or not answer.text.strip():
-            logger.warning(
-                "%s the extraction returned no rolling summary (%s); previous version kept", LOG_PREFIX, answer.error
-            )
-            return
-        plan = await self._session_plan(user_id, session_id, request.messages, force=True)
-        if plan.reason is None:
-            return  # another writer covered these messages meanwhile
-        await self._hand_over(
-            user_id, await self._summarizer.accept(user_id, session_scope(session_id), plan, answer.text)
-        )
-
-    async def forget(self, user_id: UUID, fact_ids: Sequence[UUID]) -> Slots:
-        """Remove deleted facts from the slots (call it with the ids `MemoryManager.forget` deleted)."""
-        return await apply_facts_to_slots(self.store, user_id, superseded=fact_ids)

@@ -65,8 +65,10 @@ class ContextReader:
             )
         try:
             # With a query the search chooses the facts, so the read skips ranking them (at 100k facts that
-            # ranking cost 3.9 ms of database time per call, for facts that were then dropped).
-            context = await self._read(session_id, user_id, short, rank_facts=found is None)
+            # ranking cost 3.9 ms of database time per call, for facts that were then dropped), unless facts may
+            # be sealed: search never finds those, so they come from the ranking (below).
+            sealing = self.settings.encryption_keys is not None
+            context = await self._read(session_id, user_id, short, rank_facts=found is None or sealing)
         except BaseException:
             if found is not None:
                 found.cancel()
@@ -84,8 +86,8 @@ class ContextReader:
         chosen = [fact_from_record(h.memory) for h in hits]
         ids = {f.id for f in chosen}
         # Rejections ("don't suggest X") reach the prompt whatever the message; the read returns them whether
-        # or not it ranks facts.
-        kept = [f for f in context.long_term.facts if f.category == "rejection" and f.id not in ids]
+        # or not it ranks facts. Sealed facts have no search row: those among the best ranked are kept too.
+        kept = [f for f in context.long_term.facts if (f.category == "rejection" or f.sensitive) and f.id not in ids]
         context.long_term.facts = chosen + kept
         context.fact_scores = {h.memory.id: {"score": h.score, **h.components.as_dict()} for h in hits}
         if context.long_term_available:

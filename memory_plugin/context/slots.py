@@ -185,9 +185,16 @@ def _entry(fact: MemorizedFact) -> SlotEntry:
 
 
 def is_confirmed(fact: MemorizedFact) -> bool:
-    """A fact the slots take: stated by the user, current and lasting (a dated situation stays a fact)."""
+    """A fact the slots take: stated by the user, current and lasting (a dated situation stays a fact), and not
+    sealed (the slots are stored in the clear; a sealed fact reaches the context by rank instead)."""
     lasting = fact.category != "fact" or fact.expires_at is None
-    return fact.source == "explicit" and fact.invalid_at is None and fact.category in _CATEGORY_SLOT and lasting
+    return (
+        fact.source == "explicit"
+        and fact.invalid_at is None
+        and fact.category in _CATEGORY_SLOT
+        and lasting
+        and not fact.sensitive
+    )
 
 
 def patch_from_facts(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import EllipsisType
 from typing import Literal
 from uuid import UUID
 
@@ -119,9 +120,11 @@ class RollingSummarizer:
         force: bool = False,
         extraction_ran: bool | None = None,
         start_from: str | None = None,
+        previous: SummaryVersion | EllipsisType | None = ...,
     ) -> SummaryPlan:
         """What a rewrite now would cover and why (`reason` None: not due); the arguments as for `update`."""
-        previous = await self.current(user_id, scope)
+        if isinstance(previous, EllipsisType):
+            previous = await self.current(user_id, scope)
         covered = previous.message_count if previous else 0
         if message_count is not None:
             fresh = (
@@ -181,6 +184,7 @@ class RollingSummarizer:
         force: bool = False,
         extraction_ran: bool | None = None,
         start_from: str | None = None,
+        previous: SummaryVersion | EllipsisType | None = ...,
     ) -> SummaryUpdate:
         """Rewrite the summary if due, from the messages it does not cover yet.
 
@@ -190,7 +194,8 @@ class RollingSummarizer:
         beyond the version's count. `outdated`: (old, new) contents of facts replaced since, for `outdated:`
         lines. A failed or empty model answer keeps the previous version. `extraction_ran`: whether a fact
         extraction runs on this turn (with `policy.with_extraction`, the summary waits for one). `start_from`:
-        the text a first version builds on (a new session starts from the user's summary)."""
+        the text a first version builds on (a new session starts from the user's summary). `previous`: the
+        current version when the caller just read it (`...`: read it now)."""
         plan = await self.plan(
             user_id,
             scope,
@@ -200,6 +205,7 @@ class RollingSummarizer:
             force=force,
             extraction_ran=extraction_ran,
             start_from=start_from,
+            previous=previous,
         )
         previous, reason = plan.previous, plan.reason
         if reason is None:

@@ -14,6 +14,8 @@ from uuid import UUID
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from ..context.receipt_store import StoredReceipt, read_receipts
+from ..crypto import KeyRing
 from ..database.admin import USER_TABLES_SQL
 from ..database.calls import postgres_errors, run_as_user
 
@@ -53,8 +55,10 @@ select t.nspname, t.relname from ({USER_TABLES_SQL}) t(nspname, relname)
 class UserData:
     """User-scoped statements on the API's pool."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], *, ring: KeyRing | None = None) -> None:
         self._pool = pool
+        self._ring = ring
+        """The encryption keys sealed fact texts of receipts are opened with (None: shown as "")."""
 
     async def _as_user(self, user: UUID, statements: list[str], params: dict[str, Any]) -> list[tuple[list[Any], int]]:
         with postgres_errors("the dashboard's request"):
@@ -90,6 +94,10 @@ class UserData:
             {},
         )
         return [SummaryVersion(*_values(r, 6)) for r in rows]
+
+    async def receipts(self, user: UUID, *, limit: int = 20, receipt_id: int | None = None) -> list[StoredReceipt]:
+        """What the agent was given on the user's recent turns, newest first (`receipt_id`: that turn only)."""
+        return await read_receipts(self._pool, user, limit=limit, receipt_id=receipt_id, ring=self._ring)
 
     async def erase(self, user: UUID) -> int:
         """Delete every row of the user that RLS lets them delete, in one transaction; returns the rows deleted.

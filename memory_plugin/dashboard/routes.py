@@ -27,11 +27,15 @@ from ..api.auth import AuthenticationError
 from ..api.download import export_download
 from ..consent import memory_notice
 from ..context.receipt import ContextReceipt
+from ..context.receipt_store import StoredReceipt
+from ..conversions import refuse_sealed
+from ..crypto import is_sealed
 from ..models import MemorizedFact
 from ..privacy.policy import sanitize_fact_text
 from ..rows import MemoryRecord
 from ..write.items import fact_item
 from .data import UserData
+from .labels import label
 from .session import LOGIN_COOKIE, SESSION_COOKIE, CsrfKeys, clear_cookie, set_cookie
 from .strings import Language, pick_language, text
 
@@ -43,6 +47,9 @@ MAX_FACT_CHARS = 500
 FACTS_PER_PAGE = 100
 """Current facts on one page: measured, a page of 1,000 facts is 1.6 MB of HTML (each has its correction
 form); 100 keep it under 200 kB (`python -m bench.dashboard`)."""
+
+RECEIPTS_LISTED = 20
+"""Past turns listed under "what the agent was given" (the database keeps the newest 100)."""
 
 SESSION_SECONDS = 3600
 """Cookie lifetime: Supabase's default access-token lifetime; the token's own `exp` still decides."""
@@ -68,7 +75,8 @@ class Dashboard:
     dev_login: Callable[[UUID], str] | None = None
     """Mints a token for a user id (development sign-in); None: the development sign-in is refused."""
     receipts: Callable[[UUID], ContextReceipt | None] | None = None
-    """The user's last context receipt, when the agent runs in this process; None: this server runs no agent."""
+    """The user's last context receipt in this process, when the agent runs here (shown while it is newer than
+    the stored ones: a turn's receipt is stored after the turn); the stored ones are read from the database."""
 
 
 def add_dashboard(
@@ -80,7 +88,25 @@ def add_dashboard(
     receipts: Callable[[UUID], ContextReceipt | None] | None = None,
 ) -> None:
     """Serve the dashboard at `/dashboard` of `app`, over `services` and the API's `pool`."""
-    app.include_router(_router(Dashboard(services, UserData(pool), dev_login, receipts)))
+    ring = getattr(services.memory, "ring", None)  # a sealing store's keys open sealed facts in receipts
+    app.include_router(_router(Dashboard(services, UserData(pool, ring=ring), dev_login, receipts)))
+
+
+async def _receipt_shown(
+    dash: Dashboard, user: UUID, past: list[StoredReceipt], turn: int | None
+) -> ContextReceipt | None:
+    """The receipt of the turn asked for (`?turn=<id>`, the user's own only), else the newest one: this process's
+    last one while it is not stored yet, else the newest stored."""
+    if turn is not None:
+        chosen = next((r for r in past if r.id == turn), None)
+        if chosen is None:
+            found = await dash.data.receipts(user, limit=1, receipt_id=turn)
+            chosen = found[0] if found else None
+        return chosen.receipt if chosen is not None else None
+    live = dash.receipts(user) if dash.receipts is not None else None
+    if live is not None and (not past or live.at > past[0].receipt.at):
+        return live
+    return past[0].receipt if past else None
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -103,7 +129,11 @@ def _router(dash: Dashboard) -> APIRouter:
     def page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         lang = language(request)
         html = _TEMPLATES.get_template(template).render(
-            t=lambda key, **kw: text(lang, key, **kw), lang=lang, notice=memory_notice(lang), **values
+            t=lambda key, **kw: text(lang, key, **kw),
+            label=lambda group, name: label(lang, group, name),
+            lang=lang,
+            notice=memory_notice(lang),
+            **values,
         )
         response = HTMLResponse(html, status_code=status)
         response.headers["Cache-Control"] = "no-store"
@@ -141,15 +171,20 @@ def _router(dash: Dashboard) -> APIRouter:
 
     @router.get("", response_class=HTMLResponse)
     async def home(
-        request: Request, done: str | None = None, n: int = 0, page_no: Annotated[int, Query(alias="page")] = 1
+        request: Request,
+        done: str | None = None,
+        n: int = 0,
+        page_no: Annotated[int, Query(alias="page")] = 1,
+        turn: int | None = None,
     ) -> Response:
         session = await signed_in(request)
         if session is None:
             return login_page(request)
         user, bearer = session
-        records = await dash.api.memory.list_records(user, limit=1000) if dash.api.memory else []
+        records = refuse_sealed(await dash.api.memory.list_records(user, limit=1000)) if dash.api.memory else []
         chats, total = await dash.api.chats.list_chats(user, limit=100, offset=0)
-        receipt = dash.receipts(user) if dash.receipts is not None else None
+        past = await dash.data.receipts(user, limit=RECEIPTS_LISTED)
+        receipt = await _receipt_shown(dash, user, past, turn)
         consent = dash.api.consent
         return page(
             request,
@@ -165,7 +200,8 @@ def _router(dash: Dashboard) -> APIRouter:
             chats=chats,
             chat_total=total,
             receipt=receipt,
-            receipts_here=dash.receipts is not None,
+            past_turns=past,
+            turn=turn,
             export=dash.api.exporter is not None,
         )
 
@@ -249,6 +285,7 @@ def _router(dash: Dashboard) -> APIRouter:
                 importance=old.importance,
                 replaces=old.id,
                 user_id=user,
+                sensitive=is_sealed(old.content),  # a correction of a sealed fact is sealed too
             )
         except ValidationError as exc:
             return page(request, "message.html", 422, message=str(exc.errors()[0]["msg"]))

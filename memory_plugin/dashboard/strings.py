@@ -68,17 +68,15 @@ _TEXT: dict[str, tuple[str, str]] = {
     "turns": ("turns", "turnos"),
     "untitled": ("(untitled)", "(sin título)"),
     "receipt": ("What the agent was given", "Lo que recibió el agente"),
-    "no_receipt_server": (
-        "Receipts are kept only in the memory of the process that runs the agent; this server runs none, so there"
-        " is none to show.",
-        "Los recibos solo se guardan en la memoria del proceso que ejecuta el agente; este servidor no ejecuta"
-        " ninguno, así que no hay nada que mostrar.",
-    ),
-    "no_receipt": ("No turn yet since the agent started.", "Aún no hay turnos desde que arrancó el agente."),
-    "receipt_last": (
-        "The last turn only (receipts are kept in memory).",
-        "Solo el último turno (se guardan en memoria).",
-    ),
+    "no_receipt": ("No turn yet.", "Aún no hay turnos."),
+    "turn_of": ("The turn of", "El turno del"),
+    "past_turns": ("Past turns", "Turnos anteriores"),
+    "facts_word": ("facts", "hechos"),
+    "fact_deleted": ("(a fact deleted since)", "(un hecho borrado después)"),
+    "reason_search": ("found for the message", "encontrado para el mensaje"),
+    "reason_ranked": ("ranked", "por relevancia"),
+    "reason_rejection": ("a rejection (always shown)", "un rechazo (siempre se muestra)"),
+    "reason_slots": ("in the slots", "en los campos"),
     "injected": ("Facts shown", "Hechos mostrados"),
     "cut": ("Left out for the budget", "Omitidos por el presupuesto"),
     "tokens": ("Tokens per part", "Tokens por parte"),

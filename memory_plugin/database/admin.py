@@ -21,11 +21,12 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from ..errors import StoreError, StoreUnavailableError
 from ..logs import LOG_PREFIX, logger
 from ..quality.decay import DecayPolicy
+from .classify import store_error
 from .migrations import migrate
 from .pooler import PoolerMode, connection_kwargs
+from .reach import connect_failure
 
 __all__ = ["ArchiveReport", "MemoryAdmin"]
 
@@ -96,7 +97,7 @@ class MemoryAdmin:
                 **connection_kwargs(url, pooler),
             )
         except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"cannot connect to Postgres as administrator: {exc}") from exc
+            raise connect_failure(exc, "as administrator ") from exc
         return cls(conn)
 
     async def migrate(self) -> list[str]:
@@ -118,10 +119,8 @@ class MemoryAdmin:
                             (user_id,),
                         )
                         deleted += cursor.rowcount if sweep == 1 else 0
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
         except psycopg.Error as exc:
-            raise StoreError(f"erasing user {user_id} failed: {exc}") from exc
+            raise store_error(exc, f"erasing user {user_id}") from exc
         names = ", ".join(f"{schema}.{name}" for schema, name in tables)
         logger.info("%s erased %d rows of user %s (%s)", LOG_PREFIX, deleted, user_id, names)
         return deleted
@@ -139,10 +138,8 @@ class MemoryAdmin:
                     params["now"] = row[0]
                 cursor = await self._conn.execute(ARCHIVE_DECAYED_SQL, params)
                 counts = await cursor.fetchone()
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"Postgres is unreachable: {exc}") from exc
         except psycopg.Error as exc:
-            raise StoreError(f"archiving decayed facts failed: {exc}") from exc
+            raise store_error(exc, "archiving decayed facts") from exc
         report = ArchiveReport(decayed=int(counts[0]) if counts else 0, expired=int(counts[1]) if counts else 0)
         logger.info(
             "%s maintenance archived %d decayed and %d expired facts", LOG_PREFIX, report.decayed, report.expired

@@ -1,6 +1,6 @@
-"""`open_pool`: open a psycopg pool and, when the database cannot be reached, say why in one line (connection
-refused, authentication failed, unknown host, TLS, timed out) instead of the pool's "pool initialization
-incomplete after N sec", which names no cause.
+"""`open_pool` (and `connect`): open a psycopg pool (or one connection) and, when the database
+cannot be reached, say why in one line (connection refused, authentication failed, unknown host, TLS, timed
+out) instead of the pool's "pool initialization incomplete after N sec", which names no cause.
 
 The pool retries in the background and logs every failed attempt (`psycopg.pool` warnings); the cause is
 taken from one direct connection attempt made only after the pool gave up, so a healthy start costs nothing.
@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailableError
 
-__all__ = ["connection_cause", "open_pool"]
+__all__ = ["connect", "connect_failure", "connection_cause", "open_pool"]
 
 # Substrings of libpq's / psycopg's messages, checked in order (no SQLSTATE exists for a client-side failure).
 _CAUSES = (
@@ -55,8 +55,14 @@ async def open_pool(pool: AsyncConnectionPool[Any], url: str, *, seconds: float,
     if isinstance(failure, PoolTimeout):
         kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
         failure = await _direct_failure(url, kwargs, seconds) or failure
-    said = str(failure).strip().partition("\n")[0]
-    raise StoreUnavailableError(f"cannot connect {what}to Postgres: {connection_cause(failure)}: {said}") from failure
+    raise connect_failure(failure, what) from failure
+
+
+def connect_failure(exc: BaseException, what: str) -> StoreUnavailableError:
+    """The error for a connection attempt that failed with `exc`: "cannot connect {what}to Postgres: <cause>:
+    <first line of the error>" (`what` ends with a space, e.g. "the session store ", or is empty)."""
+    said = str(exc).strip().partition("\n")[0]
+    return StoreUnavailableError(f"cannot connect {what}to Postgres: {connection_cause(exc)}: {said}")
 
 
 async def _direct_failure(url: str, kwargs: dict[str, Any], seconds: float) -> BaseException | None:
@@ -67,3 +73,12 @@ async def _direct_failure(url: str, kwargs: dict[str, Any], seconds: float) -> B
         return exc
     await connection.close()
     return None
+
+
+async def connect(url: str, *, what: str, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
+    """One connection (`psycopg.AsyncConnection.connect(url, **kwargs)`); when it fails, `connect_failure`
+    names the cause (`what` as there)."""
+    try:
+        return await psycopg.AsyncConnection.connect(url, **kwargs)
+    except psycopg.OperationalError as exc:
+        raise connect_failure(exc, what) from exc

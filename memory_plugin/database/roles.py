@@ -17,8 +17,9 @@ from __future__ import annotations
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..errors import StoreError, StoreUnavailableError
+from ..errors import StoreError
 from .migrations import sql_root
+from .reach import connect_failure
 
 __all__ = ["APP_ROLE", "WORKER_ROLE", "app_role_url", "ensure_app_role", "library_url", "worker_role_url"]
 
@@ -66,7 +67,7 @@ async def ensure_app_role(admin_url: str, *, connect_timeout: float = 5.0) -> st
                 except psycopg.errors.DuplicateObject:
                     pass  # another process created it meanwhile
     except psycopg.OperationalError as exc:
-        raise StoreUnavailableError(f"cannot connect to Postgres as administrator: {exc}") from exc
+        raise connect_failure(exc, "as administrator ") from exc
     except psycopg.Error as exc:
         raise StoreError(f"cannot create the database role {APP_ROLE}: {exc}") from exc
     return app_role_url(admin_url)

@@ -8,8 +8,9 @@ Run at bootstrap or deployment; otherwise the first process that needs a vector 
 The graph (inputs → last hidden state, dynamic batch and sequence; TorchScript exporter, opset 17) is written to
 a temporary file, checked against sentence-transformers' own `encode` on `onnx_graph.PROBE_TEXTS` (alone and as
 one padded batch, cosine ≥ 0.9999), given torch's probe vectors as metadata (so that opening it later can check
-it without torch) and renamed into place: a process never reads a half-written or unchecked file. Files of older
-exports are removed.
+it without torch) and renamed into place: a process never reads a half-written or unchecked file. Then its
+mapped copy is written (`onnx_graph.mapped_graph`, the weights in a file of their own, which a fresh process
+opens in a third of the time). Files of older exports are removed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 import warnings
@@ -29,13 +31,16 @@ import numpy as np
 from ..logs import LOG_PREFIX, logger
 from .onnx_graph import (
     FILE_PREFIX,
+    MAPPED_SUFFIX,
     PROBE_META_KEY,
     PROBE_TEXTS,
     OnnxEncoder,
     check_against,
     graph_path,
+    mapped_graph,
     open_session,
     read_pipeline,
+    write_mapped_graph,
 )
 
 __all__ = ["OPSET", "export_graph", "main"]
@@ -72,6 +77,8 @@ def export_graph(
     finally:
         for tmp in temporary:
             tmp.unlink(missing_ok=True)
+    shutil.rmtree(mapped_graph(path).parent, ignore_errors=True)  # a copy of the graph this export replaced
+    write_mapped_graph(path)
     _prune(path.parent, keep=path)
     return path, time.perf_counter() - started
 
@@ -124,14 +131,19 @@ def _store_reference(tmp: Path, reference: np.ndarray[Any, Any]) -> None:
 
 
 def _prune(cache_dir: Path, *, keep: Path) -> None:
-    """Remove files of older exports (another model or recipe) and temporary files left by a crash more than
-    an hour ago. A process already running on a removed file is unaffected (its session is in memory)."""
+    """Remove files of older exports (another model or recipe), their mapped copies, and temporary files left
+    by a crash more than an hour ago. A process already running on a removed file is unaffected (its session is
+    in memory, or maps a file that stays readable until it closes it)."""
     now = time.time()
+    kept = {keep, mapped_graph(keep).parent}
     for old in cache_dir.glob(FILE_PREFIX + "*"):
         try:
             stale_tmp = old.suffix == ".tmp" and now - old.stat().st_mtime > 3600
-            if old != keep and (old.suffix == ".onnx" or stale_tmp):
-                old.unlink()
+            if old not in kept and (old.suffix in (".onnx", MAPPED_SUFFIX) or stale_tmp):
+                if old.is_dir():
+                    shutil.rmtree(old)
+                else:
+                    old.unlink()
         except OSError:
             pass  # another process pruned it first, or it is not ours to remove
 
@@ -147,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     cache_dir = (args.data_dir or MemorySettings().data_dir) / "onnx"
     path = graph_path(model_dir(), cache_dir)
     if path.exists():
+        write_mapped_graph(path)  # exported by a version that did not write it
         print(f"{LOG_PREFIX} the offline embedding model's ONNX graph is cached: {path}")
         return
     path, seconds = export_graph(

@@ -11,7 +11,10 @@ moved vectors to cosine 0.95 of the stored ones, so it is not used.
 
 The graph is written once by `onnx_export.py` (which needs torch): at bootstrap, or on the first use in a
 process that finds no graph. It lives in `cache_dir` (`MEMORY_DATA_DIR/onnx/`) under a name derived from the
-model's files and `EXPORT_RECIPE`, so another model or exporter never reuses a stale file.
+model's files and `EXPORT_RECIPE`, so another model or exporter never reuses a stale file. Beside it, a copy
+with the weights in a file of their own (`mapped_graph`), written once by onnxruntime alone: onnxruntime maps
+those weights instead of parsing them out of one 90 MB protobuf, so a fresh process opens the graph in ~0.06 s
+of CPU instead of ~0.19 s (a third of its whole cold start; measured on a 2-core machine).
 
 What sentence-transformers does is reproduced here and checked by the export: texts are stripped, tokenised
 with truncation at the model's `max_seq_length` (256 for MiniLM), padded per batch; the pooling is the mean of
@@ -22,6 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +38,7 @@ import numpy as np
 __all__ = [
     "BATCH",
     "EXPORT_RECIPE",
+    "MAPPED_SUFFIX",
     "MIN_COSINE",
     "PROBE_TEXTS",
     "QUICK_PROBES",
@@ -39,9 +46,11 @@ __all__ = [
     "Pipeline",
     "check_against",
     "graph_path",
+    "mapped_graph",
     "open_encoder",
     "open_session",
     "read_pipeline",
+    "write_mapped_graph",
 ]
 
 EXPORT_RECIPE = "bert-last-hidden-state/opset17/torchscript/v2+probes"
@@ -133,7 +142,7 @@ class OnnxEncoder:
         self.session = session
         """The `onnxruntime.InferenceSession` running the transformer (inputs → last hidden state)."""
         self.path = path
-        """The graph file the session was loaded from."""
+        """The cached graph the session runs (its weights mapped from `mapped_graph(path)` when that exists)."""
         self.input_names = tuple(i.name for i in session.get_inputs())
         tokenizer = Tokenizer.from_file(str(pipeline.model_dir / "tokenizer.json"))
         self._pad_id = int((tokenizer.padding or {}).get("pad_id") or tokenizer.token_to_id("[PAD]") or 0)
@@ -220,18 +229,83 @@ QUICK_PROBES = (0, 3)
 one that takes ~0.2 s): a graph that onnxruntime now runs differently fails on any text."""
 
 
+MAPPED_SUFFIX = ".mapped"
+"""`mapped_graph(path)` is in the directory `<path>.mapped/`: `graph.onnx`, its weights `weights.bin`, and
+`source`, the size and modification time of the graph it was made from."""
+
+
+def mapped_graph(path: Path) -> Path:
+    """Where the copy of the graph cached at `path` with its weights in a file of their own lives (see the module
+    docstring): the same graph, the same vectors, opened in a third of the CPU time."""
+    return path.with_name(path.name + MAPPED_SUFFIX) / "graph.onnx"
+
+
+def _stamp(path: Path) -> str:
+    status = path.stat()
+    return f"{status.st_size} {status.st_mtime_ns}\n"
+
+
+def write_mapped_graph(path: Path) -> Path:
+    """Write `mapped_graph(path)` from the graph at `path`, with onnxruntime only (~0.4 s of CPU, once), unless
+    it is there and was made from this very file (its size and modification time are kept beside it, so a graph
+    exported or changed again gets a new copy); returns it. Written into a temporary directory renamed into
+    place, so a process never maps a half-written file; when another process renames its copy first, that one
+    is kept. `OSError` when the directory is not writable."""
+    import onnxruntime as ort
+
+    target = mapped_graph(path)
+    stamp = _stamp(path)
+    try:
+        if (target.parent / "source").read_text() == stamp and target.exists():
+            return target
+    except OSError:
+        pass  # no copy yet
+    building = Path(tempfile.mkdtemp(prefix=target.parent.name + ".", suffix=".tmp", dir=path.parent))
+    try:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # a copy, not a rewrite
+        options.optimized_model_filepath = str(building / target.name)
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
+        options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+        options.log_severity_level = 3
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        (building / "source").write_text(stamp)
+        shutil.rmtree(target.parent, ignore_errors=True)  # a copy of an earlier graph at this path
+        try:
+            os.rename(building, target.parent)
+        except OSError:
+            if not target.exists():
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return target
+
+
 def open_encoder(model_dir: Path, cache_dir: Path, *, threads: int = 1) -> OnnxEncoder:
     """The encoder of the graph cached for `model_dir` in `cache_dir`. `FileNotFoundError` when it was never
     exported; `ValueError` when its vectors no longer match the torch vectors stored in it at export time (say,
-    another onnxruntime); `ImportError` without onnxruntime or tokenizers."""
+    another onnxruntime); `ImportError` without onnxruntime or tokenizers.
+
+    It runs the graph's mapped copy (`mapped_graph`), written now if missing; the graph itself when the copy
+    cannot be written (a read-only cache) or is unusable (then the copy is removed, to be written again)."""
     pipeline = read_pipeline(model_dir)
     path = graph_path(model_dir, cache_dir)
     if not path.exists():
         raise FileNotFoundError(path)
-    session = open_session(path, threads)
+    try:
+        return _checked_encoder(pipeline, path, write_mapped_graph(path), threads)
+    except ImportError:
+        raise
+    except Exception:
+        shutil.rmtree(mapped_graph(path).parent, ignore_errors=True)
+    return _checked_encoder(pipeline, path, path, threads)
+
+
+def _checked_encoder(pipeline: Pipeline, path: Path, run: Path, threads: int) -> OnnxEncoder:
+    session = open_session(run, threads)
     stored = session.get_modelmeta().custom_metadata_map.get(PROBE_META_KEY)
     if stored is None:
-        raise ValueError(f"{path} holds no reference vectors")
+        raise ValueError(f"{run} holds no reference vectors")
     encoder = OnnxEncoder(pipeline, session, path)
     check_against(encoder, np.asarray(json.loads(stored), dtype=np.float32), QUICK_PROBES)
     return encoder

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from uuid import UUID
 
-import psycopg
-
 from ..database.pooler import connection_kwargs
+from ..database.reach import connect
 from ..retrieval.search import EmbeddingUpdate
 from ..store.base import LongTermStore
 from .embedder import MemoryEmbedder
@@ -30,7 +29,7 @@ USERS_WITH_BACKLOG_SQL = (
 async def users_with_backlog(admin_url: str, model: str) -> list[tuple[UUID, int]]:
     """(user, facts without a `model` vector) for every user with some, through an administrative connection."""
     pooled = connection_kwargs(admin_url)
-    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True, **pooled) as conn:
+    async with await connect(admin_url, what="as administrator ", autocommit=True, **pooled) as conn:
         cursor = await conn.execute(USERS_WITH_BACKLOG_SQL, (model,))
         return [(row[0], int(row[1])) for row in await cursor.fetchall()]
 

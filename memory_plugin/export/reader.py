@@ -25,7 +25,9 @@ from .tables import TableInfo, table_info
 __all__ = ["PAGE_ROWS", "export_chunks"]
 
 PAGE_ROWS = 1000
-LARGE_ROW_SECTIONS = {"chats": 20, "conversation_entries": 100, "sessions": 20, "checkpoints": 100, "jobs": 100}
+LARGE_ROW_SECTIONS = {
+    "chats": 20, "conversation_entries": 100, "sessions": 20, "checkpoints": 100, "jobs": 100, "receipts": 100,
+}  # fmt: skip
 
 
 def _page_query(info: TableInfo, order: tuple[str, ...], first: bool) -> sql.Composed:

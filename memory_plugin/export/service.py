@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..database.calls import postgres_errors
 from ..database.pooler import connection_kwargs
-from ..errors import StoreUnavailableError
+from ..database.reach import connect
 from .format import parse_document
 from .reader import export_chunks
 from .writer import ImportReport, import_document
@@ -20,12 +20,9 @@ __all__ = ["PoolExporter", "export_from_url", "import_into_url"]
 
 
 async def _connect(url: str, seconds: float) -> psycopg.AsyncConnection[Any]:
-    try:
-        # connection_kwargs: prepared statements off behind a transaction pooler (port 6543, database.pooler).
-        options = {"connect_timeout": max(1, round(seconds)), **connection_kwargs(url)}
-        return await psycopg.AsyncConnection.connect(url, autocommit=True, **options)
-    except psycopg.OperationalError as exc:
-        raise StoreUnavailableError(f"cannot connect to Postgres: {exc}") from exc
+    # connection_kwargs: prepared statements off behind a transaction pooler (port 6543, database.pooler).
+    options = {"connect_timeout": max(1, round(seconds)), **connection_kwargs(url)}
+    return await connect(url, what="for the export ", autocommit=True, **options)
 
 
 async def export_from_url(

@@ -141,7 +141,11 @@ class ExtractionRun:
     skipped: bool = False
     """True when the pending messages were only small talk: the cursor moved on, no call was made."""
     error: str | None = None
-    """The failure (extraction or storage), if any; the pending messages stay pending for the next trigger."""
+    """The failure (extraction or storage), if any; the pending messages stay pending for the next trigger,
+    except when facts were only set aside (`set_aside`): the rest was written and the cursor moved on."""
+    set_aside: int = 0
+    """Extracted facts not written because, even alone, their write was over a database limit (its
+    `statement_timeout`...): reported (`error`, `MemoryStats.extraction_facts_set_aside`, the log), not retried."""
     summary_asked: bool = False
     """True when the extraction's model call was also asked for the rolling summary (it was due): the
     summary needs no call of its own this turn, whether or not that part succeeded."""

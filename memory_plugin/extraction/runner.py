@@ -10,10 +10,10 @@ from uuid import UUID
 
 from ..background.jobs import EnqueueOutcome, ExtractionJob, JobQueue
 from ..conversions import fact_from_record
-from ..errors import ExtractionError, MemoryPluginError, StoreError, StoreUnavailableError
+from ..errors import ExtractionError, MemoryPluginError, StatementLimitError, StoreError, StoreUnavailableError
 from ..failures import StoreFailures
 from ..logs import LOG_PREFIX, logger
-from ..models import MemorizedFact, MemoryUpdate, Message
+from ..models import MemorizedFact, Message
 from ..quality.matching import is_near_duplicate, keys_of
 from ..quality.outcome import WriteOutcome
 from ..session import SessionBackend, off_the_loop
@@ -21,6 +21,7 @@ from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
 from ..write.pipeline import WritePipeline
 from .base import FactExtractor, SummarizingExtractor, SummaryAnswer, SummaryHost, SummaryRequest
+from .limits import LimitedWrite, write_within_limits
 from .policy import ExtractionCursors, ExtractionPolicy, ExtractionRun, ExtractionTrigger, is_small_talk
 
 FactsWritten = Callable[[str, UUID, WriteOutcome], Awaitable[None]]
@@ -53,6 +54,7 @@ class ExtractionStats:
     extractions_end_of_request: int = 0
     extractions_cadence: int = 0
     extractions_skipped: int = 0
+    extraction_facts_set_aside: int = 0
 
 
 @dataclass(slots=True)
@@ -64,8 +66,10 @@ class ScheduledExtraction:
     messages: int = 0
     """Pending messages handed to the job."""
     outcome: EnqueueOutcome | None = None
-    """"queued" (a new job), "coalesced" (added to the session's waiting job), "full" (refused: the messages
-    stay pending in the session for the next trigger); None when nothing was due."""
+    """"queued" (a new job), "coalesced" (added to the session's waiting job), "deferred" (the user is at their
+    limit of waiting jobs: the messages wait in the user's backlog, a job that becomes due when the user's jobs
+    fall below the limit), "full" (refused: the messages stay pending in the session for the next trigger); None
+    when nothing was due."""
     job_id: int | None = None
     """The job that will extract them."""
     skipped: bool = False
@@ -100,6 +104,8 @@ class ExtractionRunner:
         self._cursors = ExtractionCursors(settings.max_sessions)
         self.jobs_refused = 0
         """Triggers a full queue refused (their messages stayed pending in the session)."""
+        self.jobs_deferred = 0
+        """Triggers whose messages went to the user's backlog (the user was at their limit of waiting jobs)."""
         self.jobs_dropped = 0
         """Jobs not applied because their user was erased or the job cancelled before its write."""
         self.facts_dropped_forgotten = 0
@@ -129,10 +135,11 @@ class ExtractionRunner:
                 run.summary_asked = summary is not None
                 extracted = await self.extract(pending, user_id, known_facts=known, summary=summary)
                 if extracted.facts:
-                    outcome = await self.writer.update(
-                        MemoryUpdate(user_id=user_id, session_id=session_id, new_facts=extracted.facts)
-                    )
-                    run.stored, run.superseded = outcome.stored, outcome.superseded
+                    written = await write_within_limits(self.writer, user_id, session_id, extracted.facts, None)
+                    run.stored, run.superseded = written.stored, written.superseded
+                    if written.set_aside:
+                        run.set_aside, run.error = len(written.set_aside), written.summary()
+                        self._report_set_aside(session_id, written)
                 await self._store_summary(session_id, user_id, summary, extracted.summary)
             except MemoryPluginError as exc:
                 run.error = str(exc)
@@ -159,14 +166,20 @@ class ExtractionRunner:
                 logger.warning("%s could not queue extraction for session %s: %s", LOG_PREFIX, session_id, exc)
                 return ScheduledExtraction(trigger=trigger, messages=len(pending), error=str(exc))
             if outcome == "full":
-                # Backpressure: refuse, never grow. The messages stay pending in the session, so the session's
-                # next trigger carries them (coalesced into one job) once the queue has room.
+                # The user's backlog is full too (10x their limit of waiting jobs): refuse, never grow. The
+                # messages stay pending in the session, and its next trigger carries them once there is room.
                 self.jobs_refused += 1
                 logger.warning(
-                    "%s extraction queue full (%d jobs waiting): session %s keeps %d messages pending",
-                    LOG_PREFIX, self.settings.background_max_pending_jobs, session_id, len(pending),
+                    "%s extraction queue full for user %s (waiting jobs and backlog at their limits): session %s"
+                    " keeps %d messages pending", LOG_PREFIX, user_id, session_id, len(pending),
                 )  # fmt: skip
             else:
+                if outcome == "deferred":
+                    self.jobs_deferred += 1
+                    logger.info(
+                        "%s user %s is at their limit of waiting extraction jobs: %d messages of session %s wait"
+                        " in the user's backlog (job %s)", LOG_PREFIX, user_id, len(pending), session_id, job_id,
+                    )  # fmt: skip
                 self._cursors.advance(session_id, pending)
                 self._count_trigger(trigger)
             return ScheduledExtraction(trigger=trigger, messages=len(pending), outcome=outcome, job_id=job_id)
@@ -191,13 +204,23 @@ class ExtractionRunner:
             self.facts_dropped_forgotten += len(facts) - len(kept)
             if not kept:
                 return
-            update = MemoryUpdate(user_id=job.user_id, session_id=job.session_id, new_facts=kept)
-            outcome = await self.writer.update(update, write_id=job.write_id)
+            written = await write_within_limits(self.writer, job.user_id, job.session_id, kept, job.write_id)
+            if written.set_aside:
+                # What was written stays (the job's parts have their own write ids); the job fails for good with
+                # the reason, so it is kept as a dead job (`status`, `worker --retry-dead`) and the session's
+                # later jobs go on.
+                self._report_set_aside(job.session_id, written)
+                raise StatementLimitError(f"memory job {job.id}: {written.summary()}", limit=written.set_aside[0].limit)
+            outcome = written.merged()
         for listener in list(self._listeners.values()):
             try:
                 await listener(job.session_id, job.user_id, outcome)
             except MemoryPluginError as exc:  # the facts are stored; a listener's failure is only reported
                 logger.warning("%s after a background write of session %s: %s", LOG_PREFIX, job.session_id, exc)
+
+    def _report_set_aside(self, session_id: str, written: LimitedWrite) -> None:
+        self.stats.extraction_facts_set_aside += len(written.set_aside)
+        logger.error("%s extraction of session %s: %s", LOG_PREFIX, session_id, written.summary())
 
     def listen(self, key: object, listener: FactsWritten) -> None:
         """Call `listener(session_id, user_id, outcome)` after each background job of this process writes facts

@@ -28,6 +28,7 @@ from typing import Literal
 
 from ..models import FactCategory
 from .health import looks_spanish, screen_health
+from .health_consent import HealthNotesConsent
 from .own_health import own_clinical_span_bounds
 from .redaction import redact_sensitive
 
@@ -42,15 +43,6 @@ __all__ = [
     "sanitize_fact_text",
     "sanitize_item_text",
 ]
-
-HealthNotesConsent = Literal["off", "keep_notes"]
-"""What a deployment may keep of health statements in verbatim notes (`MemorySettings.health_notes`).
-
-- ``"off"`` (default): the speaker's own clinical detail becomes ``[health detail]`` / ``[dato de salud]``.
-- ``"keep_notes"`` (the user explicitly agreed to keep health notes): the placeholder also says what the
-  condition affects when the sentence names it (``[health detail: affects shifts]``), and a note made only of
-  such detail is kept as that non-clinical note instead of being dropped. Raw clinical detail (diagnosis, drug,
-  dose, result) is never kept in either mode."""
 
 HEALTH_PLACEHOLDER_EN = "[health detail]"
 """What replaces the speaker's own clinical detail in an English note."""

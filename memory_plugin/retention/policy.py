@@ -29,6 +29,13 @@ class RetentionPolicy:
     """Dead background jobs (failed every attempt) are deleted after this long."""
     max_dead_jobs: int = 10_000
     """At most this many dead jobs are kept (the newest), whatever their age (0: no cap)."""
+    checkpoint_days: float = 30
+    """Workflow checkpoints older than this are deleted, whatever `raw_months` says: a checkpoint resumes a
+    workflow interrupted mid-way, which nobody resumes after a month (the newest per user are also capped by
+    count, `checkpoints_per_user`)."""
+    receipt_days: float = 90
+    """Context receipts (what the agent was given on a turn) older than this are deleted (the newest 100 per
+    user are also capped by count)."""
     applied_write_days: float = 30
     """Records of applied writes (which make a replayed write apply once) are kept this long: longer than any
     outage the outage journal must survive."""
@@ -41,7 +48,16 @@ class RetentionPolicy:
             dead_job_days=settings.retention_dead_job_days,
             max_dead_jobs=settings.retention_max_dead_jobs,
             applied_write_days=settings.retention_applied_write_days,
+            checkpoint_days=settings.retention_checkpoint_days,
+            receipt_days=settings.retention_receipt_days,
         )
+
+    def checkpoint_cutoff(self, now: datetime) -> datetime | None:
+        """Checkpoints go at the sooner of `checkpoint_days` and `raw_months` (None: kept forever)."""
+        cutoffs = [
+            c for c in (self.cutoff(now, days=self.checkpoint_days), self.cutoff(now, months=self.raw_months)) if c
+        ]
+        return max(cutoffs) if cutoffs else None
 
     def cutoff(self, now: datetime, *, months: float = 0, days: float = 0) -> datetime | None:
         """The instant before which rows are past `months` or `days` (None: kept forever)."""

@@ -58,7 +58,21 @@ SESSIONS_SQL = """
 delete from memory_private.memory_sessions s
  where s.last_active < extract(epoch from %(cutoff)s::timestamptz)
 """
-CHECKPOINTS_SQL = "delete from memory_private.workflow_checkpoints where created_at < %(cutoff)s"
+# Checkpoints and receipts are only ever inserted and deleted: a row a writer deletes now (the count bound's
+# keep-newest trigger, a user's erase) is skipped, and the age is checked again on the locked row.
+CHECKPOINTS_SQL = """
+with due as (
+    select id from memory_private.workflow_checkpoints where created_at < %(cutoff)s for update skip locked
+)
+delete from memory_private.workflow_checkpoints c using due where c.id = due.id and c.created_at < %(cutoff)s
+"""
+RECEIPTS_SQL = """
+with due as (
+    select user_id, id from memory_private.memory_receipts where created_at < %(cutoff)s for update skip locked
+)
+delete from memory_private.memory_receipts r using due
+ where r.user_id = due.user_id and r.id = due.id and r.created_at < %(cutoff)s
+"""
 DEAD_JOBS_SQL = """
 delete from public.memory_jobs j
  where j.state = 'dead'
@@ -94,9 +108,14 @@ async def apply_retention(
             ("public.conversations", CONVERSATIONS_SQL),
             ("public.conversation_entries", ENTRIES_SQL),
             ("memory_private.memory_sessions", SESSIONS_SQL),
-            ("memory_private.workflow_checkpoints", CHECKPOINTS_SQL),
         ):
             await _step(conn, report, table, query, {"cutoff": raw})
+    checkpoints = policy.checkpoint_cutoff(now)
+    if checkpoints is not None:
+        await _step(conn, report, "memory_private.workflow_checkpoints", CHECKPOINTS_SQL, {"cutoff": checkpoints})
+    receipts = policy.cutoff(now, days=policy.receipt_days)
+    if receipts is not None:
+        await _step(conn, report, "memory_private.memory_receipts", RECEIPTS_SQL, {"cutoff": receipts})
     dead = policy.cutoff(now, days=policy.dead_job_days) or datetime.min.replace(tzinfo=now.tzinfo)
     keep = policy.max_dead_jobs or 2**62
     await _step(conn, report, "public.memory_jobs", DEAD_JOBS_SQL, {"cutoff": dead, "keep": keep})

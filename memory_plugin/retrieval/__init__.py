@@ -4,7 +4,7 @@
 - `weights.py`: the weights of the hybrid score, with the measurements that chose them;
 - `scored.py`: `ScoredMemory`, a hit with the parts of its score;
 - `search.py`: `SearchQuery` (what a store receives) and the Python ranking of the stores without SQL;
-- `rerank.py`: the second stage, the hybrid score's best 50 re-ranked by how they cluster (pure);
+- `rerank.py`: the second stage, the hybrid score's best 100 re-ranked by how they cluster (pure);
 - `searcher.py`: embeds the question, asks the store for the candidates, re-ranks them.
 
 The hybrid ranking runs in SQL, in one round trip: `public.memory_search` in

@@ -8,7 +8,9 @@ before it. So each candidate also gets:
 - `session`, `session_rank`: the relative hybrid score and the rank weight of the best *other* candidate of its
   session (evidence clusters in time);
 - `adjacent`, `adjacent_rank`: the same for the candidate just before or after it in its session;
-- `entity`: the share of the names and numbers the question holds (capitalised words, digits) found in the text.
+- `entity`: the share of the names and numbers the question holds (capitalised words, digits) found in the text;
+- `session_best`: the relative hybrid score of the best candidate of its session, itself included (the
+  session-level view: a turn of the session that answers best, ranked inside it).
 
 The final score is a linear combination of these and of the hybrid score's own parts (`RERANK_WEIGHTS`), fit by
 logistic regression on LoCoMo's development split and measured by cross-validation across conversations
@@ -42,25 +44,28 @@ RERANK_FEATURES = (
     "adjacent",
     "adjacent_rank",
     "entity",
+    "session_best",
 )
 """The reranker's inputs, in the order of `RERANK_WEIGHTS` (`hybrid`: the hybrid score / the best one's)."""
 
 RERANK_WEIGHTS: Mapping[str, float] = {
-    "hybrid": 4.69,
-    "text": 0.341,
-    "vector": 0.11,
-    "neighbour": -0.334,
-    "speaker": 1.534,
-    "date": 0.822,
-    "time": 0.617,
-    "rank": 2.534,
-    "session": -0.644,
-    "session_rank": 1.691,
-    "adjacent": 0.175,
-    "adjacent_rank": 1.649,
-    "entity": 0.843,
+    "hybrid": 3.164,
+    "text": 0.138,
+    "vector": 0.372,
+    "neighbour": -0.421,
+    "speaker": 1.510,
+    "date": 0.775,
+    "time": 0.564,
+    "rank": 1.939,
+    "session": -2.051,
+    "session_rank": 0.787,
+    "adjacent": 0.376,
+    "adjacent_rank": 1.733,
+    "entity": 0.816,
+    "session_best": 5.365,
 }
-"""The coefficients (`python -m bench.locomo_rerank --fit` prints them from the development split)."""
+"""The coefficients (`python -m bench.locomo_rerank --fit --candidates 100 --channels 150` prints them from the
+development split, over the candidates as `memory_search` takes them)."""
 
 _WORD = re.compile(r"[\w'’-]+")
 _NAME_OR_NUMBER = re.compile(r"(?:[A-ZÁÉÍÓÚÑ][\w'’-]+|\d[\d.,:]*)")
@@ -118,6 +123,7 @@ def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[f
         after = following.get(h.memory.id)
         nearest = before if after is None else after if before is None else min(before, after)
         c = h.components
+        best_in_session = max(relative[i], relative[other]) if other is not None else relative[i]
         out.append(
             (
                 relative[i],
@@ -133,6 +139,7 @@ def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[f
                 max(relative[before] if before is not None else 0.0, relative[after] if after is not None else 0.0),
                 _RANK_WEIGHT[nearest] if nearest is not None else 0.0,
                 len(set(names.findall(normalize_key(h.memory.content)))) / len(entities) if names else 0.0,
+                best_in_session,
             )
         )
     return out

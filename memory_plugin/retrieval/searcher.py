@@ -3,6 +3,7 @@ score) and re-ranks them (`rerank.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -12,7 +13,7 @@ from ..logs import LOG_PREFIX, logger
 from ..settings import MemorySettings
 from ..validation import check_text
 from .query import analyze_query
-from .rerank import rerank
+from .rerank import RERANK_WEIGHTS, rerank
 from .scored import ScoredMemory
 from .search import SearchQuery
 from .weights import SearchWeights
@@ -41,6 +42,8 @@ class Searcher:
         self.embedder = embedder
         self.weights = SearchWeights.from_settings(settings)
         """The hybrid score's weights and limits."""
+        self.rerank_weights: Mapping[str, float] = RERANK_WEIGHTS
+        """The reranker's weights (`rerank.RERANK_WEIGHTS`; an input left out weighs 0)."""
         self.stats = SearchStats()
 
     async def search(self, user_id: UUID, query: str, *, limit: int = 10) -> list[ScoredMemory]:
@@ -71,4 +74,4 @@ class Searcher:
                 analysis=analyze_query(query),
             ),
         )
-        return rerank(query, hits, limit) if self.weights.rerank_candidates else hits
+        return rerank(query, hits, limit, self.rerank_weights) if self.weights.rerank_candidates else hits

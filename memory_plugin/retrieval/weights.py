@@ -26,9 +26,12 @@ concatenating Spanish stems to the English ones -0.02 (English function words be
 candidates per channel instead of 50, +0.001; BM25's idf scale (= postings read per word) 2000 instead of 500,
 -0.002.
 
-This is the first stage: `rerank.py` re-orders the hybrid score's best `rerank_candidates` (50) by how they
+This is the first stage: `rerank.py` re-orders the hybrid score's best `rerank_candidates` (100) by how they
 cluster (same session, the turn before or after) and the names the question holds, cross-validated recall@10
-0.730 → 0.792 on the same split (`python -m bench.locomo_rerank`; docs/retrieval.md has the ablation).
+0.730 → 0.801 on the same split with the candidates `memory_search` returns (each channel's best 150; 0.792 with
+50 and no `session_best`; `python -m bench.locomo_rerank --candidates 100 --channels 150`; docs/retrieval.md has
+the ablation). The hybrid score's best 100 hold 0.921 of the evidence, its best 50 0.881 (`python -m
+bench.locomo_candidates`).
 
 A weighted sum beats reciprocal-rank fusion here because it keeps *how much* better a match is: a turn with
 all the rare words of the question and a loose paraphrase are not one rank apart. The fact's own terms
@@ -75,11 +78,14 @@ class SearchWeights:
     """Age at which recency reaches 0."""
     date_slack_days: float = 14.0
     """How far outside a named date a fact still gets part of the date boost."""
-    candidates: int = 50
+    candidates: int = 150
     """Facts taken from each channel (vector, text, date) before the final ranking (through the HNSW index
-    the vector channel takes half as many, at least the limit)."""
-    rerank_candidates: int = 50
-    """The hybrid score's best this many facts go to the reranker (`rerank.py`); 0: no reranker."""
+    the vector channel takes half as many, at least the limit). 150 rather than 50: the reranker's 100 best
+    by the hybrid score are then nearly the best 100 of all (cross-validated recall@10 0.796 with 100 per
+    channel, 0.801 with 150, 0.805 with 250, on LoCoMo dev)."""
+    rerank_candidates: int = 100
+    """The hybrid score's best this many facts go to the reranker (`rerank.py`); 0: no reranker. 100 rather
+    than 50: cross-validated recall@10 0.790 → 0.804 on LoCoMo dev (80: 0.799)."""
     exact_scan_below: int = 2000
     """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan), unless
     they are a small share of their partition (then the threshold is higher: `MEMORY_SEARCH_EXACT_SCAN_BELOW`)."""

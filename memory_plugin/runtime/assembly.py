@@ -1,18 +1,21 @@
 """`assemble`: the manager's composition root. It chooses and opens the backends a manager runs on: the
 long-term store (the embedded server or `database_url`, migrated, wrapped in `ResilientStore` unless
 `resilient_store=False`), the session backend, and the ONE psycopg pool every Postgres backend of the process
-shares (store, job queue, slots and summaries): the caller hands the pool in, backends never open their own.
+shares (store, sessions, job queue, slots and summaries): the caller hands the pool in, backends never open
+their own.
 
-The Postgres session store keeps a pool of its own: its API is synchronous (called off the event loop), so it
-cannot borrow an async pool, and every one of its statements runs as `memory_worker` from the connection's
-start (`database/roles.worker_role_url`). The shared pool connects as the store's role (`memory_plugin_app` on
-the embedded default); the queue and the context store switch role per statement, transaction-locally, as the
-store does (`memory_worker`, `authenticated` with the user's claims), so least privilege is unchanged.
+The shared pool connects as the store's role (`memory_plugin_app` on the embedded default); the sessions, the
+queue and the context store switch role per transaction or statement, transaction-locally, as the store does
+(`memory_worker`, `authenticated` with the user's claims), so least privilege is unchanged. Only when the
+database was down at start (the store in fallback, no pool yet) does the Postgres session store open a pool of
+its own, as `memory_worker` from the connection's start (`database/roles.worker_role_url`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +29,11 @@ from ..outage import ResilientStore, WriteJournal
 from ..session import SessionBackend
 from ..settings import MemorySettings
 from ..store import LongTermStore
+from ..store.postgres import PostgresStore
+from ..store.sealed import sealed_if_keys
 from .connector import DatabaseConnector
 
-__all__ = ["Assembly", "SharedPool", "assemble"]
+__all__ = ["Assembly", "SharedPool", "assemble", "open_database"]
 
 SharedPool = AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
 """The one pool: autocommit, rows as dicts (`store/postgres.py` opens it)."""
@@ -54,9 +59,13 @@ class Assembly:
     def pool(self) -> SharedPool | None:
         """The shared pool, once the store reached the database (None: a store passed in, or a database
         down at start: the queue then runs in RAM and the context store on a pool of its own, as before)."""
-        if self.connector is None or self.connector.store is None or self.connector.store.pool.closed:
-            return None
-        return self.connector.store.pool
+        return _shared_pool(self.connector)
+
+
+def _shared_pool(connector: DatabaseConnector | None) -> SharedPool | None:
+    if connector is None or connector.store is None or connector.store.pool.closed:
+        return None
+    return connector.store.pool
 
 
 def _library_url(settings: MemorySettings, connector: DatabaseConnector | None) -> str | None:
@@ -86,19 +95,25 @@ async def assemble(settings: MemorySettings, *, store: LongTermStore | None = No
             )
         else:
             store = await connector()
+    # Outside the outage wrapper: its journal and cache hold sealed text too.
+    store = sealed_if_keys(store, settings)
     try:
         await store.start()  # a resilient store connects (or falls back) and replays an earlier run's journal
-        sessions = await _sessions(settings, connector)
+        sessions = await _sessions(settings, connector, _shared_pool(connector))
     except BaseException:
         await store.close()
         raise
     return Assembly(settings, store, sessions, connector)
 
 
-async def _sessions(settings: MemorySettings, connector: DatabaseConnector | None) -> SessionBackend | None:
+async def _sessions(
+    settings: MemorySettings, connector: DatabaseConnector | None, pool: SharedPool | None
+) -> SessionBackend | None:
     if settings.session_backend == "postgres":  # shared by every worker: on the database in use
         from ..session.postgres_store import postgres_sessions_from_settings
 
+        if pool is not None:
+            return postgres_sessions_from_settings(settings, pool=pool)
         url = _library_url(settings, connector)
         if url is None:
             raise MemoryPluginError(
@@ -115,3 +130,19 @@ async def _sessions(settings: MemorySettings, connector: DatabaseConnector | Non
 
         return await asyncio.to_thread(redis_sessions_from_settings, settings)
     return None
+
+
+@asynccontextmanager
+async def open_database(settings: MemorySettings, *, keep_running: bool = False) -> AsyncIterator[PostgresStore]:
+    """The settings' database for a face that serves it without a manager (`memory-plugin serve`): the embedded
+    server started (and restarted whenever it dies while open; `keep_running`: it stays up after the process)
+    or `database_url`, migrated (through `admin_database_url` when set), the one pool connected as the
+    library's role (`memory_plugin_app` on the embedded default; its superuser only migrates). The API's
+    chats, export and memory switch share the store's pool. Closed on exit."""
+    connector = DatabaseConnector(settings, keep_running=keep_running)
+    store = await connector()
+    try:
+        yield store
+    finally:
+        await store.close()
+        await connector.stop_supervising()

@@ -4,6 +4,7 @@ migrates (through the administrative URL when there is one), connects."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import psycopg
 from psycopg_pool import PoolTimeout
@@ -37,7 +38,8 @@ class DatabaseConnector:
     prints, for psql and administrative work), while the store connects as the least-privileged role
     `memory_plugin_app` (see `roles`)."""
 
-    def __init__(self, settings: MemorySettings) -> None:
+    def __init__(self, settings: MemorySettings, *, keep_running: bool = False) -> None:
+        """`keep_running`: an embedded server started here stays up after this process (`memory-plugin serve`)."""
         self.settings = settings
         self.url = settings.database_url.get_secret_value() if settings.database_url is not None else None
         self._embedded: EmbeddedPostgres | None = None
@@ -48,7 +50,7 @@ class DatabaseConnector:
         if self.url is not None:
             self.identity = database_identity(self.url)
         else:
-            self._embedded = EmbeddedPostgres.from_settings(settings)
+            self._embedded = EmbeddedPostgres.from_settings(settings, keep_running=keep_running)
             self.identity = f"embedded:{self._embedded.pgdata.resolve()}/{self._embedded.database}"
 
     async def __call__(self) -> PostgresStore:
@@ -111,6 +113,14 @@ class DatabaseConnector:
             admin_url, connect_timeout=s.connect_timeout_seconds, pooler=s.database_pooler
         ) as admin:
             await admin.migrate()
+
+    async def stop_supervising(self) -> None:
+        """Stop restarting the embedded server (after the store closed; the task also ends by itself then)."""
+        task, self._supervisor = self._supervisor, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _supervise(self, store: PostgresStore) -> None:
         """The manager owns the embedded server: restart it whenever it dies, as long as the store is open

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..background import QueueStatus
+from ..conversions import refuse_sealed
 from ..database.urls import masked_url
 from ..embeddings.reembed import reembed_user
 from ..errors import InvalidMemoryInputError, MemoryPluginError
@@ -38,7 +39,7 @@ class ControlFacade(LongTermFacade):
     async def list_memory(self, user_id: str | UUID, *, limit: int = 1000) -> list[MemoryRecord]:
         """Every stored item of the user, newest first (for `memory-plugin inspect` and exports)."""
         self._check_open()
-        return await self.store.list_records(parse_user_id(user_id), limit=limit)
+        return refuse_sealed(await self.store.list_records(parse_user_id(user_id), limit=limit))
 
     async def search_text(self, user_id: str | UUID, text: str, *, limit: int = 10) -> list[MemoryRecord]:
         """Stored items whose content contains `text` (case-insensitive)."""
@@ -46,7 +47,7 @@ class ControlFacade(LongTermFacade):
         if not text.strip():
             raise InvalidMemoryInputError("search text must not be empty")
         check_text(text, "search text", MAX_ENTITY_CHARS)
-        return await self.store.search_text(parse_user_id(user_id), text, limit=limit)
+        return refuse_sealed(await self.store.search_text(parse_user_id(user_id), text, limit=limit))
 
     async def forget(self, user_id: str | UUID, item_id: str | UUID) -> bool:
         """Delete one stored item of the user; returns whether it existed. Background jobs of the user queued
@@ -57,8 +58,10 @@ class ControlFacade(LongTermFacade):
         pending = await queue.status()
         if pending.depth or pending.dead:
             # Marked before the delete: a job writing now either sees the mark, or finishes first and its
-            # write is deleted with the rest (the queue holds the job's row while it writes).
-            forgotten = [r.content for r in await self.store.list_records(uid, limit=100_000) if r.id == record_id]
+            # write is deleted with the rest (the queue holds the job's row while it writes). A sealed fact's text
+            # is not marked: the mark is stored in the jobs' payload, in the clear.
+            records = await self.store.list_records(uid, limit=100_000)
+            forgotten = [r.content for r in records if r.id == record_id and not r.sensitive]
             if forgotten:
                 await queue.forget(uid, forgotten)
         return await self.store.delete(uid, record_id)
@@ -90,12 +93,12 @@ class ControlFacade(LongTermFacade):
         them — `update_memory` and `remember` raise `MemoryPausedError`, extraction (inline, queued, or already
         queued) stores nothing — and reads work as before. Kept in the database: every process sees it."""
         self._check_open()
-        await self.consent.set_paused(parse_user_id(user_id), paused)
+        await self._consent.set_paused(parse_user_id(user_id), paused)
 
     async def memory_paused(self, user_id: str | UUID) -> bool:
         """Whether the user's memory is paused (`pause_memory`)."""
         self._check_open()
-        return await self.consent.paused(parse_user_id(user_id))
+        return await self._consent.paused(parse_user_id(user_id))
 
     async def backend_status(self) -> BackendStatus:
         """Which backend serves long-term memory, whether the database answers (pinged now), the journal's
@@ -116,6 +119,6 @@ class ControlFacade(LongTermFacade):
             "backend": self.store.backend_name,
             "database_url": masked_url(self.database_url) if self.database_url else None,
             "extractor": self.extractor.name,
-            "live_sessions": len(self.sessions) if isinstance(self.sessions, Sized) else None,
+            "live_sessions": len(self._sessions) if isinstance(self._sessions, Sized) else None,
             "stats": {name: getattr(stats, name) for name in MemoryStats.__slots__},
         }

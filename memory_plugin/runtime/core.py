@@ -22,7 +22,7 @@ from ..extraction.runner import ExtractionRunner, ScheduledExtraction
 from ..failures import StoreFailures
 from ..formatting import MemoryFormat
 from ..retrieval.searcher import Searcher
-from ..session import SessionBackend
+from ..session import SessionBackend, SessionCalls
 from ..settings import MemorySettings
 from ..stats import MemoryStats
 from ..store import LongTermStore
@@ -48,13 +48,14 @@ class FacadeCore:
     settings: MemorySettings
     store: LongTermStore
     embedder: MemoryEmbedder | None
-    sessions: SessionBackend
-    failures: StoreFailures
-    searcher: Searcher
-    context_reader: ContextReader
-    writer: WritePipeline
-    extraction: ExtractionRunner
-    consent: ConsentStore
+    _sessions: SessionBackend
+    _session_calls: SessionCalls
+    _failures: StoreFailures
+    _searcher: Searcher
+    _context_reader: ContextReader
+    _writer: WritePipeline
+    _extraction: ExtractionRunner
+    _consent: ConsentStore
     _format: MemoryFormat
     _closed: bool
     _messages_added: int
@@ -79,12 +80,12 @@ class FacadeCore:
     @property
     def extractor(self) -> FactExtractor:
         """The fact extractor (a model, or the offline rules)."""
-        return self.extraction.extractor
+        return self._extraction.extractor
 
     @property
     def policy(self) -> ExtractionPolicy:
         """When extraction runs (triggers, cadence)."""
-        return self.extraction.policy
+        return self._extraction.policy
 
     def extracts_inline(self, choice: bool | None = None) -> bool:
         """Whether an extraction runs before a turn returns (True) or is queued for the background worker:
@@ -96,22 +97,22 @@ class FacadeCore:
     def stats(self) -> MemoryStats:
         """Counters since the manager opened (a snapshot: read it again after more calls)."""
         return MemoryStats.collect(
-            self.writer.stats,
-            self.writer.admission.stats,
-            self.extraction.stats,
-            self.searcher.stats,
-            self.failures,
+            self._writer.stats,
+            self._writer.admission.stats,
+            self._extraction.stats,
+            self._searcher.stats,
+            self._failures,
             _Messages(self._messages_added, self._exchanges_not_recorded),
         )
 
     # --- background extraction (docs/background.md): the supervisor's (runtime/supervisor.py) ---------------------
     async def _run_job(self, job: ExtractionJob, queue: JobQueue, worker: str) -> None:
         """A queued extraction, unless its user paused memory since it was queued (then it is done, unwritten)."""
-        if await self.consent.paused(job.user_id):
+        if await self._consent.paused(job.user_id):
             async with queue.hold(job, worker):
                 pass  # a clean exit completes (removes) the job: left leased, it would run again at every lease end
             return
-        await self.extraction.run_job(job, queue, worker)
+        await self._extraction.run_job(job, queue, worker)
 
     def _background(self) -> tuple[JobQueue, BackgroundWorker | None]:
         return self._supervisor.background()
@@ -122,13 +123,14 @@ class FacadeCore:
         """Queue one batched extraction if the extraction policy says so (as `extract_if_due` decides), and
         return at once: a background worker extracts and stores the facts. Until it has, the next turn does
         not see them (`flush()` waits for it; docs/background.md). When the queue is full the messages stay
-        pending in the session for its next trigger (`outcome == "full"`)."""
+        pending in the session for its next trigger (`outcome == "full"`); a user at their limit of waiting jobs has
+        them deferred in their backlog (`outcome == "deferred"`)."""
         self._check_open()
         uid = parse_user_id(user_id)
-        if await self.consent.paused(uid):
+        if await self._consent.paused(uid):
             return ScheduledExtraction()
         queue, _ = self._background()
-        scheduled = await self.extraction.schedule(
+        scheduled = await self._extraction.schedule(
             queue, check_session_id(session_id), uid, end_of_request=end_of_request
         )
         if scheduled.job_id is not None:
@@ -157,7 +159,7 @@ class FacadeCore:
         self._check_open()
         queue, _ = self._background()
         status = await queue.status()
-        return dataclasses.replace(status, refused=self.extraction.jobs_refused)
+        return dataclasses.replace(status, refused=self._extraction.jobs_refused)
 
     async def retry_dead_jobs(self, user_id: str | UUID | None = None) -> int:
         """Queue the dead background jobs again (all, or the user's), with fresh attempts; returns how many."""
@@ -183,7 +185,7 @@ class FacadeCore:
 
     async def _check_not_paused(self, user_id: UUID) -> None:
         # With a database the write's own statement refuses it (StorePausedError): no read first.
-        if not self.consent.enforced_by_database and await self.consent.paused(user_id):
+        if not self._consent.enforced_by_database and await self._consent.paused(user_id):
             raise MemoryPausedError(f"user {user_id} paused their memory: nothing is stored until they resume it")
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from ..conversions import fact_from_record
@@ -20,10 +20,6 @@ from ..validation import (
     parse_user_id,
 )
 from ..write.notes import Note
-
-if TYPE_CHECKING:
-    pass
-
 from .short_term import ShortTermFacade
 
 __all__ = ["LongTermFacade"]
@@ -50,7 +46,7 @@ class LongTermFacade(ShortTermFacade):
         self._check_open()
         if isinstance(update, MemoryUpdate):  # anything else: the writer says what is wrong with it
             await self._check_not_paused(update.user_id)
-        return await self.writer.update(update)
+        return await self._writer.update(update)
 
     async def fact_history(
         self, user_id: str | UUID, *, at: datetime | None = None, include_invalid: bool = True, limit: int = 1000
@@ -73,7 +69,7 @@ class LongTermFacade(ShortTermFacade):
         (`sanitize_fact`), relative dates resolved against `fact.timestamp`, expiry of temporary facts.
         Returns the fact to store, or None when it must not be stored. Raises `InvalidMemoryInputError`."""
         self._check_open()
-        return self.writer.admission.admit(fact, parse_user_id(user_id))
+        return self._writer.admission.admit(fact, parse_user_id(user_id))
 
     def sanitize_fact(self, fact: MemorizedFact) -> MemorizedFact | None:
         """The sensitive-data hook every write path calls before a fact is stored.
@@ -84,7 +80,7 @@ class LongTermFacade(ShortTermFacade):
         Counted in `stats` and logged without the sensitive text. Pure otherwise: nothing is written.
         The rules: `memory_plugin.privacy.sanitize_fact_text`.
         """
-        return self.writer.admission.sanitize_fact(fact)
+        return self._writer.admission.sanitize_fact(fact)
 
     # --- extraction ------------------------------------------------------------------------------------------
     async def extract_facts_from_conversation(
@@ -99,7 +95,7 @@ class LongTermFacade(ShortTermFacade):
         can name the one it replaces.
         """
         self._check_open()
-        return (await self.extraction.extract(messages, parse_user_id(user_id), known_facts=known_facts)).facts
+        return (await self._extraction.extract(messages, parse_user_id(user_id), known_facts=known_facts)).facts
 
     async def remember_from_session(self, session_id: str, user_id: str | UUID) -> list[MemorizedFact]:
         """Extract facts from the session's messages not extracted yet and store them, now. Failures are
@@ -107,9 +103,9 @@ class LongTermFacade(ShortTermFacade):
         for the next extraction."""
         self._check_open()
         uid = parse_user_id(user_id)
-        if await self.consent.paused(uid):
+        if await self._consent.paused(uid):
             return []
-        run = await self.extraction.run(check_session_id(session_id), uid, force=True)
+        run = await self._extraction.run(check_session_id(session_id), uid, force=True)
         return run.stored
 
     async def extract_if_due(
@@ -122,9 +118,9 @@ class LongTermFacade(ShortTermFacade):
         `ExtractionRun.error`, and the messages stay pending."""
         self._check_open()
         uid = parse_user_id(user_id)
-        if await self.consent.paused(uid):
+        if await self._consent.paused(uid):
             return ExtractionRun()
-        return await self.extraction.run(check_session_id(session_id), uid, end_of_request=end_of_request)
+        return await self._extraction.run(check_session_id(session_id), uid, end_of_request=end_of_request)
 
     # --- remember and search (query-aware retrieval) -------------------------------------------------------
     async def remember(
@@ -138,13 +134,16 @@ class LongTermFacade(ShortTermFacade):
         metadata: Mapping[str, Any] | None = None,
         session_id: str | None = None,
         importance: int = 3,
+        sensitive: bool = False,
     ) -> MemoryRecord:
         """Store `content` as given, without a model call (mem0's `infer=False`), with its embedding.
 
         Only an exact repeat (same category, content and metadata) merges into the stored memory, reinforcing
         it; anything else is a new memory. Sensitive data is redacted first, as for extracted facts. Returns
         the stored row. Raises `InvalidMemoryInputError` for bad input, or when nothing is left once the
-        sensitive-data filter has run (nothing is stored).
+        sensitive-data filter has run (nothing is stored). `sensitive=True` stores it encrypted (needs
+        `MEMORY_ENCRYPTION_KEYS`, else `EncryptionKeyError`): shown to its owner and in the context, never
+        found by `search` (docs/privacy.md).
 
             fact = await memory.remember(user_id, "Prefiere aluminio 7075", category="preference",
                                          occurred_at=dt, metadata={"dia_id": "D1:3"})
@@ -157,6 +156,7 @@ class LongTermFacade(ShortTermFacade):
             metadata=dict(metadata or {}),
             session_id=session_id,
             importance=importance,
+            sensitive=sensitive,
         )
         (outcome,) = (await self.remember_many_detailed(user_id, [note])).notes
         if outcome.record is None:
@@ -176,7 +176,7 @@ class LongTermFacade(ShortTermFacade):
         self._check_open()
         uid = parse_user_id(user_id)
         await self._check_not_paused(uid)
-        return await self.writer.remember_many(uid, notes)
+        return await self._writer.remember_many(uid, notes)
 
     async def search(self, user_id: str | UUID, query: str, *, limit: int = 10) -> list[ScoredMemory]:
         """The user's memories that best answer `query`, best first, each with its score and the score's parts.
@@ -187,4 +187,24 @@ class LongTermFacade(ShortTermFacade):
         if the embedder fails the search runs on the text signals (counted in `stats.embedding_failures`).
         """
         self._check_open()
-        return await self.searcher.search(parse_user_id(user_id), query, limit=limit)
+        return await self._searcher.search(parse_user_id(user_id), query, limit=limit)
+
+    # --- embeddings ----------------------------------------------------------------------------------------------
+    async def embedding_backlog(self, user_id: str | UUID) -> int:
+        """How many of the user's facts have no vector of the current embedding model (0 without one)."""
+        self._check_open()
+        if self.embedder is None:
+            return 0
+        uid = parse_user_id(user_id)
+        return len(await self.store.embedding_backlog(uid, self.embedder.name, limit=1_000_000))
+
+    async def reembed(self, user_id: str | UUID, *, on_progress: Callable[[int], None] | None = None) -> int:
+        """Give each of the user's facts a vector of the current embedding model (`memory-plugin reembed`), in
+        batches, as the user (RLS applies as for any write); `on_progress(n)` after each batch. Returns the
+        vectors stored (0 without an embedding model)."""
+        self._check_open()
+        if self.embedder is None:
+            return 0
+        from ..embeddings.reembed import reembed_user
+
+        return await reembed_user(self.store, self.embedder, parse_user_id(user_id), on_progress=on_progress)

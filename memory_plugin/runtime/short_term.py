@@ -10,18 +10,18 @@ from ..errors import InvalidMemoryInputError, MemoryPluginError
 from ..formatting import format_memory_for_agent
 from ..logs import LOG_PREFIX, logger
 from ..models import MemoryContext, Message, ShortTermMemory
-from ..session import off_the_loop
 from ..validation import (
     MAX_ENTITY_CHARS,
     check_session_id,
     check_text,
     parse_user_id,
 )
-from .turn import TurnOutcome, finish_turn
+from .turn import Turn
 
 if TYPE_CHECKING:
     from ..context.builder import ContextBuilder
     from ..context.receipt import ContextReceipt
+    from ..context.receipt_store import StoredReceipt
     from ..manager import MemoryManager
 
 from .core import FacadeCore
@@ -53,10 +53,10 @@ class ShortTermFacade(FacadeCore):
             raise InvalidMemoryInputError(f"message must be a Message, got {type(message).__name__}")
         check_text(message.content, "message content", self.settings.max_message_chars)
         self._messages_added += 1
-        sessions = self.sessions
+        sessions = self._sessions
         if not sessions.blocking:
             return sessions.add_message(session_id, message, user_id=uid)
-        return await off_the_loop(sessions, lambda: sessions.add_message(session_id, message, user_id=uid))
+        return await self._session_calls.add_message(session_id, message, user_id=uid)
 
     def _remember_session_id(self, session_id: str) -> None:
         """Validate `session_id` (`check_session_id`) and remember it as valid; the memory of valid ids is
@@ -84,7 +84,7 @@ class ShortTermFacade(FacadeCore):
                     raise InvalidMemoryInputError(f"entity values must be strings, got {value!r} for {kind!r}")
                 check_text(value, f"entity {kind!r}", MAX_ENTITY_CHARS)
             clean[check_text(kind, "entity kind", MAX_ENTITY_CHARS)] = items
-        await off_the_loop(self.sessions, lambda: self.sessions.update_entities(session_id, clean, user_id=uid))
+        await self._session_calls.update_entities(session_id, clean, user_id=uid)
 
     async def update_session_intents(self, session_id: str, intent: str, *, user_id: str | UUID | None = None) -> None:
         """Record an intent detected in the session (the owner rule is `add_message`'s)."""
@@ -94,7 +94,7 @@ class ShortTermFacade(FacadeCore):
         if not isinstance(intent, str) or not intent.strip():
             raise InvalidMemoryInputError("intent must be a non-empty string")
         intent = check_text(intent, "intent", MAX_ENTITY_CHARS)
-        await off_the_loop(self.sessions, lambda: self.sessions.add_intent(session_id, intent, user_id=uid))
+        await self._session_calls.add_intent(session_id, intent, user_id=uid)
 
     async def get_short_term(self, session_id: str, *, user_id: str | UUID | None = None) -> ShortTermMemory:
         """The session's messages, entities and intents (empty when unknown or expired; the owner rule is
@@ -102,7 +102,7 @@ class ShortTermFacade(FacadeCore):
         self._check_open()
         uid = parse_user_id(user_id) if user_id is not None else None
         sid = check_session_id(session_id)
-        return await off_the_loop(self.sessions, lambda: self.sessions.snapshot(sid, user_id=uid))
+        return await self._session_calls.snapshot(sid, user_id=uid)
 
     def check_message(self, session_id: str, user_id: str | UUID | None, text: str) -> None:
         """Raise `InvalidMemoryInputError` now if a turn with `text` could not be recorded for this session and
@@ -129,33 +129,13 @@ class ShortTermFacade(FacadeCore):
             return False
         return True
 
-    async def finish_turn(
-        self,
-        session_id: str,
-        user_id: str | UUID | None,
-        *,
-        prompt: str | None = None,
-        answer: str | None = None,
-        extract: bool = True,
-        inline: bool | None = None,
-        end_of_request: bool = False,
-        context: ContextBuilder | None = None,
-    ) -> TurnOutcome:
-        """End one turn as every face does (`runtime/turn.py`): record the exchange (`prompt`, `answer`; None:
-        recorded already), extract now or queue (`inline`; None: the settings' choice) when the policy says it
-        is due, patch `context`'s slots and summary. Never raises for memory: see `TurnOutcome`."""
+    def turn(self, session_id: str, user_id: str | UUID | None) -> Turn:
+        """One turn of `session_id` for `user_id`, the same for every face (`runtime/turn.py`): `await
+        turn.start(prompt)` checks it and reads its context before the model call; `await turn.finish(prompt=…,
+        answer=…)` records the exchange, extracts now or queues (the policy decides), and patches the slots and
+        summary, reporting (`TurnOutcome`) instead of raising for memory."""
         self._check_open()
-        return await finish_turn(
-            cast("MemoryManager", self),
-            session_id,
-            user_id,
-            prompt=prompt,
-            answer=answer,
-            extract=extract,
-            inline=inline,
-            end_of_request=end_of_request,
-            context=context,
-        )
+        return Turn(cast("MemoryManager", self), session_id, user_id)
 
     def should_extract(self, messages_seen: int) -> bool:
         """A plain count: True after every `extract_every_n_messages` messages of a session.
@@ -185,10 +165,10 @@ class ShortTermFacade(FacadeCore):
         uid = parse_user_id(user_id) if user_id is not None else None
         # With a user, the turn starts here: an unknown session is bound to that user, so the session-only
         # calls that follow (`add_message(session_id, m)`) write this user's session.
-        short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=uid, bind=True))
+        short = await self._session_calls.snapshot(session_id, user_id=uid, bind=True)
         if uid is None:
             return MemoryContext(session_id=session_id, short_term=short)
-        return await self.context_reader.read(session_id, uid, short, query=query)
+        return await self._context_reader.read(session_id, uid, short, query=query)
 
     async def context_builder(self) -> ContextBuilder:
         """The manager's context assembly (`context/builder.py`): one token budget for profile, slots, rolling
@@ -205,13 +185,24 @@ class ShortTermFacade(FacadeCore):
                 self._context = await ContextBuilder.open(
                     cast("MemoryManager", self), self.settings, database_url=url, wait=False, pool=pool
                 )
-                self._context.follow(self.extraction)
+                self._context.follow(self._extraction)
         return self._context
+
+    def keep_context_current(self, builder: ContextBuilder) -> None:
+        """Keep `builder` (a context builder of your own; the manager's own follows from its first use) current
+        with this manager's extraction: the facts its background jobs write patch the slots, and a summary due
+        on a job is written in the job's own model call (`ContextBuilder.follow`)."""
+        builder.follow(self._extraction)
 
     def last_receipt(self, session_id: str, user_id: str | UUID | None = None) -> ContextReceipt | None:
         """What the last context built in this process for `session_id` and `user_id` held: facts injected and
         why, tokens per part, what was cut (`ContextReceipt`); None when none was built here."""
         return self._context.last_receipt(session_id, user_id) if self._context is not None else None
+
+    async def receipts(self, user_id: str | UUID, *, limit: int = 20) -> list[StoredReceipt]:
+        """What the agent was given on the user's past turns, newest first, whichever process ran them: the
+        stored receipts (the newest 100 per user), facts with their current text."""
+        return await (await self.context_builder()).store.receipts(parse_user_id(user_id), limit=limit)
 
     def format_memory_for_agent(self, context: MemoryContext) -> str:
         """The compact, fenced memory block for an agent's instructions ("" when nothing is known). Pure."""

@@ -38,6 +38,7 @@ def fact_item(fact: MemorizedFact, session_id: str | None, vocabulary: Vocabular
         match_guard=match_guard(fact.content, vocabulary),
         match_words=match_words(fact.content),
         replaces=fact.replaces,
+        sensitive=fact.sensitive,
     )
 
 

@@ -47,6 +47,9 @@ class Note(MemoryModel):
     """How sure it is (stated as given: 1.0 by default)."""
     source: FactSource = "explicit"
     """Stated by the user (default) or inferred."""
+    sensitive: bool = False
+    """Store it encrypted (needs `MemorySettings.encryption_keys`): not found by search, never embedded
+    (docs/privacy.md)."""
 
     @field_validator("occurred_at", "expires_at")
     @classmethod
@@ -100,4 +103,5 @@ def note_item(note: Note) -> MemoryItem:
         occurred_at=note.occurred_at,
         expires_at=note.expires_at,
         metadata=dict(note.metadata),
+        sensitive=note.sensitive,
     )

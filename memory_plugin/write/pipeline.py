@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from uuid import UUID, uuid5
 
 from ..conversions import fact_from_record
+from ..crypto.policy import mark_sensitive
 from ..embeddings import MemoryEmbedder
 from ..errors import EmbeddingError, InvalidMemoryInputError
 from ..logs import LOG_PREFIX, logger
@@ -78,6 +79,9 @@ class WritePipeline:
         """Items per user and second (`MemoryLimitError` beyond)."""
         self.fact_limit = FactLimit(settings.max_facts_per_user, store)
         """Fact rows per user (`MemoryLimitError` beyond)."""
+        self.encrypting = bool(getattr(store, "seals_sensitive", False))
+        """The store seals sensitive items (`store/sealed.py`): they are marked and never embedded; otherwise an
+        item marked sensitive is refused."""
 
     async def update(self, update: MemoryUpdate, *, write_id: UUID | None = None) -> WriteOutcome:
         """Persist a `MemoryUpdate`; see `MemoryManager.update_memory_detailed`. `write_id`: the store's
@@ -104,6 +108,7 @@ class WritePipeline:
         # Folding by meaning below leaves at least one item: a user with no room for one is refused before
         # the embedding, which a flood would otherwise pay for on every refused write.
         self.rate_limit.check(update.user_id, 1)
+        items = mark_sensitive(items, self.settings.sensitive_categories, encrypting=self.encrypting)
         items = await self.embed_items(items)
         # Then paraphrases by meaning (same category, guard and model), once the facts have their vectors.
         items, folded_by_meaning = fold_semantic_duplicates(items, self.rules.embedding_threshold)
@@ -158,6 +163,7 @@ class WritePipeline:
             unique = list({item.content_hash: item for _, item, _ in accepted}.values())
             self.rate_limit.take(user_id, len(unique))
             await self.fact_limit.check(user_id, len(unique))
+            unique = mark_sensitive(unique, self.settings.sensitive_categories, encrypting=self.encrypting)
             unique = await self.embed_items(unique)
             records = await self.upsert_chunked(
                 user_id, unique, WriteRules(reinforcement_step=self.rules.reinforcement_step)
@@ -207,7 +213,10 @@ class WritePipeline:
         the facts are stored without vectors: counted, logged, found by text until `memory-plugin reembed` fills
         them."""
         embedder = self.embedder
-        todo = [i for i, item in enumerate(items) if item.kind == "fact" and item.embedding is None]
+        # Never a sensitive fact: its vector would be stored in the clear (and sent to an embedding API).
+        todo = [
+            i for i, item in enumerate(items) if item.kind == "fact" and item.embedding is None and not item.sensitive
+        ]
         if embedder is None or not todo:
             return items
         windows = [embedding_windows(items[i].content) for i in todo]

@@ -46,6 +46,10 @@ create table public.user_memory (
     match_key          text,
     match_guard        text,
     match_words        text[],
+    -- The key a sealed row's content is encrypted with (memory_plugin/crypto: 'sealed:v1:<key id>:<base64>'),
+    -- read from the content itself, so the write functions need not know about sealing; null for plain rows.
+    key_id             text generated always as
+                           (case when content like 'sealed:v1:%' then split_part(content, ':', 3) end) stored,
     constraint user_memory_user_id_content_hash_key unique (user_id, content_hash),
     constraint user_memory_category_check check (
         (kind = 'fact' and category in ('preference', 'requirement', 'constraint', 'feedback', 'rejection',
@@ -74,6 +78,8 @@ comment on column public.user_memory.archived_at is 'Set by maintenance when its
 comment on column public.user_memory.metadata is 'Caller-supplied extras (e.g. a conversation turn id, a speaker).';
 comment on column public.user_memory.content_hash is
     'Internal (memory_plugin): sha256 of the normalised content; unique per user, so repeats reinforce instead of duplicating.';
+comment on column public.user_memory.key_id is
+    'Id of the key a sealed (encrypted) row is sealed with, read from its content; null: plain text. Sealed rows have no search row, vector or near-duplicate keys.';
 comment on column public.user_memory.slot is
     'Internal (memory_plugin), facts: the single-valued subject it is about (budget, lead_time, material:7075); a newer current fact of the same slot supersedes it.';
 comment on column public.user_memory.match_key is
@@ -112,6 +118,8 @@ create index user_memory_fact_slot_idx on public.user_memory (user_id, slot)
 create index user_memory_superseded_by_idx on public.user_memory (superseded_by) where superseded_by is not null;
 -- Dates a question names ("on 13 October 2023") are matched against occurred_at.
 create index user_memory_fact_occurred_idx on public.user_memory (user_id, occurred_at) where kind = 'fact';
+-- `memory-plugin rotate-key` finds the rows sealed under keys other than the active one (few, or none).
+create index user_memory_key_id_idx on public.user_memory (key_id, id) where key_id is not null;
 
 create function memory_private.user_memory_touch_updated_at() returns trigger
     language plpgsql

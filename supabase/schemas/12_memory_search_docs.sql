@@ -101,7 +101,9 @@ grant all on table public.memory_search_docs to service_role;
 
 -- Every fact gets its search row when written; a changed text drops the stale embedding. Runs as the writer
 -- (security invoker, the default for triggers), under the same RLS. Update first, insert when there is no
--- row: the insert trigger of memory_search_docs counts rows and numbers them, once per fact.
+-- row: the insert trigger of memory_search_docs counts rows and numbers them, once per fact. A sealed fact
+-- (key_id set: encrypted by memory_plugin/crypto) gets no search row, and loses one it had: the row's text,
+-- tsvector and postings would be its plain text's, which must not be at rest.
 create function memory_private.memory_search_docs_sync() returns trigger
     language plpgsql
     set search_path = ''
@@ -110,6 +112,15 @@ declare
     v_speaker text := nullif(lower(extensions.unaccent('extensions.unaccent'::regdictionary,
                                                        new.metadata ->> 'speaker')), '');
 begin
+    if new.key_id is not null then
+        delete from public.memory_search_docs d where d.user_id = new.user_id and d.memory_id = new.id;
+        return null;
+    end if;
+    -- A bulk load (an import, service path only) indexes its facts afterwards, in one statement
+    -- (memory_private.memory_search_index_facts, 45_memory_bulk_load.sql).
+    if tg_op = 'INSERT' and memory_private.memory_bulk_load() then
+        return null;
+    end if;
     if tg_op = 'UPDATE' then
         if new.content is not distinct from old.content
            and new.session_id is not distinct from old.session_id

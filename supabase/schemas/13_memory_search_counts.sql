@@ -38,6 +38,10 @@ create function memory_private.memory_search_counts_add() returns trigger
     set search_path = ''
 as $$
 begin
+    -- A bulk load numbers its rows itself and counts them once (memory_private.memory_search_index_facts).
+    if memory_private.memory_bulk_load() then
+        return new;
+    end if;
     -- The trigger fires on the partition: tg_relid is the partition the row lands in.
     insert into memory_private.memory_search_counts as c (user_id, docs, last_seq, search_partition)
     values (new.user_id, 1, 1, tg_relid::regclass)

@@ -47,6 +47,9 @@ begin
         delete from memory_private.memory_search_terms t where t.user_id = old.user_id and t.memory_id = old.memory_id;
         return null;
     end if;
+    if tg_op = 'INSERT' and memory_private.memory_bulk_load() then
+        return null;  -- a bulk load writes the postings of all its rows in one statement
+    end if;
     if tg_op = 'UPDATE' then
         if new.search_tsv = old.search_tsv then
             return null;

@@ -29,6 +29,10 @@ create table public.chats (
     created_at           timestamptz not null default now(),
     search_tsv           tsvector generated always as
                              (memory_private.memory_tsvector(coalesce(title, '') || ' ' || summary_text)) stored,
+    -- The idempotency key of the request that created the chat (`chat_create`) and a hash of that request: a
+    -- retried create finds its chat instead of making a second one. Kept as long as the chat is.
+    create_key           text check (length(create_key) between 1 and 255),
+    create_hash          text check (length(create_hash) between 1 and 128),
     -- A summary always has its embedding (and the model that made it), and the other way round.
     constraint chats_summary_has_embedding check (
         (summary_text = '') = (summary_embedding is null) and (summary_embedding is null) = (summary_model is null)
@@ -37,6 +41,8 @@ create table public.chats (
 
 create index chats_user_activity_idx on public.chats (user_id, last_activity_at desc, id);
 create index chats_search_tsv_idx on public.chats using gin (search_tsv);
+-- One chat per creating key and user (a key names one user's request: another user's same key is another chat).
+create unique index chats_create_key_idx on public.chats (user_id, create_key) where create_key is not null;
 
 alter table public.chats enable row level security;
 

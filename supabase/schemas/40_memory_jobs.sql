@@ -11,7 +11,8 @@
 -- another worker cannot read them) and a write_id: its facts are written with memory_upsert_items' idempotency
 -- key, so a job run again after a crash between its write and its completion applies its write once.
 --
--- Life of a job: pending (absorbs the session's later messages) → running (leased to a worker until
+-- Life of a job: deferred (the user's waiting jobs are at their limit: kept in the user's backlog until
+-- memory_jobs_promote makes it pending) → pending (absorbs the session's later messages) → running (leased to a worker until
 -- leased_until; an expired lease is claimed again) → deleted when done; on failure retry (run_after with
 -- exponential backoff) and, after the configured number of attempts, dead (kept 7 days, visible, retryable with
 -- memory_jobs_retry_dead). A session's jobs run one at a time, oldest first. The messages a job carries are
@@ -35,7 +36,8 @@ create table public.memory_jobs (
     user_id      uuid        not null,
     session_id   text        not null,
     kind         text        not null default 'extract' check (kind in ('extract')),
-    state        text        not null default 'pending' check (state in ('pending', 'retry', 'running', 'dead')),
+    state        text        not null default 'pending'
+                             check (state in ('pending', 'retry', 'running', 'dead', 'deferred')),
     -- {"messages": [Message...], "trigger": "...", "forgotten": ["content of a memory forgotten since", ...]}
     payload      jsonb       not null,
     write_id     uuid        not null default gen_random_uuid(),
@@ -54,6 +56,9 @@ comment on table public.memory_jobs is
 -- Coalescing: at most one pending job per session; a later trigger adds its messages to it.
 create unique index memory_jobs_one_pending_per_session on public.memory_jobs (user_id, session_id)
     where state = 'pending';
+-- A user's backlog: at most one deferred job per session (its later messages join it), see memory_jobs_enqueue.
+create unique index memory_jobs_one_deferred_per_session on public.memory_jobs (user_id, session_id)
+    where state = 'deferred';
 -- Single flight and order: a job runs only when no older unfinished job of its session exists.
 create index memory_jobs_session_order on public.memory_jobs (user_id, session_id, id) where state <> 'dead';
 create index memory_jobs_due on public.memory_jobs (run_after, id) where state <> 'dead';
@@ -88,11 +93,17 @@ as $$
      where e.ord > jsonb_array_length(p_items) - p_keep
 $$;
 
--- Enqueue (or coalesce into the session's pending job). Returns the job id and 'queued' or 'coalesced', or a
--- null id and 'full' (the caller keeps the messages). Fair: a user holding p_max_pending_per_user waiting jobs
--- is refused; the whole queue's limit (p_max_pending waiting jobs) refuses only users already holding a waiting
+-- Enqueue (or coalesce into the session's pending job). Returns the job id and 'queued', 'coalesced' or
+-- 'deferred', or a null id and 'full'. Fair: a user holding p_max_pending_per_user waiting jobs is over their
+-- limit; the whole queue's limit (p_max_pending waiting jobs) counts only against users already holding a waiting
 -- job, so one user filling the queue never refuses another user's extraction (each may always have one job).
--- One enqueue per user at a time (a transaction-scoped advisory lock), so the user's count is exact.
+-- Over the limit the messages are not refused but deferred: kept in the user's backlog, one 'deferred' job per
+-- session (never claimed, coalescing the session's later messages so their order holds), made pending by
+-- memory_jobs_promote when the user's waiting jobs fall below the limit. The backlog is bounded too: at most
+-- 10 × p_max_pending_per_user deferred sessions per user (1,000 at the default 100), each a session window of
+-- messages; past that the trigger is 'full' and the caller keeps the messages. Messages are stored redacted by
+-- the plugin, as every job's. One enqueue per user at a time (a transaction-scoped advisory lock), so the
+-- user's counts are exact.
 create or replace function memory_private.memory_jobs_enqueue(
     p_user_id uuid, p_session_id text, p_messages jsonb, p_trigger text, p_max_pending integer, p_max_messages integer,
     p_max_pending_per_user integer
@@ -105,6 +116,7 @@ as $$
 declare
     v_id   bigint;
     v_mine bigint;
+    v_over boolean;
 begin
     perform pg_advisory_xact_lock(hashtextextended('memory_jobs:' || p_user_id::text, 0));
     update public.memory_jobs j
@@ -119,10 +131,34 @@ begin
         return;
     end if;
     select count(*) into v_mine from public.memory_jobs j where j.user_id = p_user_id and j.state in ('pending', 'retry');
-    if v_mine >= p_max_pending_per_user
-       or (v_mine > 0
-           and (select count(*) from public.memory_jobs j where j.state in ('pending', 'retry')) >= p_max_pending) then
-        return query select null::bigint, 'full'::text;
+    v_over := v_mine >= p_max_pending_per_user
+              or (v_mine > 0
+                  and (select count(*) from public.memory_jobs j where j.state in ('pending', 'retry')) >= p_max_pending);
+    -- The session's deferred job takes its later messages (after the ones it holds); under the limit it is due.
+    update public.memory_jobs j
+       set payload = j.payload
+                     || jsonb_build_object('messages', memory_private.memory_jobs_tail(j.payload -> 'messages' || p_messages, p_max_messages),
+                                           'trigger', p_trigger),
+           state = case when v_over then 'deferred' else 'pending' end,
+           run_after = now(),
+           updated_at = now()
+     where j.user_id = p_user_id and j.session_id = p_session_id and j.state = 'deferred'
+    returning j.id into v_id;
+    if v_id is not null then
+        return query select v_id, (case when v_over then 'deferred' else 'queued' end);
+        return;
+    end if;
+    if v_over then
+        if (select count(*) from public.memory_jobs j where j.user_id = p_user_id and j.state = 'deferred')
+           >= 10 * p_max_pending_per_user then
+            return query select null::bigint, 'full'::text;
+            return;
+        end if;
+        insert into public.memory_jobs (user_id, session_id, state, payload)
+        values (p_user_id, p_session_id, 'deferred',
+                jsonb_build_object('messages', memory_private.memory_jobs_tail(p_messages, p_max_messages), 'trigger', p_trigger))
+        returning id into v_id;
+        return query select v_id, 'deferred'::text;
         return;
     end if;
     insert into public.memory_jobs as j (user_id, session_id, payload)
@@ -135,6 +171,54 @@ begin
            updated_at = now()
     returning j.id into v_id;
     return query select v_id, 'queued'::text;
+end
+$$;
+
+-- Make deferred jobs due for users whose waiting jobs fell below their limit (the rule of memory_jobs_enqueue):
+-- the users given, or, with null, the 50 users whose deferred jobs are oldest. Oldest first, one session's
+-- deferred job at most (it holds the session's messages in order). Returns how many jobs became pending. Called
+-- by workers before they claim (memory_plugin: at most once a second per worker).
+create or replace function memory_private.memory_jobs_promote(
+    p_users uuid[], p_max_pending integer, p_max_pending_per_user integer
+)
+    returns integer
+    language plpgsql volatile
+    security invoker
+    set search_path = ''
+as $$
+declare
+    v_user  uuid;
+    v_mine  bigint;
+    v_room  bigint;
+    v_total bigint;
+    v_moved integer := 0;
+    v_n     integer;
+begin
+    for v_user in
+        select d.user_id from public.memory_jobs d
+         where d.state = 'deferred' and (p_users is null or d.user_id = any(p_users))
+         group by d.user_id order by min(d.id) limit 50
+    loop
+        perform pg_advisory_xact_lock(hashtextextended('memory_jobs:' || v_user::text, 0));
+        select count(*) into v_mine from public.memory_jobs j where j.user_id = v_user and j.state in ('pending', 'retry');
+        select count(*) into v_total from public.memory_jobs j where j.state in ('pending', 'retry');
+        v_room := case when v_total < p_max_pending then p_max_pending_per_user - v_mine
+                       when v_mine = 0 then 1 else 0 end;
+        continue when v_room <= 0;
+        with due as (
+            select d.id from public.memory_jobs d
+             where d.user_id = v_user and d.state = 'deferred'
+               and not exists (select 1 from public.memory_jobs p
+                                where p.user_id = d.user_id and p.session_id = d.session_id and p.state = 'pending')
+             order by d.id
+             limit v_room
+        )
+        update public.memory_jobs j set state = 'pending', run_after = now(), updated_at = now()
+          from due where j.id = due.id;
+        get diagnostics v_n = row_count;
+        v_moved := v_moved + v_n;
+    end loop;
+    return v_moved;
 end
 $$;
 
@@ -283,7 +367,7 @@ $$;
 
 create or replace function memory_private.memory_jobs_status()
     returns table (pending bigint, running bigint, retrying bigint, dead bigint, failed_attempts bigint,
-                   oldest_pending_at timestamptz)
+                   oldest_pending_at timestamptz, deferred bigint)
     language sql stable
     security invoker
     set search_path = ''
@@ -293,7 +377,8 @@ as $$
            count(*) filter (where state = 'retry'),
            count(*) filter (where state = 'dead'),
            coalesce(sum(attempts) filter (where last_error is not null), 0)::bigint,
-           min(created_at) filter (where state <> 'dead')
+           min(created_at) filter (where state <> 'dead'),
+           count(*) filter (where state = 'deferred')
       from public.memory_jobs
 $$;
 
@@ -314,6 +399,7 @@ begin
     foreach f in array array[
         'memory_private.memory_jobs_tail(jsonb, integer)',
         'memory_private.memory_jobs_enqueue(uuid, text, jsonb, text, integer, integer, integer)',
+        'memory_private.memory_jobs_promote(uuid[], integer, integer)',
         'memory_private.memory_jobs_claim(text, integer, real)',
         'memory_private.memory_jobs_extend(bigint, text, real)',
         'memory_private.memory_jobs_hold(bigint, text)',
