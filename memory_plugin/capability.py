@@ -10,7 +10,7 @@ from uuid import UUID
 from opentelemetry import trace
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapRunHandler
-from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext
@@ -18,7 +18,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .context.budget import ContextReport
 from .context.builder import ContextBuilder
-from .context.history import message_tokens, messages_for_request, summary_request
+from .context.history import messages_for_request, summary_request
 from .context.receipt import ContextReceipt
 from .errors import InvalidMemoryInputError
 from .lifetime import ManagerLifetime, ManagerOpener
@@ -181,14 +181,12 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             # Facts a background job writes later patch the slots too, and a summary due on an extraction
             # turn is written in the extraction's own model call.
             memory.keep_context_current(self.context)
-        cost = message_tokens(ModelRequest(parts=[UserPromptPart(prompt)]), builder.counter) if prompt else 0
         # At this point ctx.messages holds the caller's message_history only (the prompt comes later).
         start = await turn.start(
             prompt,
             check=self.record_messages,
             context=builder,
             history=list(ctx.messages) or None,
-            prompt_tokens=cost,
             keep_prefix=True,
         )
         assert start.built is not None  # a turn started with a context builder reads the budgeted context

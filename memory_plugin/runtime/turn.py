@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+from ..context.history import message_tokens
 from ..errors import MemoryPluginError
 from ..extraction.policy import ExtractionRun
 from ..extraction.runner import ScheduledExtraction
@@ -84,12 +87,13 @@ class Turn:
         check: bool = True,
         context: ContextBuilder | None = None,
         history: Sequence[ModelMessage] | None = None,
-        prompt_tokens: int = 0,
+        prompt_tokens: int | None = None,
         keep_prefix: bool = False,
     ) -> TurnStart:
         """Check the turn (`check`: `MemoryManager.check_message` raises `InvalidMemoryInputError` for bad ids
         or a prompt memory could not store) and read its context: `context`'s budgeted build (`history`: the
-        caller's messages, None: the session's; `prompt_tokens`: what the prompt costs of the budget;
+        caller's messages, None: the session's; `prompt_tokens`: what the prompt costs of the budget, None: counted
+        here as one user request, after the check, so a prompt too long to count is refused, not counted;
         `keep_prefix`: keep the previous request's history start while it fits), else `get_memory_context`
         with `prompt` as the query."""
         memory, session_id, user_id = self.memory, self.session_id, self.user_id
@@ -97,6 +101,9 @@ class Turn:
             memory.check_message(session_id, user_id, prompt)
         if context is None:
             return TurnStart(context=await memory.get_memory_context(session_id, user_id, query=prompt or None))
+        if prompt_tokens is None:
+            request = ModelRequest(parts=[UserPromptPart(prompt)])
+            prompt_tokens = message_tokens(request, context.counter) if prompt else 0
         built = await context.build(
             session_id,
             user_id,
