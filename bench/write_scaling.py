@@ -9,6 +9,10 @@ Prints markdown tables (rich), on its own embedded PostgreSQL in a temporary dir
 - (b) 10,000 facts written through `update_memory` in 200-fact batches: rows stored, writes journaled, the last
   batch's time against the first's (target ≤ 2×).
 - (c) the plans of the per-item statements of one `memory_upsert_items` call at the largest size (auto_explain).
+- (d) (a) with embeddings on (the offline all-MiniLM-L6-v2 on onnxruntime, `HF_HUB_OFFLINE=1`) at 100 / 1,000 /
+  10,000 facts: each fact is embedded and its near-duplicates probed by vector (HNSW) too. The bulk-loaded user's
+  vectors are computed by the same embedder and stored by `memory_set_embeddings`. Left out without the
+  `[local]` extra.
 
 The facts are `bench.write_load.bench_facts`: short, one category and guard, most trigrams shared, the hard
 case for the near-duplicate probe.
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -39,6 +44,7 @@ from bench.write_load import bench_facts, bulk_load
 from memory_plugin import MemoryManager, MemorySettings, MemoryUpdate, ResilientStore
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
+from memory_plugin.embeddings.factory import local_available
 from memory_plugin.write.items import items_from_update
 
 __all__ = ["FULL", "QUICK", "Sizes", "bench_write_scaling", "main"]
@@ -56,10 +62,16 @@ class Sizes:
     fact_counts: tuple[int, ...]
     timed_calls: int
     acceptance_facts: int
+    embedded_counts: tuple[int, ...] = ()
 
 
-FULL = Sizes(fact_counts=(100, 1_000, 10_000, 50_000), timed_calls=5, acceptance_facts=10_000)
-QUICK = Sizes(fact_counts=(100, 400), timed_calls=1, acceptance_facts=600)
+FULL = Sizes(
+    fact_counts=(100, 1_000, 10_000, 50_000),
+    timed_calls=5,
+    acceptance_facts=10_000,
+    embedded_counts=(100, 1_000, 10_000),
+)
+QUICK = Sizes(fact_counts=(100, 400), timed_calls=1, acceptance_facts=600, embedded_counts=(100, 400))
 _TARGETS = {10_000: 2.0, 50_000: 3.0}
 
 
@@ -69,16 +81,23 @@ def _pending(memory: MemoryManager) -> int:
 
 
 async def _fill(memory: MemoryManager, url: str, user: UUID, count: int) -> str:
-    """Give `user` `count` facts; say how."""
+    """Give `user` `count` facts (with the manager's embeddings, if it has an embedder); say how."""
     if count <= _API_LOAD_MAX:
         for start in range(0, count, _FILL_BATCH):
             batch = bench_facts(start, min(_FILL_BATCH, count - start))
             await memory.update_memory(MemoryUpdate(user_id=user, new_facts=batch))
         return "update_memory"
+    facts = bench_facts(0, count)
+    vectors: list[Sequence[float]] | None = None
+    embedder = memory.writer.embedder
+    if embedder is not None:
+        embedded = await memory.writer.embed_items(items_from_update(facts, None, None, [], None))
+        vectors = [item.embedding for item in embedded if item.embedding is not None]
 
     def load() -> None:
         with psycopg.connect(url, autocommit=True) as conn:
-            bulk_load(conn, user, bench_facts(0, count))
+            model = None if embedder is None else embedder.name
+            bulk_load(conn, user, facts, vectors=vectors, model=model)
 
     await asyncio.to_thread(load)
     return "bulk_load"
@@ -101,20 +120,29 @@ async def _time_writes(memory: MemoryManager, user: UUID, n: int, calls: int) ->
     return statistics.median(batch_ms), statistics.median(single_ms)
 
 
-async def _scaling(memory: MemoryManager, url: str, sizes: Sizes) -> tuple[BenchTable, UUID]:
+async def _scaling(
+    memory: MemoryManager, url: str, sizes: Sizes, counts: tuple[int, ...], *, embeddings: bool = False
+) -> tuple[BenchTable, UUID]:
     table = BenchTable(
-        key="write_scaling",
-        title="(a) write cost against the user's memory (embedded PostgreSQL, RLS on, embeddings off)",
+        key="write_scaling_embedded" if embeddings else "write_scaling",
+        title="(d) write cost against the user's memory, embeddings on (offline all-MiniLM-L6-v2, onnxruntime)"
+        if embeddings
+        else "(a) write cost against the user's memory (embedded PostgreSQL, RLS on, embeddings off)",
         columns=["facts stored", "filled by", "update_memory 100 facts ms", "ratio", "remember 1 fact ms", "ratio",
                  "target", "result"],
     )  # fmt: skip
     first: tuple[float, float] | None = None
     user = uuid4()
-    for n in sizes.fact_counts:
+    vectors: list[str] = []
+    for n in counts:
         user = uuid4()
         how = await _fill(memory, url, user, n)
         await _time_writes(memory, user, n, 1)  # warm: this user's first plans
+        stats = memory.writer.stats
+        embedded, failed = stats.facts_embedded, stats.embedding_failures
         batch_ms, single_ms = await _time_writes(memory, user, n, sizes.timed_calls)
+        embedded, failed = stats.facts_embedded - embedded, stats.embedding_failures - failed
+        vectors.append(f"{n:,}: {embedded:,} ({failed:,} failed)")
         first = first or (batch_ms, single_ms)
         ratio_batch, ratio_single = batch_ms / first[0], single_ms / first[1]
         target = _TARGETS.get(n)
@@ -134,6 +162,8 @@ async def _scaling(memory: MemoryManager, url: str, sizes: Sizes) -> tuple[Bench
         f"median of {sizes.timed_calls} calls after one warm-up call per user; each 100-fact call adds new facts"
         " (no repeats), so the user's count grows by 101 a call"
     )
+    if embeddings:
+        table.notes.append("texts embedded during the timed calls, by size: " + "; ".join(vectors))
     return table, user
 
 
@@ -233,10 +263,21 @@ async def bench_write_scaling(sizes: Sizes) -> list[BenchTable]:
             embedding_model="none",
         )
         async with MemoryManager.open(settings) as memory:
-            scaling, largest = await _scaling(memory, url, sizes)
+            scaling, largest = await _scaling(memory, url, sizes, sizes.fact_counts)
             acceptance = await _acceptance(memory, sizes.acceptance_facts)
         plan = await asyncio.to_thread(_plan, url, largest, 2_000_000)
-        return [scaling, acceptance, plan]
+        tables = [scaling, acceptance, plan]
+        if sizes.embedded_counts and local_available():
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged model: no download, no network
+            local = settings.model_copy(update={"embedding_model": "local", "local_embedding_runtime": "onnx"})
+            async with MemoryManager.open(local) as memory:
+                embedded, _ = await _scaling(memory, url, sizes, sizes.embedded_counts, embeddings=True)
+            embedded.notes.append(
+                "each write embeds its facts (one model call per 64) and probes near-duplicates by vector (HNSW) and"
+                " by trigrams; the bulk-loaded user's vectors come from the same embedder"
+            )
+            tables.append(embedded)
+        return tables
     finally:
         await asyncio.to_thread(server.stop)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -251,7 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = QUICK if args.quick else FULL
     if args.max_facts is not None:
         kept = tuple(n for n in sizes.fact_counts if n <= args.max_facts)
-        sizes = Sizes(kept, sizes.timed_calls, min(sizes.acceptance_facts, args.max_facts))
+        embedded = tuple(n for n in sizes.embedded_counts if n <= args.max_facts)
+        sizes = Sizes(kept, sizes.timed_calls, min(sizes.acceptance_facts, args.max_facts), embedded)
     console = Console(width=240, soft_wrap=False)
     console.print(
         f"# memory_plugin write scaling ({'quick' if args.quick else 'full'})\n\n"

@@ -1,8 +1,9 @@
 """The user's memory switch (table `memory_private.memory_consent`) and the notice an application shows.
 
-While a user's memory is paused nothing new is stored about them — facts, notes, extraction — and reads go on.
-The switch is in the database, so every process sees it at its next write; on a manager without a database
-(`InMemoryStore`) it lives in the process.
+While a user's memory is paused nothing new is stored about them — facts, notes, slots, summaries, chats,
+extraction — and reads go on. The switch is in the database, which refuses such a write in its own statement
+(`supabase/schemas/81_memory_consent.sql`), so every process sees a pause at once; on a manager without a
+database (`InMemoryStore`) it lives in the process and the manager checks it before each write.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def memory_notice(language: str = "en") -> str:
 
 
 CACHE_SECONDS = 2.0
-"""A switch read is reused this long by this process: a pause set by another process applies to this one's writes
-within 2 s (its own `pause_memory` at once). Reading it at every write cost +12 ms at p50 on `update_memory` on a
-loaded 2-core machine."""
+"""A switch read is reused this long by this process (before an extraction, which a pause makes pointless; the
+writes themselves are refused by the database at once). Reading it at every write cost +12 ms at p50 on
+`update_memory` on a loaded 2-core machine."""
 CACHE_USERS = 10_000
 
 READ_SQL = "select paused from memory_private.memory_consent where user_id = %(uid)s"
@@ -79,6 +80,12 @@ class ConsentStore:
             await pool.open(wait=False)  # connects in the background: a database down now must not stop a write
             self._pool = pool
         return self._pool
+
+    @property
+    def enforced_by_database(self) -> bool:
+        """Whether the switch is in a database, which refuses a paused user's writes in the write's own statement
+        (SQLSTATE PT423, `StorePausedError`): a writer then need not read it first."""
+        return self._pool is not None or self._url is not None
 
     async def paused(self, user_id: UUID) -> bool:
         """Whether the user's memory is paused now."""

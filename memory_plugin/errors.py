@@ -28,6 +28,7 @@ __all__ = [
     "StatementLimitError",
     "StoreError",
     "StoreLimitError",
+    "StorePausedError",
     "StoreUnavailableError",
 ]
 
@@ -146,6 +147,12 @@ class ConfigurationError(MemoryPluginError, ValidationError):
 class MemoryPausedError(MemoryPluginError):
     """The user paused their memory (`MemoryManager.pause_memory`): nothing new is stored about them until they
     resume it. Nothing was written; reads still work."""
+
+
+class StorePausedError(MemoryPausedError, StoreError):
+    """The database refused a write about a user who paused their memory (SQLSTATE PT423,
+    `supabase/schemas/81_memory_consent.sql`); nothing of that write was stored. Both a `MemoryPausedError` (what
+    the caller can act on) and a `StoreError` (the database refused it, so the outage journal does not keep it)."""
 
 
 class EncryptionKeyError(MemoryPluginError):

@@ -55,6 +55,7 @@ async def add_facts(database_url: str, user: UUID, *contents: str) -> None:
         await store.close()
 
 
+@pytest.mark.slow
 async def test_an_erase_over_the_statement_timeout_is_a_limit_not_an_outage(
     database_url: str, admin_conn: AdminConn, slow_deletes: None
 ) -> None:

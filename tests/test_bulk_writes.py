@@ -17,6 +17,7 @@ from bench.write_load import bench_facts
 from memory_plugin import MemoryManager, MemorySettings, MemoryUpdate, Note, ResilientStore
 from memory_plugin.errors import MemoryLimitError
 from memory_plugin.rows import MemoryItem
+from memory_plugin.write import pipeline
 from memory_plugin.write.pipeline import WRITE_CHUNK_ITEMS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -83,9 +84,14 @@ async def test_remember_many_of_10000_notes_reports_each_and_journals_nothing(
     assert _pending(timed_memory) == 0
 
 
-async def test_a_chunked_write_retried_with_its_write_id_is_applied_once(pg_memory: MemoryManager) -> None:
+# The real chunk size writes 207 facts (~2.6 s of CPU: slow); chunks of 10 show the same in the quick run.
+@pytest.mark.parametrize("chunk", [pytest.param(WRITE_CHUNK_ITEMS, marks=pytest.mark.slow), 10])
+async def test_a_chunked_write_retried_with_its_write_id_is_applied_once(
+    pg_memory: MemoryManager, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline, "WRITE_CHUNK_ITEMS", chunk)
     user, write_id = uuid4(), uuid4()
-    update = MemoryUpdate(user_id=user, new_facts=bench_facts(0, WRITE_CHUNK_ITEMS + 7))
+    update = MemoryUpdate(user_id=user, new_facts=bench_facts(0, chunk + 7))
     first = await pg_memory._writer.update(update, write_id=write_id)
     again = await pg_memory._writer.update(update, write_id=write_id)
     # The replay changes nothing: no row reinforced, none added.
@@ -95,6 +101,7 @@ async def test_a_chunked_write_retried_with_its_write_id_is_applied_once(pg_memo
     assert all(r.relevance_count == 0 for r in records)
 
 
+@pytest.mark.slow
 async def test_more_than_the_write_burst_is_refused_up_front_with_a_typed_error(pg_memory: MemoryManager) -> None:
     user = uuid4()
     burst = pg_memory.settings.write_burst

@@ -53,6 +53,7 @@ def test_importing_the_cli_and_the_package_loads_no_heavy_library() -> None:
     assert loaded == {"cli": [], "package": []}
 
 
+@pytest.mark.slow
 def test_status_inspect_db_url_and_stop_run_without_pydantic_ai_or_the_embedding_model(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -120,6 +120,8 @@ RPC_CALLS: dict[str, str] = {
     "memory_limit": "select memory_private.memory_limit({b}, 'facts_per_user')",
     "memory_usage_add": "select memory_private.memory_usage_add({b}, 'facts_per_user', -1000, false)",
     "memory_write_take": "select memory_private.memory_write_take({b}, 1000000)",
+    # The memory switch's check (called by the write triggers as the owner): service_role only.
+    "memory_refuse_paused": "select memory_private.memory_refuse_paused({b})",
     "memory_slots_bounded": "select 1 where not memory_private.memory_slots_bounded('{{}}'::jsonb)",
     "memory_context": "select * from public.memory_context({b})",
     "memory_rank_facts": "select * from public.memory_rank_facts({b}, 100, 0.6, 0.3, 0.1, 30, now())",
@@ -169,12 +171,14 @@ TRIGGER_FUNCTIONS = {
     "user_memory_bounds",
     "memory_bounds_keep_owner",
     "memory_summaries_keep_newest",
+    "memory_pause_guard",
     "memory_receipts_keep_newest",
 }
 # Security definer, and why: the bounds' counting triggers write the per-user counters and write buckets, which
-# no user may write (a user could reset their own count). A trigger function cannot be called directly, only
+# no user may write (a user could reset their own count); the pause guard reads the switch of every user a
+# statement wrote rows of, whatever that user's RLS shows. A trigger function cannot be called directly, only
 # fired by a write to its table (checked below); tests/test_db_bounds.py checks that a user cannot change them.
-DEFINER_TRIGGERS = {"memory_bounds_count", "user_memory_bounds"}
+DEFINER_TRIGGERS = {"memory_bounds_count", "user_memory_bounds", "memory_pause_guard"}
 # Security definer so that the trigram `%` is an index condition (under the caller's RLS it is not: not
 # leakproof); it reads the caller's own facts only, which its attack in RPC_CALLS checks.
 DEFINER_GUARDED = {"memory_near_duplicate"}

@@ -106,6 +106,7 @@ def test_the_db_url_server_stays_up_whatever_other_commands_do_until_stop(tmp_pa
     assert "no server running" in again.stdout
 
 
+@pytest.mark.slow
 def test_db_url_help_says_the_server_stays_up_until_stop() -> None:
     shown = cli("db-url", "--help")
     assert "until `memory-plugin stop`" in " ".join(shown.stdout.split())

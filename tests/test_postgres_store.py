@@ -257,13 +257,13 @@ def test_row_level_security_is_on_with_policies_for_authenticated(admin_conn: Ad
 def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every statement sent through any psycopg async cursor (which `conn.execute` uses) while the test runs,
     except the background worker's polls for queued and deferred jobs (they run on their own clock, not for the
-    write) and reads of the memory switch (on a connection of their own, at most one per user every 2 s)."""
+    write)."""
     calls: list[str] = []
     original_execute = psycopg.AsyncCursor.execute
     original_executemany = psycopg.AsyncCursor.executemany
 
     async def execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        if not any(poll in str(query) for poll in ("memory_jobs_claim", "memory_jobs_promote", "memory_consent")):
+        if not any(poll in str(query) for poll in ("memory_jobs_claim", "memory_jobs_promote")):
             calls.append(str(query))
         return await original_execute(self, query, params, **kw)
 

@@ -149,6 +149,7 @@ async def test_a_write_over_the_statement_timeout_raises_and_is_never_journaled(
     assert contents(admin_conn, user) == {"Prefiere titanio"}
 
 
+@pytest.mark.slow
 async def test_a_batch_of_notes_over_the_statement_timeout_is_refused_not_acknowledged(
     timed_url: str, tmp_path: Path, admin_conn: AdminConn
 ) -> None:

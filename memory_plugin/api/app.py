@@ -34,7 +34,13 @@ from ..chats.service import ChatService
 from ..consent import ConsentStore, memory_notice
 from ..context.receipt_store import read_receipts
 from ..conversions import refuse_sealed
-from ..errors import IdempotencyKeyReusedError, MemoryLimitError, MemoryPluginError, StoreUnavailableError
+from ..errors import (
+    IdempotencyKeyReusedError,
+    MemoryLimitError,
+    MemoryPausedError,
+    MemoryPluginError,
+    StoreUnavailableError,
+)
 from ..export.service import PoolExporter
 from ..rows import MemoryKind
 from ..store.base import LongTermStore
@@ -238,6 +244,11 @@ def create_app(
         # A count per user (chats, …) or the write rate, enforced by the library or the database.
         wait = None if exc.retry_after is None else str(max(1, math.ceil(exc.retry_after)))
         return _error(429, "limit_reached", str(exc), {"Retry-After": wait} if wait else None)
+
+    @app.exception_handler(MemoryPausedError)
+    async def memory_paused(request: Request, exc: MemoryPausedError) -> JSONResponse:
+        # The user paused their memory (PUT /api/memory/pause): the database refused the write (PT423).
+        return _error(423, "memory_paused", str(exc))
 
     @app.exception_handler(MemoryPluginError)
     async def plugin_error(request: Request, exc: MemoryPluginError) -> JSONResponse:

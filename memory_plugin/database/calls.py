@@ -14,7 +14,7 @@ import psycopg
 from psycopg import AsyncClientCursor
 from psycopg_pool import PoolTimeout
 
-from ..errors import StoreLimitError
+from ..errors import StoreLimitError, StorePausedError
 from .classify import store_error
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
 # The refusals of the database's own bounds (supabase/schemas/15_memory_bounds.sql): a count limit, the write rate.
 _LIMIT_SQLSTATE = "PT413"
 _RATE_SQLSTATE = "PT429"
+_PAUSED_SQLSTATE = "PT423"  # the memory switch (supabase/schemas/81_memory_consent.sql)
 
 # Transaction-local (the `true`), like PostgREST: nothing leaks to the next user of the pooled connection.
 IDENTITY_PRELUDE_SQL = "select set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
@@ -55,10 +56,13 @@ def postgres_errors(doing: str) -> Iterator[None]:
 
 def bound_refusal(
     sqlstate: str | None, message: str, detail: str | None, constraint: str | None
-) -> StoreLimitError | None:
+) -> StoreLimitError | StorePausedError | None:
     """The database's refusal of a write past one of its bounds as `StoreLimitError` (None for other errors):
     PT413 (a count per user), PT429 (the write rate; DETAIL `retry_after=<seconds>`), or a check violation of
-    a constraint named `*_bound` (a size)."""
+    a constraint named `*_bound` (a size); PT423, a write about a user who paused their memory, as
+    `StorePausedError`."""
+    if sqlstate == _PAUSED_SQLSTATE:
+        return StorePausedError(message)
     if sqlstate == _RATE_SQLSTATE:
         wait = (detail or "").removeprefix("retry_after=")
         return StoreLimitError(message, retry_after=float(wait) if wait.replace(".", "", 1).isdigit() else None)

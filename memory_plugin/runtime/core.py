@@ -184,7 +184,8 @@ class FacadeCore:
         return self.database_url
 
     async def _check_not_paused(self, user_id: UUID) -> None:
-        if await self._consent.paused(user_id):
+        # With a database the write's own statement refuses it (StorePausedError): no read first.
+        if not self._consent.enforced_by_database and await self._consent.paused(user_id):
             raise MemoryPausedError(f"user {user_id} paused their memory: nothing is stored until they resume it")
 
 

@@ -159,6 +159,8 @@ class Turn:
         # The turn is the facade's own part: it reads the extraction service's capability directly.
         queued = scheduled is not None and scheduled.job_id is not None and memory._extraction.writes_summaries
         try:
+            if await memory.memory_paused(user_id):  # the database would refuse them: no summary model call
+                return
             short = await memory.get_short_term(session_id, user_id=user_id)
             await context.after_turn(
                 session_id,

@@ -179,8 +179,11 @@ grant execute on function memory_private.memory_search_docs_drop() to authentica
 -- A search row belongs to one of the user's facts: a row naming any other id is refused, as a foreign key
 -- would (23503), so a client of the REST API cannot grow the search table past the user's facts (its primary
 -- key is (user_id, memory_id), and facts are bounded by `facts_per_user`). A row trigger with a lookup by the
--- facts' primary key, not a foreign key: the foreign key's cached check plans, made on an empty table, read
--- every search row of the user per fact (`bench/write_scaling.py`).
+-- facts' unique (user_id, id) index, not a foreign key: the foreign key's cached check plans, made on an empty
+-- table, read every search row of the user per fact (`bench/write_scaling.py`). The lookup asks for the ids in
+-- order (`>=`, `order by`, `limit 1`): under memory_upsert_items' planner settings (sorts disabled) no other
+-- index can serve it, whatever the statistics said when its plan was made. A row written by a trigger (the
+-- search row memory_search_docs_sync writes for the fact it fires for) names that fact: not looked up.
 create function memory_private.memory_search_docs_follow_fact() returns trigger
     language plpgsql
     set search_path = ''
@@ -190,8 +193,13 @@ begin
     if coalesce(current_setting('role', true), '') = 'authenticated' and new.user_id is distinct from auth.uid() then
         return new;
     end if;
-    if not exists (select 1 from public.user_memory m
-                    where m.id = new.memory_id and m.user_id = new.user_id and m.kind = 'fact') then
+    if pg_trigger_depth() > 1 and tg_op = 'INSERT' then
+        return new;
+    end if;
+    if not exists (select 1 from (select m.id, m.kind from public.user_memory m
+                                   where m.user_id = new.user_id and m.id >= new.memory_id
+                                   order by m.id limit 1) as f
+                    where f.id = new.memory_id and f.kind = 'fact') then
         raise exception 'a search row must name one of the user''s facts'
             using errcode = '23503', detail = 'memory_search_docs.memory_id';
     end if;

@@ -11,11 +11,11 @@
 -- item at 50,000 facts sharing most trigrams. Security definer for that: under the caller's RLS, `%` (not
 -- leakproof) is no index condition, and a 200-fact write at 800 facts took 5.4 s. It reads the caller's own
 -- facts only: for an `authenticated` caller p_user_id must be auth.uid(), or nothing is found (tests/
--- test_cross_tenant.py calls it with another user's id). The planner settings are this statement's alone (not the triggers' of the insert
--- that follows): ordering by `<->` is what only that index provides, so with sequential scans, bitmap scans
--- and sorts counted as disabled the plan is that index whatever the statistics say. Planned per call: made on
--- a table that looked empty, a plan through the user_id index sorted all of the user's facts (5.7 ms an item
--- at 3,000 facts).
+-- test_cross_tenant.py calls it with another user's id). Ordering by `<->` is what only that index provides, so
+-- with sequential scans, bitmap scans and sorts counted as disabled the plan is that index whatever the
+-- statistics say: one generic plan per connection is safe, even one made while the table looked empty. Planned
+-- per call instead, the estimate of `%` and `<@` against the column statistics cost ~2 ms an item, more than
+-- the probe itself (0.04 ms).
 create function memory_private.memory_near_duplicate(
     p_user_id uuid, p_category text, p_guard text, p_key text, p_words text[], p_replaces uuid,
     p_threshold real, p_now timestamptz
@@ -25,7 +25,7 @@ create function memory_private.memory_near_duplicate(
     stable
     security definer
     set search_path = ''
-    set plan_cache_mode = force_custom_plan
+    set plan_cache_mode = force_generic_plan
     set enable_seqscan = off
     set enable_bitmapscan = off
     set enable_sort = off
@@ -62,7 +62,9 @@ grant execute on function memory_private.memory_near_duplicate(uuid, text, text,
 -- where the exact scan of the user's facts of the guard grew with them. A nearer fact of another category or
 -- guard takes one of the 50 places; the same rule in Python (quality/semantic.py) agrees whenever the user
 -- has at most 50 vectors nearer than the match. Sorts count as disabled, so the ordered HNSW scan is chosen
--- whatever the statistics say (not an index-only read of all of the user's vectors and a sort).
+-- whatever the statistics say (not an index-only read of all of the user's vectors and a sort), and each
+-- candidate's fact is read in id order from a unique index (`>=`, `order by`, `limit 1`: no other index gives
+-- that order): one generic plan per connection is safe, even one made while the tables looked empty.
 create function memory_private.memory_near_embedded(
     p_user_id uuid, p_model text, p_vec extensions.halfvec(384), p_category text, p_guard text, p_replaces uuid,
     p_threshold real, p_now timestamptz
@@ -72,7 +74,7 @@ create function memory_private.memory_near_embedded(
     stable
     security invoker
     set search_path = ''
-    set plan_cache_mode = force_custom_plan
+    set plan_cache_mode = force_generic_plan
     set enable_seqscan = off
     set enable_sort = off
 as $$
@@ -82,10 +84,11 @@ as $$
              where d.user_id = p_user_id and d.embedding_model = p_model
              order by d.embedding operator(extensions.<=>) p_vec
              limit 50) as c
-      -- one primary-key lookup per candidate
+      -- one unique-index lookup per candidate
       cross join lateral (select u.* from public.user_memory u
-                           where u.user_id = p_user_id and u.id = c.memory_id offset 0) as m
-     where m.kind = 'fact' and m.invalid_at is null and m.archived_at is null
+                           where u.user_id = p_user_id and u.id >= c.memory_id
+                           order by u.id limit 1) as m
+     where m.id = c.memory_id and m.kind = 'fact' and m.invalid_at is null and m.archived_at is null
        and (m.expires_at is null or m.expires_at > p_now)
        and m.category = p_category and m.match_guard = p_guard
        and m.id is distinct from p_replaces
@@ -130,14 +133,19 @@ create function public.memory_upsert_items(
     language plpgsql
     security invoker
     set search_path = ''
-    -- Custom plans, made at each call for the user's rows as they are now (about a millisecond). A generic
-    -- plan is made once per connection: made on the connection's first write, while the tables looked
-    -- empty, it probed the hash and the near-duplicates through an index on user_id alone, reading all of
-    -- the user's rows per item for as long as the connection lived (a 100-fact write at 3,000 facts:
-    -- 1,400 ms, against 55 ms planned at that size). The near-duplicate probe's plan is fixed in
-    -- memory_near_duplicate, whose planner settings do not reach this function's other statements or the
-    -- triggers of its insert.
-    set plan_cache_mode = force_custom_plan
+    -- One generic plan per statement and connection, made whatever the statistics say, so it must be right
+    -- for a user of 10 facts and of 50,000 alike. Planned at each call instead (custom plans), this function
+    -- and the triggers of its insert cost 3.4 ms of server CPU a one-fact write (1.8 ms this way) and 2.7 s a
+    -- 1,000-fact one (0.4 s). A generic plan made while the tables looked empty once probed the hash through
+    -- an index on user_id alone, reading all of the user's rows per item for as long as the connection lived
+    -- (a 100-fact write at 10,000 facts: 4 s). So every lookup of a stored row is fenced: it asks for rows in
+    -- the order of the one unique index meant to serve it (`>=`, `order by`, `limit 1`), and with sorts and
+    -- sequential scans counted as disabled no other plan competes. The `replaces` and slot statements run
+    -- only when a write has some, planned then (EXECUTE). These settings reach the triggers of the insert
+    -- (their statements are primary-key and unique-index lookups, inserts and transition-table scans).
+    set plan_cache_mode = force_generic_plan
+    set enable_seqscan = off
+    set enable_sort = off
 as $$
 declare
     v_now      timestamptz := now();
@@ -153,13 +161,14 @@ begin
         values (p_user_id, p_write_id, jsonb_array_length(p_items))
         on conflict (user_id, write_id) do nothing;
         if not found then
-            -- lateral: one primary-key lookup per recorded row.
+            -- lateral: one unique-index lookup per recorded row (fenced, see above).
             return query
                 select m.* from unnest(coalesce((select w.record_ids from memory_private.memory_applied_writes w
                                                   where w.user_id = p_user_id and w.write_id = p_write_id), '{}'))
                                 with ordinality as r(id, ord)
                  cross join lateral (select * from public.user_memory u
-                                      where u.id = r.id and u.user_id = p_user_id offset 0) as m
+                                      where u.user_id = p_user_id and u.id >= r.id order by u.id limit 1) as m
+                 where m.id = r.id
                  order by r.ord;
             return;
         end if;
@@ -185,9 +194,12 @@ begin
     targets as materialized (
         select r.*,
                coalesce(
-                   -- a stored row with the same hash (current or not: a repeat revives it)
-                   (select m.content_hash from public.user_memory m
-                     where m.user_id = p_user_id and m.content_hash = r.content_hash),
+                   -- a stored row with the same hash (current or not: a repeat revives it), fenced (see above)
+                   (select h.content_hash
+                      from (select m.content_hash from public.user_memory m
+                             where m.user_id = p_user_id and m.content_hash >= r.content_hash
+                             order by m.content_hash limit 1) as h
+                     where h.content_hash = r.content_hash),
                    case when r.kind = 'fact' and r.match_key is not null and r.match_guard is not null
                              and r.match_words is not null and p_near_duplicate_threshold <= 1 then
                        memory_private.memory_near_duplicate(p_user_id, r.category, r.match_guard, r.match_key,
@@ -281,8 +293,12 @@ begin
       into v_written, v_replaced, v_replacer, v_slots
       from joined j;
 
-    -- 2. `replaces`: the named current facts of this user, other than the rows just written.
+    -- 2. `replaces`: the named current facts of this user, other than the rows just written. Planned now (EXECUTE),
+    -- for the user's rows as they are. The named row is found by its id: its kind and validity are compared as
+    -- one row value, which no partial index's predicate matches (compared one by one, a plan without column
+    -- statistics read all of the user's current facts through the trigram index for each named one).
     if cardinality(v_replaced) > 0 then
+        execute $sql$
         with superseded as (
             update public.user_memory m
                set invalid_at    = greatest(m.created_at, n.last_reinforced_at),
@@ -291,25 +307,28 @@ begin
               -- Several items naming one fact: the last one said replaces it (without this the update would
               -- take any of them, by plan).
               from (select distinct on (r.old_id) r.old_id, r.new_id
-                      from unnest(v_replaced, v_replacer) with ordinality as r(old_id, new_id, pos)
+                      from unnest($2, $3) with ordinality as r(old_id, new_id, pos)
                      order by r.old_id, r.pos desc) x
               join public.user_memory n on n.id = x.new_id
-             where m.id = x.old_id and m.user_id = p_user_id and m.kind = 'fact'
-               and m.invalid_at is null and m.archived_at is null and not (m.id = any(v_written))
+             where m.id = x.old_id and m.user_id = $1
+               and (m.kind, m.invalid_at, m.archived_at) is not distinct from ('fact'::text, null::timestamptz, null::timestamptz)
+               and not (m.id = any($4))
             returning m.id
         )
-        select coalesce(array_agg(s.id), '{}') into v_more from superseded s;
+        select coalesce(array_agg(s.id), '{}') from superseded s
+        $sql$ into v_more using p_user_id, v_replaced, v_replacer, v_written;
         v_gone := v_gone || v_more;
     end if;
 
-    -- 3. slots: the latest stated current fact of each slot written wins (one written now, on a tie).
+    -- 3. slots: the latest stated current fact of each slot written wins (one written now, on a tie). Planned now.
     if cardinality(v_slots) > 0 then
+        execute $sql$
         with winners as (
             select distinct on (c.slot) c.slot, c.id, c.last_reinforced_at
               from public.user_memory c
-             where c.user_id = p_user_id and c.kind = 'fact' and c.slot = any(v_slots)
-               and c.invalid_at is null and c.archived_at is null and (c.expires_at is null or c.expires_at > v_now)
-             order by c.slot, c.last_reinforced_at desc, (c.id = any(v_written)) desc, c.id
+             where c.user_id = $1 and c.kind = 'fact' and c.slot = any($2)
+               and c.invalid_at is null and c.archived_at is null and (c.expires_at is null or c.expires_at > $4)
+             order by c.slot, c.last_reinforced_at desc, (c.id = any($3)) desc, c.id
         ),
         superseded as (
             update public.user_memory m
@@ -317,11 +336,12 @@ begin
                    superseded_by = w.id,
                    content_hash  = m.content_hash || ':superseded:' || m.id::text
               from winners w
-             where m.user_id = p_user_id and m.kind = 'fact' and m.slot = w.slot and m.id <> w.id
-               and m.invalid_at is null and m.archived_at is null and (m.expires_at is null or m.expires_at > v_now)
+             where m.user_id = $1 and m.kind = 'fact' and m.slot = w.slot and m.id <> w.id
+               and m.invalid_at is null and m.archived_at is null and (m.expires_at is null or m.expires_at > $4)
             returning m.id
         )
-        select coalesce(array_agg(s.id), '{}') into v_more from superseded s;
+        select coalesce(array_agg(s.id), '{}') from superseded s
+        $sql$ into v_more using p_user_id, v_slots, v_written, v_now;
         v_gone := v_gone || v_more;
     end if;
 
@@ -330,11 +350,13 @@ begin
          where user_id = p_user_id and write_id = p_write_id;
     end if;
 
-    -- lateral, kept apart by `offset 0`: one primary-key lookup per row (joined instead, a custom plan with
-    -- statistics behind the table read all of the user's rows).
+    -- lateral: one unique-index lookup per row (fenced, see above; joined instead, a plan with statistics
+    -- behind the table read all of the user's rows).
     return query
         select m.* from unnest(v_written || v_gone) with ordinality as r(id, ord)
-         cross join lateral (select * from public.user_memory u where u.id = r.id offset 0) as m
+         cross join lateral (select * from public.user_memory u
+                              where u.user_id = p_user_id and u.id >= r.id order by u.id limit 1) as m
+         where m.id = r.id
          order by r.ord;
 end;
 $$;

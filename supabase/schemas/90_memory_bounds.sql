@@ -88,7 +88,8 @@ end;
 $$;
 
 -- user_memory: the fact count (kind fact) and the write rate. Charged: rows inserted, and rows changed other
--- than by retiring them (superseding, archiving), so a reinforcement counts as a write, as in the plugin.
+-- than by retiring them (superseding, archiving), so a reinforcement counts as a write, as in the plugin. The
+-- same rows are refused for a user who paused their memory (81_memory_consent.sql): one trigger, one pass.
 create function memory_private.user_memory_bounds() returns trigger
     language plpgsql
     security definer
@@ -102,6 +103,7 @@ begin
         for r in select a.user_id, count(*) filter (where a.kind = 'fact') as facts, count(*) as items
                    from added a group by a.user_id order by a.user_id loop
             if v_enforce then
+                perform memory_private.memory_refuse_paused(r.user_id);
                 perform memory_private.memory_write_take(r.user_id, r.items);
             end if;
             if r.facts > 0 then
@@ -129,6 +131,7 @@ begin
                                group by a.user_id) w on w.user_id = g.user_id
                   order by 1 loop
             if v_enforce and r.items > 0 then
+                perform memory_private.memory_refuse_paused(r.user_id);
                 perform memory_private.memory_write_take(r.user_id, r.items);
             end if;
             if r.facts <> 0 then
