@@ -14,12 +14,15 @@ Speaker, date, time, importance, confidence and recency are computed as in SQL.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 from uuid import UUID
+
+from pydantic import TypeAdapter, ValidationError
 
 from ..quality.semantic import cosine_similarity
 from ..rows import MemoryRecord
@@ -34,6 +37,7 @@ __all__ = [
     "SearchQuery",
     "StoredVector",
     "record_from_json",
+    "record_from_json_text",
     "score_in_python",
     "search_params",
 ]
@@ -125,6 +129,19 @@ def search_params(user_id: UUID, query: SearchQuery) -> dict[str, Any]:
 def record_from_json(row: Mapping[str, Any]) -> MemoryRecord:
     """A `user_memory` row as JSON (`to_jsonb`, PostgREST) as a `MemoryRecord`."""
     return MemoryRecord.from_row(row)
+
+
+def record_from_json_text(text: str | bytes) -> MemoryRecord:
+    """A `user_memory` row's `to_jsonb` as text, parsed and validated in one pass: a third of the time of
+    `json.loads` then `record_from_json` (a search reads 100 candidates). A row with a null collection (which
+    `record_from_json` reads as empty) takes that slower way."""
+    try:
+        return _RECORD_JSON.validate_json(text)
+    except ValidationError:
+        return record_from_json(json.loads(text))
+
+
+_RECORD_JSON = TypeAdapter(MemoryRecord)
 
 
 def _words(text: str) -> set[str]:

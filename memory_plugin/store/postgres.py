@@ -35,7 +35,7 @@ from ..retrieval.search import (
     BacklogItem,
     EmbeddingUpdate,
     SearchQuery,
-    record_from_json,
+    record_from_json_text,
     search_params,
 )
 from ..rows import MemoryItem, MemoryKind, MemoryRecord
@@ -56,6 +56,11 @@ _SEARCH_CASTS = {
     "p_months": "integer[]", "p_asks_when": "boolean", "p_exact_scan_below": "integer",
     "p_text_scan_limit": "integer", "p_now": "timestamptz",
 }  # fmt: skip
+# `memory_search`'s columns after `memory` (supabase/schemas/22_memory_search.sql).
+_SEARCH_COLUMNS = (
+    "score, text_score, vector_score, neighbour_score, trigram_score, speaker_score, date_score, time_score,"
+    " importance_score, confidence_score, recency_score, prev_memory_id"
+)
 SET_EMBEDDINGS_SQL = "select public.memory_set_embeddings(%s, %s, %s::jsonb) as stored"
 EMBEDDING_BACKLOG_SQL = "select * from public.memory_embedding_backlog(%s, %s, %s)"
 CONTEXT_SQL = (
@@ -226,7 +231,7 @@ class PostgresStore(StoreBase):
         arguments the Supabase store sends (`search_params`)."""
         params = search_params(user_id, query)
         rows = await self._fetch(user_id, _search_sql(tuple(params)), tuple(params.values()))
-        return [ScoredMemory.from_search_row(r, record_from_json(r["memory"])) for r in rows]
+        return [ScoredMemory.from_search_row(r, record_from_json_text(r["memory"])) for r in rows]
 
     async def set_embeddings(self, user_id: UUID, model: str, items: Sequence[EmbeddingUpdate]) -> int:
         """All vectors in one `public.memory_set_embeddings` call."""
@@ -272,4 +277,5 @@ def _search_sql(names: tuple[str, ...]) -> str:
     """`memory_search` called with `names` as named arguments (positional placeholders: the RLS prelude
     shares the message)."""
     args = ", ".join(f"{name} => %s::{_SEARCH_CASTS.get(name, 'real')}" for name in names)
-    return f"select * from public.memory_search({args})"
+    # The row's jsonb as text, parsed by pydantic in one pass rather than by json.loads then validated.
+    return f"select memory::text as memory, {_SEARCH_COLUMNS} from public.memory_search({args})"
