@@ -3,10 +3,11 @@
     python -m bench.export_import --before /work/before            # 1,000 / 10,000 / 50,000 facts
     python -m bench.export_import --before DIR --sizes 1000,5000
 
-For each checkout a child interpreter (`PYTHONPATH=<checkout>`) starts an embedded PostgreSQL in a temporary
-directory, applies that checkout's migrations, and for each size: writes the facts by SQL, exports the user,
-erases them, imports the document (timed: one transaction, search index built), exports again and checks the
-document is the same. The facts are the same in both runs (`bench.export`'s text, 50 facts a session).
+For each size and checkout in turn (before, after, next size…) a child interpreter (`PYTHONPATH=<checkout>`)
+starts an embedded PostgreSQL in a temporary directory, applies that checkout's migrations, writes the facts by
+SQL, exports the user, erases them, imports the document (timed: one transaction, search index built), exports
+again and checks the document is the same. The facts are the same in both runs (`bench.export`'s text, 50 facts
+a session). Results: docs/export.md ("Cost").
 """
 
 from __future__ import annotations
@@ -108,8 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000,10000,50000")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    before = measure(args.before, sizes)
-    after = measure(args.after, sizes)
+    before: dict[int, dict[str, float]] = {}
+    after: dict[int, dict[str, float]] = {}
+    for facts in sizes:  # interleaved, so both checkouts see about the same load on a shared machine
+        before.update(measure(args.before, [facts]))
+        after.update(measure(args.after, [facts]))
     table = BenchTable(
         key="import",
         title="Import of one user (one transaction, search index built), seconds",

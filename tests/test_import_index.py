@@ -5,12 +5,14 @@ and limits hold, and a user cannot use the bulk-load switch to skip the per-fact
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
 import psycopg
 import pytest
 
+from bench.export_import import main
 from memory_plugin.database.admin import MemoryAdmin
 from memory_plugin.export import export_from_url, import_into_url
 
@@ -134,3 +136,12 @@ def test_a_user_cannot_skip_the_index_of_their_own_writes(database_url: str, adm
     assert indexed["counts"][0][:2] == (1, 1)
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="bulk load"):
         admin_conn.execute("select memory_private.memory_search_index_facts(%s)", (user,))
+
+
+@pytest.mark.slow
+def test_the_import_bench_compares_two_checkouts(capsys: pytest.CaptureFixture[str]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    assert main(["--before", str(root), "--after", str(root), "--sizes", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "| 200 " in out
+    assert "yes" in out  # the round trip gave the same document

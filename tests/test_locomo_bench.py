@@ -66,7 +66,7 @@ def test_the_benchmark_stores_turns_answers_questions_and_scores(
     monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
 
     assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
-                        "--scorer", str(_scorer(tmp_path))]) == 0  # fmt: skip
+                        "--scorer", str(_scorer(tmp_path)), "--compare", "--before"]) == 0  # fmt: skip
 
     predictions = [json.loads(line) for line in out.read_text().splitlines()]
     assert [p["qid"] for p in predictions] == ["tiny_q0", "tiny_q1", "tiny_q2"]
@@ -75,6 +75,12 @@ def test_the_benchmark_stores_turns_answers_questions_and_scores(
     for qid, *_ in QUESTIONS:
         assert f"{qid} R@1 1.0" in printed  # each answer's turn ranked first
     assert "search p50 / p95" in printed
+    # --compare and --before: the hybrid order and the previous reranker, scored and timed in the same run.
+    for mode in ("without the reranker", "previous reranker (50 candidates)"):
+        assert f"search p50 / p95, limit 10, question embedding included, {mode}" in printed
+        assert f"ratio p50 / p95, reranker / {mode}" in printed
+    for suffix in ("-hybrid", "-before"):
+        assert len(out.with_name(out.stem + suffix + out.suffix).read_text().splitlines()) == 3
     assert "sentence-transformers:all-MiniLM-L6-v2" in printed
 
 
@@ -135,7 +141,7 @@ def test_a_turn_the_policy_refuses_is_reported_and_skipped_and_long_turns_are_ke
     monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
 
     assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
-                        "--scorer", str(_scorer(tmp_path))]) == 0  # fmt: skip
+                        "--scorer", str(_scorer(tmp_path)), "--compare", "--before"]) == 0  # fmt: skip
 
     printed = capfd.readouterr().out
     assert "| turns refused by the privacy policy (skipped) | 1 |" in printed

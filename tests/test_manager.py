@@ -456,3 +456,9 @@ async def test_background_sweeper_releases_expired_sessions(clock: Any) -> None:
         assert sweeper is not None
         assert not sweeper.done()
     assert sweeper.done()  # closing the manager stops it
+
+
+async def test_the_facade_offers_operations_not_its_services(ram_memory: MemoryManager) -> None:
+    """Faces call the manager's operations (`turn`, `keep_context_current`, `reembed`…), never a service of it."""
+    services = {"extraction", "writer", "searcher", "context_reader", "sessions", "consent", "failures"}
+    assert services.isdisjoint(vars(ram_memory)), "a service of the manager is public"

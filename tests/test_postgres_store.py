@@ -147,6 +147,7 @@ def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn)
     ).fetchall()
     assert [f[0] for f in functions] == [
         "chat_append",  # a chat's append with its idempotency key, as the user (RLS): what PATCH does
+        "chat_create",  # a chat's creation with its idempotency key, as the user (RLS): what POST does
         "chat_search",
         "memory_context",
         "memory_embedding_backlog",
@@ -189,6 +190,7 @@ def test_table_has_the_documented_columns(admin_conn: AdminConn) -> None:
         "session_id": "text",
         "attributes": "jsonb",
         "content_hash": "text",
+        "key_id": "text",
         "created_at": "timestamp with time zone",
         "updated_at": "timestamp with time zone",
         "last_reinforced_at": "timestamp with time zone",
@@ -254,14 +256,14 @@ def test_row_level_security_is_on_with_policies_for_authenticated(admin_conn: Ad
 @pytest.fixture
 def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every statement sent through any psycopg async cursor (which `conn.execute` uses) while the test runs,
-    except the background worker's polls for queued jobs (they run on their own clock, not for the write) and
-    reads of the memory switch (on a connection of their own, at most one per user every 2 s)."""
+    except the background worker's polls for queued and deferred jobs (they run on their own clock, not for the
+    write) and reads of the memory switch (on a connection of their own, at most one per user every 2 s)."""
     calls: list[str] = []
     original_execute = psycopg.AsyncCursor.execute
     original_executemany = psycopg.AsyncCursor.executemany
 
     async def execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        if "memory_jobs_claim" not in str(query) and "memory_consent" not in str(query):
+        if not any(poll in str(query) for poll in ("memory_jobs_claim", "memory_jobs_promote", "memory_consent")):
             calls.append(str(query))
         return await original_execute(self, query, params, **kw)
 

@@ -58,9 +58,10 @@ DERIVED_TABLES = frozenset(
         "memory_private.memory_write_buckets",
     }
 )
-"""Per-user tables left out, rebuilt by triggers when the sections are restored: the search index of the facts
-(the vectors by the embedding model: `MemoryManager.import_user` or `memory-plugin reembed`), the row counts the
-database's bounds compare with the limits, and the write-rate bucket."""
+"""Per-user tables left out, rebuilt when the sections are restored: the search index of the facts (in one pass at
+the end of the import, `memory_search_index_facts`; the vectors by the embedding model: `MemoryManager.import_user`
+or `memory-plugin reembed`), the row counts the database's bounds compare with the limits, and the write-rate
+bucket (their triggers)."""
 
 ORDER_BY: dict[str, tuple[str, ...]] = {"memories": ("created_at", "id"), "chats": ("created_at", "id")}
 """Row order of a section when not its primary key: restoring facts in the order they were learned gives their
