@@ -169,6 +169,8 @@ TRIGGER_FUNCTIONS = {
     "memory_search_counts_remove",
     "memory_bounds_count",
     "user_memory_bounds",
+    "user_memory_kind_bounds",
+    "user_memory_kind_moved",
     "memory_bounds_keep_owner",
     "memory_summaries_keep_newest",
     "memory_pause_guard",
@@ -178,7 +180,13 @@ TRIGGER_FUNCTIONS = {
 # no user may write (a user could reset their own count); the pause guard reads the switch of every user a
 # statement wrote rows of, whatever that user's RLS shows. A trigger function cannot be called directly, only
 # fired by a write to its table (checked below); tests/test_db_bounds.py checks that a user cannot change them.
-DEFINER_TRIGGERS = {"memory_bounds_count", "user_memory_bounds", "memory_pause_guard"}
+DEFINER_TRIGGERS = {
+    "memory_bounds_count",
+    "user_memory_bounds",
+    "memory_pause_guard",
+    "user_memory_kind_bounds",
+    "user_memory_kind_moved",
+}
 # Security definer so that the trigram `%` is an index condition (under the caller's RLS it is not: not
 # leakproof); it reads the caller's own facts only, which its attack in RPC_CALLS checks.
 DEFINER_GUARDED = {"memory_near_duplicate"}

@@ -30,7 +30,8 @@ create table memory_private.memory_limits (
     name        text             not null check (name in (
                     'facts_per_user', 'write_rate_per_second', 'write_burst', 'chats_per_user',
                     'conversations_per_user', 'conversation_entries_per_user', 'checkpoints_per_user',
-                    'summaries_per_user')),
+                    'summaries_per_user', 'preferences_per_user', 'projects_per_user', 'patterns_per_user',
+                    'sessions_per_user')),
     -- null: the default for every user; a user id: that user's own limit.
     user_id     uuid,
     value       double precision not null check (value >= 0),
@@ -50,6 +51,7 @@ insert into memory_private.memory_limits (name, value, description) values
     ('conversation_entries_per_user', 200000, 'Rows of public.conversation_entries (messages of all conversations).'),
     ('checkpoints_per_user', 10000, 'Rows of memory_private.workflow_checkpoints, all sessions together.'),
     ('summaries_per_user', 3000, 'Rows of public.memory_summaries, all scopes together (3 versions of 1,000 scopes).');
+-- preferences, projects, patterns and sessions: their defaults and triggers are in 92_memory_kind_bounds.sql.
 
 -- The rows each user has in each counted table (`counted` is the limit's name), kept by the bounds triggers.
 create table memory_private.memory_usage (

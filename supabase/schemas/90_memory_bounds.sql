@@ -68,7 +68,8 @@ declare
     r         record;
 begin
     if tg_op = 'INSERT' then
-        for r in select a.user_id, count(*) as n from added a group by a.user_id order by a.user_id loop
+        for r in select a.user_id, count(*) as n from added a where a.user_id is not null  -- anonymous sessions
+                  group by a.user_id order by a.user_id loop
             v_n := memory_private.memory_usage_add(r.user_id, tg_argv[0], r.n, v_enforce and not v_prune);
             v_limit := memory_private.memory_limit(r.user_id, tg_argv[0]);
             if v_prune and v_n > v_limit then
