@@ -89,9 +89,9 @@ async def _fill(memory: MemoryManager, url: str, user: UUID, count: int) -> str:
         return "update_memory"
     facts = bench_facts(0, count)
     vectors: list[Sequence[float]] | None = None
-    embedder = memory.writer.embedder
+    embedder = memory._writer.embedder
     if embedder is not None:
-        embedded = await memory.writer.embed_items(items_from_update(facts, None, None, [], None))
+        embedded = await memory._writer.embed_items(items_from_update(facts, None, None, [], None))
         vectors = [item.embedding for item in embedded if item.embedding is not None]
 
     def load() -> None:
@@ -138,7 +138,7 @@ async def _scaling(
         user = uuid4()
         how = await _fill(memory, url, user, n)
         await _time_writes(memory, user, n, 1)  # warm: this user's first plans
-        stats = memory.writer.stats
+        stats = memory._writer.stats
         embedded, failed = stats.facts_embedded, stats.embedding_failures
         batch_ms, single_ms = await _time_writes(memory, user, n, sizes.timed_calls)
         embedded, failed = stats.facts_embedded - embedded, stats.embedding_failures - failed

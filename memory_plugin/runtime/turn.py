@@ -22,9 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from pydantic_ai.messages import ModelRequest, UserPromptPart
-
-from ..context.history import message_tokens
 from ..errors import MemoryPluginError
 from ..extraction.policy import ExtractionRun
 from ..extraction.runner import ScheduledExtraction
@@ -102,6 +99,12 @@ class Turn:
         if context is None:
             return TurnStart(context=await memory.get_memory_context(session_id, user_id, query=prompt or None))
         if prompt_tokens is None:
+            # Imported here: pydantic-ai is loaded only by a turn with a context builder, not by `import
+            # memory_plugin` (tests/test_cli_startup.py keeps the CLI's start light).
+            from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+            from ..context.history import message_tokens
+
             request = ModelRequest(parts=[UserPromptPart(prompt)])
             prompt_tokens = message_tokens(request, context.counter) if prompt else 0
         built = await context.build(
