@@ -12,9 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -27,14 +25,13 @@ from pydantic_ai import Embedder
 from pydantic_ai.embeddings import TestEmbeddingModel
 from rich.console import Console
 
+from bench.embedded import migrated_database
 from bench.export import fill
 from bench.tables import BenchTable, render
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
 from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.dashboard import add_dashboard
-from memory_plugin.database import EmbeddedPostgres
-from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder
 from memory_plugin.store.postgres import PostgresStore
 
@@ -85,19 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--facts", type=int, nargs="+", default=[10, 100, 1_000, 10_000])
     ap.add_argument("--chats", type=int, default=100)
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="dashboard-bench-") as tmp:
-        embedded = EmbeddedPostgres(Path(tmp))
-        url = embedded.start()
-        try:
-
-            async def go() -> BenchTable:
-                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                    await migrate(conn)
-                return await run(url, args.facts, args.chats)
-
-            render([asyncio.run(go())], Console())
-        finally:
-            embedded.stop()
+    with migrated_database("dashboard-bench-") as url:
+        render([asyncio.run(run(url, args.facts, args.chats))], Console())
     return 0
 
 

@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 import time
 import tracemalloc
-from pathlib import Path
 from uuid import UUID, uuid4
 
 import psycopg
 from rich.console import Console
 
+from bench.embedded import migrated_database
 from bench.tables import BenchTable, render
-from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.admin import MemoryAdmin
-from memory_plugin.database.migrations import migrate
 from memory_plugin.export import export_chunks, import_into_url
 
 FACTS_SQL = """
@@ -106,19 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--facts", type=int, default=50_000)
     ap.add_argument("--chats", type=int, default=1_000)
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="export-bench-") as tmp:
-        embedded = EmbeddedPostgres(Path(tmp))
-        url = embedded.start()
-        try:
-
-            async def go() -> BenchTable:
-                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                    await migrate(conn)
-                return await run(url, args.facts, args.chats)
-
-            render([asyncio.run(go())], Console())
-        finally:
-            embedded.stop()
+    with migrated_database("export-bench-") as url:
+        render([asyncio.run(run(url, args.facts, args.chats))], Console())
     return 0
 
 
