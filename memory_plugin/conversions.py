@@ -23,9 +23,14 @@ __all__ = [
 
 def fact_from_record(record: MemoryRecord, *, confidence: float | None = None) -> MemorizedFact:
     """The row as a `MemorizedFact` (kind must be `fact`); `confidence` overrides the stored value (the
-    decayed confidence shown in a context)."""
+    decayed confidence shown in a context). `EncryptionKeyError` for a row still sealed."""
+    _refuse_if_sealed(record)
+    return _fact(record, confidence)
+
+
+def _fact(record: MemoryRecord, confidence: float | None) -> MemorizedFact:
+    """`fact_from_record` for a row known not to be sealed."""
     category: FactCategory = record.category  # type: ignore[assignment]  # checked by the table's constraint
-    refuse_sealed([record])
     return MemorizedFact(
         id=record.id,
         user_id=record.user_id,
@@ -70,9 +75,13 @@ def refuse_sealed(records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
     """`records`, or `EncryptionKeyError` if one is still sealed: read without keys (the store that opens sealed
     rows is there only while `MEMORY_ENCRYPTION_KEYS` is set), it must not be shown as ciphertext."""
     for record in records:
-        if is_sealed(record.content):
-            open_text(None, record.content, user_id=record.user_id, kind=record.kind, category=record.category)
+        _refuse_if_sealed(record)
     return list(records)
+
+
+def _refuse_if_sealed(record: MemoryRecord) -> None:
+    if is_sealed(record.content):  # opening without keys raises the typed error that names the key
+        open_text(None, record.content, user_id=record.user_id, kind=record.kind, category=record.category)
 
 
 def long_term_from_records(
@@ -92,7 +101,7 @@ def long_term_from_records(
                 if decay is not None and now is not None
                 else None
             )
-            facts.append(fact_from_record(record, confidence=shown))
+            facts.append(_fact(record, shown))  # sealed rows were left out above: checked once per row
         elif record.kind == "project":
             projects.append(project_from_record(record))
         elif record.kind == "pattern":
