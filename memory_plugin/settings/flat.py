@@ -65,10 +65,14 @@ class Flat(Generic[T]):
 
 
 def flat_names(cls: type[Any]) -> dict[str, Flat[Any]]:
-    """Every flat name `cls` and its bases declare, by name."""
-    return {
-        name: value for klass in reversed(cls.__mro__) for name, value in vars(klass).items() if isinstance(value, Flat)
-    }
+    """Every flat name `cls` and its bases declare, by name, in the order of the bases (the nearest declaration
+    of a name wins, as attribute lookup does)."""
+    names: dict[str, Flat[Any]] = {}
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            if isinstance(value, Flat):
+                names.setdefault(name, value)
+    return names
 
 
 def as_values(group: object) -> dict[str, Any]:
