@@ -10,7 +10,8 @@ keep every `MemorySettings(search_candidates=…)`, `model_copy(update={"search_
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar, overload
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict
 
@@ -28,14 +29,17 @@ class SettingsGroup(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Flat(Generic[T]):
+class Flat(property, Generic[T]):
     """The flat name of one group field, declared as `search_candidates = Flat[int]("search.candidates")`.
 
     The name is read as `settings.search_candidates`, passed as `MemorySettings(search_candidates=…)` or
     `model_copy(update={"search_candidates": …})`, and read from `MEMORY_SEARCH_CANDIDATES` (then from each of
-    `also_env`); `env=False` for a value only code can give."""
+    `also_env`); `env=False` for a value only code can give. A read-only property whose getter is an
+    `operator.attrgetter`: no Python frame per read (~0.1 µs, as a plain field; a Python `__get__` took 0.5 µs),
+    for the hot paths that still read flat names."""
 
     def __init__(self, path: str, *, env: bool = True, also_env: tuple[str, ...] = ()) -> None:
+        super().__init__(attrgetter(path), doc=f"`settings.{path}` by its flat name (kept for compatibility).")
         self.group, _, self.field = path.partition(".")
         self.name = ""
         self.variables: tuple[str, ...] = ()
@@ -51,17 +55,15 @@ class Flat(Generic[T]):
         """Where the value lives: `"search.candidates"`."""
         return f"{self.group}.{self.field}"
 
-    @overload
-    def __get__(self, instance: None, owner: type[Any] | None = None) -> Flat[T]: ...
+    if TYPE_CHECKING:  # the types of a read; at run time property's own (C) `__get__` calls the attrgetter
 
-    @overload
-    def __get__(self, instance: object, owner: type[Any] | None = None) -> T: ...
+        @overload
+        def __get__(self, instance: None, owner: type[Any] | None = None, /) -> Flat[T]: ...
 
-    def __get__(self, instance: object | None, owner: type[Any] | None = None) -> T | Flat[T]:
-        if instance is None:
-            return self
-        value: T = getattr(getattr(instance, self.group), self.field)
-        return value
+        @overload
+        def __get__(self, instance: object, owner: type[Any] | None = None, /) -> T: ...
+
+        def __get__(self, instance: object | None, owner: type[Any] | None = None, /) -> T | Flat[T]: ...
 
 
 def flat_names(cls: type[Any]) -> dict[str, Flat[Any]]:
