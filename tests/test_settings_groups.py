@@ -378,3 +378,16 @@ def test_the_configuration_reference_names_every_group() -> None:
     reference = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text(encoding="utf-8")
     missing = [f"settings.{group}" for group in MemorySettings.model_fields if f"`settings.{group}`" not in reference]
     assert not missing, f"docs/configuration.md does not name the groups {missing}"
+
+
+def test_the_vocabulary_is_code_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agents.vocabulary import SHOP_VOCABULARY
+
+    monkeypatch.setenv("MEMORY_VOCABULARY", "anything")  # not a variable: ignored (it used to fail the settings)
+    settings = MemorySettings(vocabulary=SHOP_VOCABULARY)
+
+    assert settings.quality.vocabulary is SHOP_VOCABULARY
+    assert settings.vocabulary is SHOP_VOCABULARY
+    assert MemorySettings().model_copy(update={"vocabulary": SHOP_VOCABULARY}).quality.vocabulary is SHOP_VOCABULARY
+    with pytest.raises(ConfigurationError, match="Vocabulary"):
+        MemorySettings(vocabulary="shop")
