@@ -11,7 +11,17 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from .flat import Flat, SettingsGroup
 
-__all__ = ["DatabaseNames", "DatabaseSettings", "SupabaseNames", "SupabaseSettings", "default_data_dir"]
+__all__ = [
+    "DatabaseNames",
+    "DatabasePooler",
+    "DatabaseSettings",
+    "SupabaseNames",
+    "SupabaseSettings",
+    "default_data_dir",
+]
+
+DatabasePooler = Literal["auto", "transaction", "session", "none"]
+"""The connection pooler in front of the database URLs (`settings.database.pooler`)."""
 
 
 def default_data_dir() -> Path:
@@ -60,7 +70,7 @@ class DatabaseSettings(SettingsGroup):
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
     """How long to wait for a connection before raising `StoreUnavailableError`."""
 
-    pooler: Literal["auto", "transaction", "session", "none"] = "auto"
+    pooler: DatabasePooler = "auto"
     """The connection pooler in front of the database URLs (docs/supabase.md): `transaction` (Supavisor's port
     6543, PgBouncer's transaction mode) turns psycopg's prepared statements off on every connection the plugin
     opens, which such a pooler cannot keep; `session` and `none` change nothing; `auto`: `transaction` when the
@@ -89,7 +99,7 @@ class DatabaseNames:
     pool_min_size = Flat[int]("database.pool_min_size")
     pool_max_size = Flat[int]("database.pool_max_size")
     connect_timeout_seconds = Flat[float]("database.connect_timeout_seconds")
-    database_pooler = Flat[Literal["auto", "transaction", "session", "none"]]("database.pooler")
+    database_pooler = Flat[DatabasePooler]("database.pooler")
 
 
 class SupabaseSettings(SettingsGroup):

@@ -8,7 +8,10 @@ from pydantic import Field, SecretStr
 
 from .flat import Flat, SettingsGroup
 
-__all__ = ["SessionNames", "SessionSettings"]
+__all__ = ["SessionBackend", "SessionNames", "SessionSettings"]
+
+SessionBackend = Literal["memory", "postgres", "redis"]
+"""Where short-term sessions live (`settings.sessions.backend`)."""
 
 
 class SessionSettings(SettingsGroup):
@@ -58,7 +61,7 @@ class SessionSettings(SettingsGroup):
     """How often the manager's background task releases expired sessions' RAM. Expired sessions are never
     visible even between sweeps: every access expires what is due first."""
 
-    backend: Literal["memory", "postgres", "redis"] = "memory"
+    backend: SessionBackend = "memory"
     """Where short-term sessions live: "memory" (this process's RAM), "postgres" (the database in use, shared
     by every worker; `memory_private.memory_sessions`) or "redis" (`redis_url`, shared by every worker; the
     `redis` extra)."""
@@ -84,6 +87,6 @@ class SessionNames:
     max_session_entity_values = Flat[int]("sessions.max_entity_values")
     max_session_intents = Flat[int]("sessions.max_intents")
     session_sweep_interval_seconds = Flat[float]("sessions.sweep_interval_seconds")
-    session_backend = Flat[Literal["memory", "postgres", "redis"]]("sessions.backend")
+    session_backend = Flat[SessionBackend]("sessions.backend")
     redis_url = Flat[SecretStr | None]("sessions.redis_url")
     max_checkpoints = Flat[int]("sessions.max_checkpoints")
