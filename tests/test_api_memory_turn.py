@@ -11,12 +11,16 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import httpx
+import pytest
 import pytest_asyncio
 
 from memory_plugin import MemoryManager, MemorySettings
 from memory_plugin.api.app import ApiServices
 from memory_plugin.api.schemas import MAX_TURN_CHARS
+from memory_plugin.api.turn_keys import TurnKeys
+from memory_plugin.chats.idempotency import AppendKey
 from memory_plugin.consent import ConsentStore
+from memory_plugin.errors import IdempotencyKeyReusedError
 from tests.test_api import auth
 from tests.test_api_web import Pool, _client, _services, pool  # noqa: F401 (the fixture)
 
@@ -189,3 +193,27 @@ async def test_openapi_documents_the_turn_with_the_bearer_scheme_the_key_and_exa
     assert [p["name"] for p in finish_route["parameters"]] == ["Idempotency-Key"]
     for name in ("ContextIn", "ContextOut", "TurnIn", "TurnOut"):
         assert schema["components"]["schemas"][name]["examples"], name
+
+
+async def test_turn_keys_forget_a_failed_or_unrecorded_attempt_and_stay_bounded() -> None:
+    keys, user = TurnKeys(max_keys=2), uuid4()
+    runs: list[str] = []
+
+    async def work(result: bool) -> bool:
+        runs.append("run")
+        if not runs[1:] and not result:
+            raise RuntimeError("the database went away")
+        return result
+
+    key = AppendKey("k", "hash")
+    with pytest.raises(RuntimeError):
+        await keys.once(user, key, lambda: work(False), keep=bool)
+    assert await keys.once(user, key, lambda: work(False), keep=bool) is False  # ran again: not recorded either
+    assert await keys.once(user, key, lambda: work(True), keep=bool) is True  # ran again, and kept
+    assert await keys.once(user, key, lambda: work(False), keep=bool) is True  # the kept outcome, not run
+    assert len(runs) == 3
+    with pytest.raises(IdempotencyKeyReusedError):
+        await keys.once(user, AppendKey("k", "another"), lambda: work(True), keep=bool)
+    for name in ("a", "b", "c"):
+        await keys.once(user, AppendKey(name, "hash"), lambda: work(True), keep=bool)
+    assert len(keys) == 2  # the oldest keys go first
