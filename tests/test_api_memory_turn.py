@@ -15,12 +15,12 @@ import pytest
 import pytest_asyncio
 
 from memory_plugin import MemoryManager, MemorySettings
-from memory_plugin.api.app import ApiServices
+from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.schemas import MAX_TURN_CHARS
 from memory_plugin.api.turn_keys import TurnKeys
 from memory_plugin.chats.idempotency import AppendKey
 from memory_plugin.consent import ConsentStore
-from memory_plugin.errors import IdempotencyKeyReusedError
+from memory_plugin.errors import IdempotencyKeyReusedError, SessionOwnershipError
 from tests.test_api import auth
 from tests.test_api_web import Pool, _client, _services, pool  # noqa: F401 (the fixture)
 
@@ -217,3 +217,18 @@ async def test_turn_keys_forget_a_failed_or_unrecorded_attempt_and_stay_bounded(
     for name in ("a", "b", "c"):
         await keys.once(user, AppendKey(name, "hash"), lambda: work(True), keep=bool)
     assert len(keys) == 2  # the oldest keys go first
+
+
+async def test_a_session_ownership_error_is_answered_as_a_session_that_does_not_exist(pool: Pool) -> None:  # noqa: F811
+    # The API always passes the token's user, so its own routes never meet one; a route of the application's
+    # that calls the manager without a user gets the same answer as someone else's chat.
+    app = create_app(_services(pool))
+
+    @app.get("/probe")
+    async def probe() -> None:
+        raise SessionOwnershipError("session 'chat-1' belongs to a user: pass its user_id")
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api.test") as client:
+        answer = await client.get("/probe")
+    assert answer.status_code == 404
+    assert answer.json()["error"]["code"] == "session_not_found"
