@@ -88,6 +88,20 @@ async def test_context_then_finish_then_context_shows_the_exchange_and_the_facts
     assert kept[0]["session_id"] == "chat-1"
 
 
+async def test_a_queued_extraction_reaches_the_next_context_once_the_worker_ran(
+    client: httpx.AsyncClient, manager: MemoryManager
+) -> None:
+    user = uuid4()
+    finished = await client.post("/api/memory/turns", json={**FINISH, "inline": False}, headers=auth(user))
+    outcome = finished.json()
+    assert outcome["extraction"] == "queued", outcome
+    assert outcome["job_id"] is not None
+    assert outcome["stored"] == []
+    assert await manager.flush()
+    again = await context(client, user, "chat-1", "¿Qué tornillos me recomiendas?")
+    assert "titanio" in again["instructions"]
+
+
 async def test_another_user_sees_nothing_and_cannot_name_a_user(
     client: httpx.AsyncClient, manager: MemoryManager
 ) -> None:
