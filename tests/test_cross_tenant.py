@@ -157,6 +157,10 @@ RPC_CALLS: dict[str, str] = {
     " from public.user_memory m where m.user_id = {b}",
     "memory_fact_anchor": "select memory_private.memory_fact_anchor(m.user_id, m.category, 'g', '{{w}}')"
     " from public.user_memory m where m.user_id = {b}",
+    "memory_fact_prefix": "select memory_private.memory_fact_prefix(m.user_id, m.category, 'g', '{{w}}')"
+    " from public.user_memory m where m.user_id = {b}",
+    "memory_fact_prefixes": "select memory_private.memory_fact_prefixes(m.user_id, m.category, 'g', '{{w}}')"
+    " from public.user_memory m where m.user_id = {b}",
     # The near-duplicate probes with B's id and the category, guard and key of a fact of B's, every candidate
     # accepted (threshold 0 / -1): no hash of B's comes back.
     "memory_near_duplicate": "select h from memory_private.memory_near_duplicate({b}, %(b_category)s, %(b_guard)s,"

@@ -6,16 +6,17 @@
 -- (rule 1 of memory_upsert_items), or null: the most similar current fact of the item's category and guard whose
 -- content words include all of the item's or are all among them, at trigram similarity >= p_threshold, other
 -- than the fact it replaces. The candidates come from the words (user_memory_fact_words_idx: the facts holding
--- every word of the item; user_memory_fact_anchor_idx: the facts with fewer words whose first word is one of
--- the item's), so a probe reads what shares the item's words whatever the user's size (20-25 index pages at
--- 100 to 10,000 facts of one user, ~40 at 50,000); each candidate's similarity is then computed exactly, so
--- no similar fact is missed for a nearer one that fails the word rule. Security definer: under the caller's
--- RLS, `@>` and `= any` over the key functions are no index conditions (not leakproof). It reads the caller's
--- own facts only: for an `authenticated` caller p_user_id must be auth.uid(), or nothing is found (tests/
--- test_cross_tenant.py calls it with another user's id). The fence: with sequential and plain index scans
--- counted as disabled, the only plan is a BitmapOr of those two indexes, whatever the statistics said when
--- the connection's generic plan was made: no other index has a condition here (the row's user, kind,
--- category, guard and validity are compared as one row value, which no index or partial predicate matches).
+-- every word of the item; user_memory_fact_prefix_idx, or past 10 words user_memory_fact_anchor_idx: the facts
+-- with fewer words, all among the item's), so a probe reads what shares the item's words whatever the user's
+-- size; each candidate's similarity is then computed exactly, so no similar fact is missed for a nearer one
+-- that fails the word rule (the trigram probe this replaces took the 50 nearest, then the rule). Security
+-- definer: under the caller's RLS, `@>` and `= any` over the key functions are no index conditions (not
+-- leakproof). It reads the caller's own facts only: for an `authenticated` caller p_user_id must be auth.uid(),
+-- or nothing is found (tests/test_cross_tenant.py calls it with another user's id). The fence: with sequential and plain index scans
+-- counted as disabled, the only plan is a BitmapOr of those three indexes (the one not used given no keys),
+-- whatever the statistics said when the connection's generic plan was made: no other index has a condition
+-- here (the row's user, kind, category, guard and validity are compared as one row value, which no index or
+-- partial predicate matches).
 create function memory_private.memory_near_duplicate(
     p_user_id uuid, p_category text, p_guard text, p_key text, p_words text[], p_replaces uuid,
     p_threshold real, p_now timestamptz
@@ -38,9 +39,14 @@ as $$
             memory_private.memory_fact_word_keys(p_user_id, p_category, p_guard,
                                                  case when pg_catalog.cardinality(p_words) > 0 then p_words
                                                       else '{""}'::text[] end)
+            or (memory_private.memory_fact_prefix(c.user_id, c.category, c.match_guard, c.match_words)
+                    operator(pg_catalog.=) any (case when pg_catalog.cardinality(p_words) <= 10 then
+                        memory_private.memory_fact_prefixes(p_user_id, p_category, p_guard, p_words) end)
+                and pg_catalog.cardinality(c.match_words) < pg_catalog.cardinality(p_words))
             or (memory_private.memory_fact_anchor(c.user_id, c.category, c.match_guard, c.match_words)
-                    operator(pg_catalog.=) any (memory_private.memory_fact_word_keys(
-                        p_user_id, p_category, p_guard, p_words operator(pg_catalog.||) ''::text))
+                    operator(pg_catalog.=) any (case when pg_catalog.cardinality(p_words) > 10 then
+                        memory_private.memory_fact_word_keys(p_user_id, p_category, p_guard,
+                                                             p_words operator(pg_catalog.||) ''::text) end)
                 and pg_catalog.cardinality(c.match_words) < pg_catalog.cardinality(p_words)))
        and (c.user_id, c.kind, c.category, c.match_guard, c.invalid_at, c.archived_at) is not distinct from
            (p_user_id, 'fact'::text, p_category, p_guard, null::timestamptz, null::timestamptz)
