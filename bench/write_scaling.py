@@ -5,7 +5,8 @@ Prints markdown tables (rich), on its own embedded PostgreSQL in a temporary dir
 - (a) one user holding 100 / 1,000 / 10,000 / 50,000 facts: the time of a 100-fact `update_memory` and of a
   one-fact `remember`, with the ratio to the 100-fact row (targets: 10,000 ≤ 2×, 50,000 ≤ 3×). Users up to
   1,000 facts are filled through `update_memory` in 200-fact calls, larger ones with `bench.write_load.bulk_load`
-  (the same rows and triggers, one statement per 5,000 facts). Embeddings off: this measures the database path.
+  (the same statement per 200 facts as the owner, without the manager around it: the same rows). Embeddings
+  off: this measures the database path.
 - (b) 10,000 facts written through `update_memory` in 200-fact batches: rows stored, writes journaled, the last
   batch's time against the first's (target ≤ 2×).
 - (c) the plans of the per-item statements of one `memory_upsert_items` call at the largest size (auto_explain).
