@@ -1,4 +1,4 @@
-"""Write cost against memory size: `python -m bench.write_scaling [--quick] [--max-facts N]`.
+"""Write cost against memory size: `python -m bench.write_scaling [--quick] [--max-facts N] [--no-embeddings]`.
 
 Prints markdown tables (rich), on its own embedded PostgreSQL in a temporary directory (removed afterwards):
 
@@ -285,12 +285,15 @@ async def bench_write_scaling(sizes: Sizes) -> list[BenchTable]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m bench.write_scaling [--quick] [--max-facts N]`."""
+    """`python -m bench.write_scaling [--quick] [--max-facts N] [--no-embeddings]`."""
     parser = argparse.ArgumentParser(prog="python -m bench.write_scaling", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--max-facts", type=int, default=None, help="leave out the sizes above this")
+    parser.add_argument("--no-embeddings", action="store_true", help="leave out table (d) (embeddings on)")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
+    if args.no_embeddings:
+        sizes = Sizes(sizes.fact_counts, sizes.timed_calls, sizes.acceptance_facts, ())
     if args.max_facts is not None:
         kept = tuple(n for n in sizes.fact_counts if n <= args.max_facts)
         embedded = tuple(n for n in sizes.embedded_counts if n <= args.max_facts)
