@@ -60,3 +60,28 @@ async def test_the_runner_and_the_sweeper_await_postgres_sessions_on_the_loop(
                 break
             await asyncio.sleep(0.05)
         assert rows_of(admin_conn, session) == 0
+
+
+async def test_concurrent_calls_on_the_pool_create_one_session_and_lose_nothing(
+    pg_settings: MemorySettings, admin_conn: psycopg.Connection[Any]
+) -> None:
+    settings = pg_settings.model_copy(
+        update={"session_backend": "postgres", "embedding_model": "none", "max_messages_per_session": 100}
+    )
+    async with MemoryManager.open(settings) as memory:
+        user, session = uuid4(), f"s-{uuid4().hex}"
+        # Every first call races to create the session: one row, each message once.
+        seen = await asyncio.gather(
+            *(memory.add_message(session, Message(role="user", content=f"m{i}"), user_id=user) for i in range(20))
+        )
+        assert sorted(seen) == list(range(1, 21))
+        await asyncio.gather(
+            *(memory.update_session_entities(session, {"part": [f"p{i}"]}, user_id=user) for i in range(10)),
+            *(memory.add_message(session, Message(role="user", content=f"n{i}")) for i in range(10)),
+        )
+        short = await memory.get_short_term(session, user_id=user)
+        assert sorted(m.content for m in short.messages) == sorted(
+            [f"m{i}" for i in range(20)] + [f"n{i}" for i in range(10)]
+        )
+        assert sorted(short.entities["part"]) == sorted(f"p{i}" for i in range(10))
+        assert rows_of(admin_conn, session) == 1

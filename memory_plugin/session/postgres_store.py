@@ -38,6 +38,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from ..database.calls import postgres_errors
 from ..database.pooler import PoolerMode, connection_kwargs
 from ..database.reach import open_pool
 from ..models import Message, ShortTermMemory
@@ -192,8 +193,9 @@ class PostgresSessionStore(SessionLimits):
             return thread.submit(asyncio.run, self._one_off(op)).result()
 
     async def _pooled(self, op: Callable[[Conn], Awaitable[T]]) -> T:
-        async with self._pool.connection() as conn:
-            return await op(conn)
+        with postgres_errors("the session operation"):  # typed: unreachable, over a limit, refused
+            async with self._pool.connection() as conn:
+                return await op(conn)
 
     async def _one_off(self, op: Callable[[Conn], Awaitable[T]]) -> T:
         kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
@@ -202,8 +204,9 @@ class PostgresSessionStore(SessionLimits):
         conninfo = info if isinstance(info, str) else info()  # a pool may compute its conninfo per connection
         if not isinstance(conninfo, str):
             conninfo = await conninfo
-        async with await psycopg.AsyncConnection.connect(conninfo, **kwargs) as conn:
-            return await op(conn)
+        with postgres_errors("the session operation"):
+            async with await psycopg.AsyncConnection.connect(conninfo, **kwargs) as conn:
+                return await op(conn)
 
     async def _message(self, conn: Conn, statements: list[str], params: Mapping[str, Any]) -> list[Result]:
         """`statements` in one round trip and one transaction (as `memory_worker` on a shared pool)."""
