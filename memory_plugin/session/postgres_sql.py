@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 
 __all__ = [
+    "APPEND_ANY_SQL",
     "APPEND_SQL",
     "CAP_SQL",
     "COUNT_SQL",
@@ -68,18 +69,30 @@ WRITE_SQL = (
     f"update {_T} set messages = %(messages)s::jsonb, entities = %(entities)s::jsonb, intents = %(intents)s::jsonb,"
     f" messages_seen = %(seen)s, last_active = %(now)s where {_KEY}"
 )
+# The window after one more message: the last `max` of `messages` and `%(messages)s` (a one-message array).
+_WINDOW = (
+    "(select coalesce(jsonb_agg(m.e order by m.i), '[]'::jsonb)"
+    " from jsonb_array_elements({live} || %(messages)s::jsonb) with ordinality m(e, i)"
+    " where m.i > jsonb_array_length({live}) + 1 - %(max)s)"
+)
 # One message appended to the user's session in one statement (the update's own row lock serialises two
-# writers): the window is the last `max` messages; an expired session starts over, as a new one. No row: the
-# session is new (`INSERT_SQL`).
+# writers); an expired session starts over, as a new one. No row: the session is new (`INSERT_SQL`).
+_LIVE = "case when s.last_active > %(cutoff)s then s.{0} else {1} end"
+_EMPTY_ARRAY, _EMPTY_OBJECT = "'[]'::jsonb", "'{}'::jsonb"
 APPEND_SQL = (
-    f"update {_T} s set messages = (select coalesce(jsonb_agg(m.e order by m.i), '[]'::jsonb) from"
-    " jsonb_array_elements(case when s.last_active > %(cutoff)s then s.messages else '[]'::jsonb end"
-    " || %(messages)s::jsonb) with ordinality m(e, i)"
-    " where m.i > (case when s.last_active > %(cutoff)s then jsonb_array_length(s.messages) else 0 end) + 1 - %(max)s),"
-    " entities = case when s.last_active > %(cutoff)s then s.entities else '{}'::jsonb end,"
-    " intents = case when s.last_active > %(cutoff)s then s.intents else '[]'::jsonb end,"
-    " messages_seen = case when s.last_active > %(cutoff)s then s.messages_seen + 1 else 1 end,"
-    f" last_active = %(now)s where {_KEY} returning s.messages_seen"
+    f"update {_T} s set messages = {_WINDOW.format(live=_LIVE.format('messages', _EMPTY_ARRAY))},"
+    f" entities = {_LIVE.format('entities', _EMPTY_OBJECT)}, intents = {_LIVE.format('intents', _EMPTY_ARRAY)},"
+    f" messages_seen = {_LIVE.format('messages_seen + 1', '1')}, last_active = %(now)s"
+    f" where {_KEY} returning s.messages_seen"
+)
+# The same without a user: appended to the one live session of the id, whoever owns it (`resolve_owner`'s rule
+# for a write), its owners locked first. No row: none is live (a new anonymous session), or two owners share
+# the id (ambiguous); `OWNERS_SQL` after it, in the same transaction, says which.
+APPEND_ANY_SQL = (
+    f"with owners as (select user_id from {_T} where session_id = %(sid)s and last_active > %(cutoff)s for update)"
+    f" update {_T} s set messages = {_WINDOW.format(live='s.messages')}, messages_seen = s.messages_seen + 1,"
+    " last_active = %(now)s where s.session_id = %(sid)s and (select count(*) from owners) = 1"
+    " and s.user_id is not distinct from (select user_id from owners limit 1) returning s.messages_seen"
 )
 # A read that counts as activity: the live session touched and returned by one statement.
 SNAPSHOT_SQL = (

@@ -45,6 +45,7 @@ from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
 from .base import SessionLimits, resolve_owner, session_limits
 from .postgres_sql import (
+    APPEND_ANY_SQL,
     APPEND_SQL,
     CAP_SQL,
     COUNT_SQL,
@@ -267,28 +268,31 @@ class PostgresSessionStore(SessionLimits):
 
     # --- the operations, each on one connection ----------------------------------------------------------------
     async def _add_message(self, conn: Conn, session_id: str, message: Message, user_id: UUID | None) -> int:
+        """One statement appends and trims the window (one round trip; a new session, two): to the user's
+        session, or without a user to the one live session of the id (its owners read in the same transaction
+        when none or two are live: a new anonymous session, or `SessionAmbiguousError`)."""
         dumped = message.model_dump(mode="json")
-        if user_id is None:  # the owner is resolved here, in a locked transaction
-
-            def appended(live: dict[str, Any] | None) -> Change[int]:
-                state = _state(live)
-                seen = state["messages_seen"] + 1
-                messages = [*state["messages"], dumped][-self.max_messages :]
-                return Change(seen, {**state, "messages": messages, "messages_seen": seen})
-
-            return await self._locked(conn, session_id, None, appended)
-        # With its user: one statement appends (and trims the window), one round trip; a new session, two.
         text = json.dumps([dumped], ensure_ascii=False)
+        first = {**_state(None), "messages": [dumped], "messages_seen": 1}
         for _ in range(3):
             now = self._clock()
             params = {"sid": session_id, "uid": user_id, "messages": text, "now": now}
             params.update(cutoff=now - self.ttl_seconds, max=self.max_messages)
-            rows = (await self._message(conn, [APPEND_SQL], params))[0][0]
+            if user_id is not None:
+                rows = (await self._message(conn, [APPEND_SQL], params))[0][0]
+                created = [] if rows else [CAP_SQL, INSERT_SQL]
+            else:
+                (rows, _), (owners, _) = await self._message(conn, [APPEND_ANY_SQL, OWNERS_SQL], params)
+                if not rows and resolve_owner(session_id, None, self._live_owners(owners, now), write=True) is None:
+                    created = [EXPIRED_SQL, INSERT_SQL]  # a new anonymous session (an expired one makes room)
+                else:
+                    created = []  # appended; or its one owner's session went live meanwhile: once more
             if rows:
                 return int(rows[0]["messages_seen"])
-            first = {**_state(None), "messages": [dumped], "messages_seen": 1}
-            if await self._created(conn, session_id, user_id, first, now):
-                return 1
+            if created:
+                params.update(_state_params(session_id, user_id, first, now), keep=self.max_sessions_per_user - 1)
+                if (await self._message(conn, created, params))[-1][1] == 1:
+                    return 1
         raise _raced(session_id)  # pragma: no cover
 
     async def _update_entities(
