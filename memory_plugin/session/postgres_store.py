@@ -11,8 +11,9 @@ Each call is one transaction in at most two round trips (`postgres_sql.py`): a r
 appended (with its user, or without one to the id's one live session) are one statement after the role switch,
 in one round trip (two when the session is new); a write whose new state is computed here (entities merged
 case- and accent-insensitively, intents, their limits; without a user, resolved by `resolve_owner`) locks in
-one round trip and writes and commits in the next. Four round trips (begin, lock, write, commit) on the shared pool took 1.24-1.38x the time
-of a synchronous pool's call through the manager; one takes 0.92-0.98x (`bench.session_calls`, docs/chats.md).
+one round trip and writes and commits in the next. Four round trips (begin, lock, write, commit) on the shared
+pool took 1.24-1.38x the time of a synchronous pool's call through the manager; one takes 0.92-0.98x
+(`bench.session_calls`, docs/chats.md).
 
 On the pool it is given: the manager's assembly hands it the one async pool of the process (the store's role;
 each transaction switches to `memory_worker`, transaction-locally), and never has it close that pool; the
