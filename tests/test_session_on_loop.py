@@ -85,3 +85,37 @@ async def test_concurrent_calls_on_the_pool_create_one_session_and_lose_nothing(
         )
         assert sorted(short.entities["part"]) == sorted(f"p{i}" for i in range(10))
         assert rows_of(admin_conn, session) == 1
+
+
+async def test_each_call_is_at_most_two_round_trips(
+    pg_settings: MemorySettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = pg_settings.model_copy(update={"session_backend": "postgres", "embedding_model": "none"})
+    async with MemoryManager.open(settings) as memory:
+        user, session = uuid4(), f"s-{uuid4().hex}"
+        await memory.get_memory_context(session, user)  # binds the session: the calls below find it
+        trips: list[str] = []
+        pipeline, execute = psycopg.AsyncConnection.pipeline, psycopg.AsyncConnection.execute
+
+        def counted_pipeline(conn: psycopg.AsyncConnection[Any]) -> Any:
+            trips.append("pipeline")  # one `Sync`: one round trip, however many statements it carries
+            return pipeline(conn)
+
+        async def counted_execute(conn: psycopg.AsyncConnection[Any], *args: Any, **kwargs: Any) -> Any:
+            if conn._pipeline is None:
+                trips.append("statement")
+            return await execute(conn, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.AsyncConnection, "pipeline", counted_pipeline)
+        monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted_execute)
+
+        async def round_trips(call: Any) -> int:
+            trips.clear()
+            await call
+            return len(trips)
+
+        assert await round_trips(memory.add_message(session, Message(role="user", content="hola"), user_id=user)) == 1
+        assert await round_trips(memory.add_message(session, Message(role="user", content="sin usuario"))) == 1
+        assert await round_trips(memory.get_short_term(session, user_id=user)) == 1
+        assert await round_trips(memory.update_session_entities(session, {"materials": ["latón"]})) == 2
+        assert await round_trips(memory.update_session_intents(session, "budget_request", user_id=user)) == 2
