@@ -16,7 +16,7 @@ from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, Message
 from ..quality.matching import is_near_duplicate, keys_of
 from ..quality.outcome import WriteOutcome
-from ..session import SessionBackend, off_the_loop
+from ..session import SessionBackend, session_calls
 from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
 from ..write.pipeline import WritePipeline
@@ -94,6 +94,8 @@ class ExtractionRunner:
         self.settings = settings
         self.extractor = extractor
         self.sessions = sessions
+        self._session_calls = session_calls(sessions)
+        """Awaited on the loop's own pool (Postgres on the assembly's), inline in RAM, else in a thread."""
         self.writer = writer
         self.store = store
         self.failures = failures
@@ -120,7 +122,7 @@ class ExtractionRunner:
         async with self._cursors.flight(session_id):
             # Decided under the lock: a trigger that waited for the previous extraction sees the cursor it
             # moved, so messages are never extracted twice and a burst of triggers makes one call.
-            short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=user_id))
+            short = await self._session_calls.snapshot(session_id, user_id=user_id)
             pending = self._cursors.pending(session_id, short.messages)
             trigger: ExtractionTrigger | None = (
                 "manual" if force and pending else self.policy.decide(pending, end_of_request=end_of_request)
@@ -154,7 +156,7 @@ class ExtractionRunner:
         """Decide as `run` does, but queue the extraction instead of running it: the job carries the pending
         messages (another process may run it), and the cursor moves past them once the queue has them."""
         async with self._cursors.flight(session_id):
-            short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=user_id))
+            short = await self._session_calls.snapshot(session_id, user_id=user_id)
             pending = self._cursors.pending(session_id, short.messages)
             trigger = self.policy.decide(pending, end_of_request=end_of_request)
             if trigger is None:
