@@ -370,5 +370,6 @@ def test_status_counts_every_set_aside_line_including_those_that_are_not_entries
     status = runner.invoke(app, ["status"], env=env)
     assert status.exit_code == 3, status.output  # degraded: the database does not answer
     assert re.search(r"set_aside_writes\s+1\b", status.output), status.output
+    assert "--readmit" in flat(status.output)
     listed = runner.invoke(app, ["journal"], env=env)
     assert "1 set-aside line(s) are not journal entries" in flat(listed.output)

@@ -49,7 +49,10 @@ def status_command(data_dir: DataDirOption = None) -> None:
     table.add_column("value")
     for field in dataclasses.fields(status):
         if field.name != "queue":
-            table.add_row(field.name, escape(str(getattr(status, field.name))))
+            value = str(getattr(status, field.name))
+            if field.name == "set_aside_writes" and status.set_aside_writes:
+                value += " (memory-plugin journal lists them; --readmit writes them, --discard drops them)"
+            table.add_row(field.name, escape(value))
     _queue_rows(table, status.queue)
     out().print(table)
     if status.backend == "fallback" or not status.postgres_reachable:
