@@ -37,7 +37,7 @@ from memory_plugin.quality.rules import WriteRules
 from memory_plugin.store.memory import InMemoryStore
 from memory_plugin.store.sealed import SealedStore
 from memory_plugin.write.items import items_from_update
-from tests.background_child import fact_response, prompt_of
+from tests.background_child import fact_response, prompt_of, settings_for
 from tests.test_encryption import new_key
 from tests.test_statement_limits import (  # noqa: F401
     SLOW,
@@ -324,3 +324,34 @@ async def test_a_fact_set_aside_with_encryption_keys_is_kept_sealed(tmp_path: Pa
     assert entry.items[0].content.startswith("sealed:v1:k1:")
     assert b"glargina" not in journal.rejected_path.read_bytes()
     assert not await InMemoryStore().set_aside(user, items, WriteRules(), write_id=uuid4(), reason="x")
+
+
+async def test_with_the_durable_queue_a_job_sets_aside_the_fact_whose_row_stays_locked_and_completes(
+    database_url: str, tmp_path: Path, admin_conn: AdminConn
+) -> None:
+    """The same on the Postgres job queue (the job held by its own transaction while it writes) and the
+    manager's own outage journal, the one `memory-plugin status` and `journal` read."""
+    user, session = uuid4(), f"s-{uuid4()}"
+    separator = "&" if "?" in database_url else "?"
+    url = f"{database_url}{separator}options=-c%20lock_timeout%3D{LOCK_MS}"
+    settings = settings_for(url, str(tmp_path)).model_copy(update={"background_retry_base_seconds": 30.0})
+    async with MemoryManager.open(settings, extractor=LLMExtractor(FunctionModel(Extractor(LOCKED)))) as memory:
+        assert (await memory.queue_status()).backend == "postgres"
+        await memory.update_memory(MemoryUpdate(user_id=user, new_facts=[fact(LOCKED["tornillos"])]))
+        holder = await lock_row(database_url, user, LOCKED["tornillos"])
+        try:
+            await say(memory, session, user, "uso tornillos M8 y pido anodizado negro")
+            assert (await memory.schedule_extraction(session, user)).outcome == "queued"
+            assert await memory.flush(timeout=60)
+            queue = await memory.queue_status()
+            assert (queue.dead, queue.failed_attempts, queue.depth) == (0, 0, 0)
+            assert contents(admin_conn, user) == set(LOCKED.values())
+            assert (await memory.backend_status()).set_aside_writes == 1
+        finally:
+            await holder.rollback()
+            await holder.close()
+    env = {"COLUMNS": "250", "MEMORY_DATABASE_URL": url, "MEMORY_DATA_DIR": str(tmp_path)}
+    listed = CliRunner().invoke(app, ["journal"], env=env)
+    assert listed.exit_code == 0, listed.output
+    assert "set aside for review (1)" in listed.output
+    assert "lock_timeout" in listed.output
