@@ -322,6 +322,7 @@ async def test_a_fact_set_aside_with_encryption_keys_is_kept_sealed(tmp_path: Pa
     ((entry, reason),) = journal.rejected()
     assert reason == "over the limit"
     assert entry.items[0].content.startswith("sealed:v1:k1:")
+    assert entry.items[0].occurred_at is not None  # a readmitted fact keeps the time it was said
     assert b"glargina" not in journal.rejected_path.read_bytes()
     assert not await InMemoryStore().set_aside(user, items, WriteRules(), write_id=uuid4(), reason="x")
 

@@ -292,7 +292,10 @@ class ResilientStore(JournalReplay, StoreBase):
         `--readmit` replays it, `--discard` drops it. False when the file cannot be written."""
         if not items:
             return True
-        entry = JournalEntry(write_id=write_id, user_id=user_id, items=tuple(items), rules=rules)
+        # Stamped as a journaled write is: a readmitted one must not take the time of its replay.
+        now = datetime.now(UTC)
+        stamped = tuple(item if item.occurred_at else dataclasses.replace(item, occurred_at=now) for item in items)
+        entry = JournalEntry(write_id=write_id, user_id=user_id, items=stamped, rules=rules)
         try:
             await asyncio.to_thread(self.journal.reject, entry, reason)
         except OSError as exc:
