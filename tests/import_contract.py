@@ -55,7 +55,8 @@ LEAF = frozenset(
 """Modules every layer may use and that use nothing above them."""
 
 CONFIG = frozenset({f"{LIBRARY}.settings"})
-"""Configuration values: rules may read them (settings itself reads the rules' defaults)."""
+"""Configuration values (the package and its group modules): rules may read them (settings itself reads the rules'
+defaults)."""
 
 RULES_PACKAGES = (f"{LIBRARY}.quality", f"{LIBRARY}.privacy", f"{LIBRARY}.crypto")
 """Packages made of rules only (every module in them)."""
@@ -172,7 +173,8 @@ def contract_violations(graph: ImportGraph) -> dict[str, list[Import]]:
         on_the_way = _is_package(graph, target) and any(t.startswith(target + ".") for t in graph.edges[source])
         if source in LEAF and target not in LEAF and not on_the_way:
             found["leaf -> above"].append(edge)
-        if is_rule(source) and not (is_rule(target) or target in LEAF or target in CONFIG or on_the_way):
+        config = any(target == c or target.startswith(c + ".") for c in CONFIG)  # the package or a group module
+        if is_rule(source) and not (is_rule(target) or target in LEAF or config or on_the_way):
             found["rules -> stores/database/embedder/I/O"].append(edge)
         if part(source) == "database" and part(target) in ("store", "outage"):
             found["database -> store/outage"].append(edge)
