@@ -208,11 +208,14 @@ class ExtractionRunner:
                 return
             written = await write_within_limits(self.writer, job.user_id, job.session_id, kept, job.write_id)
             if written.set_aside:
-                # What was written stays (the job's parts have their own write ids); the job fails for good with
-                # the reason, so it is kept as a dead job (`status`, `worker --retry-dead`) and the session's
-                # later jobs go on.
+                # What was written stays (the job's parts have their own write ids) and the job completes: the
+                # facts still over a limit alone are kept by the store for review. A store that cannot keep them
+                # fails the job for good instead, so the dead job holds them (`status`, `worker --retry-dead`);
+                # the session's later jobs go on either way.
                 self._report_set_aside(job.session_id, written)
-                raise StatementLimitError(f"memory job {job.id}: {written.summary()}", limit=written.set_aside[0].limit)
+                if not written.all_kept:
+                    limit = written.set_aside[0].limit
+                    raise StatementLimitError(f"memory job {job.id}: {written.summary()}", limit=limit)
             outcome = written.merged()
         for listener in list(self._listeners.values()):
             try:
