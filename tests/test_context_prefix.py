@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -118,3 +119,32 @@ async def test_a_turn_reads_slots_and_the_current_summaries_together(context_sto
     # Another session of the same user has no summary of its own yet; another user's never shows.
     _, fresh = await context_store.read_turn(user, (session_scope("otra"), USER_SCOPE))
     assert set(fresh) == {USER_SCOPE}
+
+
+async def test_the_history_keeps_its_start_past_the_session_window_until_the_budget_restarts_it() -> None:
+    # The session keeps its last 6 messages; the budget holds ~11 exchanges of ~60 tokens each.
+    settings = MemorySettings(embedding_model="none", max_messages_per_session=6)
+    async with MemoryManager.open(settings, store=InMemoryStore()) as memory:
+        builder = ContextBuilder(memory, InMemoryContextStore(), COUNTER, BudgetSettings(total_tokens=700))
+        user = uuid4()
+        session_id = f"{user}/taller"
+        built: list[AssembledContext] = []
+        for i in range(16):
+            built.append(await builder.build(session_id, user, query=f"pregunta {i}", keep_prefix=True))
+            prompt = f"pregunta {i}: " + "piezas de aluminio " * 10
+            await memory.record_exchange(session_id, user, prompt, f"respuesta {i}: " + "plazo de entrega " * 10)
+
+        def first_text(assembled: AssembledContext) -> str:
+            return str(getattr(assembled.history[0].parts[0], "content", "")).split(":")[0] if assembled.history else ""
+
+        # Well past the window's 3 exchanges, the request still starts at the first message and only grows.
+        grown = [b for b in built[2:] if b.anchored]
+        assert len(grown) >= 6
+        assert all(first_text(b) == "pregunta 0" for b in grown[:6])
+        for before, after in pairwise(built[1:8]):
+            assert after.history[: len(before.history)] == before.history
+        # The budget, not the window, restarts it: the restarted history is a suffix within the budget.
+        restart = next(b for b in built[2:] if not b.anchored)
+        assert len(built[built.index(restart) - 1].history) > 6
+        assert restart.report.total <= 700
+        assert first_text(restart) != "pregunta 0"

@@ -30,7 +30,7 @@ from ..models import MemoryContext, UserPreferences
 from ..settings import MemorySettings
 from ..validation import parse_user_id
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
-from .history import message_time, messages_from_session
+from .history import message_time, messages_from_session, part_text
 from .receipt import ContextReceipt, receipt_for
 from .slots import Slots, with_profile
 from .store import (
@@ -102,6 +102,11 @@ def _remember(cache: OrderedDict[Any, Any], key: object, value: object) -> None:
         cache.popitem(last=False)
 
 
+def _identity(message: ModelMessage) -> tuple[str, datetime | None, str]:
+    """What tells a recorded message from another: a user prompt and its answer may share a timestamp."""
+    return message.kind, message_time(message), "\x1e".join(part_text(p) for p in message.parts)
+
+
 @dataclass(frozen=True)
 class _Sent:
     """What a session's last build sent: where the history started, the instructions, and the summary."""
@@ -112,6 +117,9 @@ class _Sent:
     summary: str | None
     """The summary content given to the assembler (None: none sent)."""
     summary_block: str
+    history: tuple[ModelMessage, ...] = ()
+    """The history sent, when it came from the session's recorded messages (the caller passed none): the next
+    build continues it past the session's message window (`MemorySettings.max_messages_per_session`)."""
 
 
 @dataclass
@@ -223,6 +231,8 @@ class ContextBuilder(ContextUpkeep):
         if not context.long_term_available:
             notice = "Long-term memory is temporarily unavailable; do not assume the user is new."
         messages = list(history) if history is not None else messages_from_session(context.short_term.messages)
+        if keep_prefix and history is None:
+            messages = self._continued((session_id, uid), messages)
         inputs = ContextInputs(
             profile=profile,
             slots=slots,
@@ -257,12 +267,33 @@ class ContextBuilder(ContextUpkeep):
             sent = summary.content if summary is not None and assembled.summary_block else None
             if assembled.anchored and previous is not None and assembled.summary_block == previous.summary_block:
                 sent = previous.summary
-            _remember(self._anchors, (session_id, uid), _Sent(start, assembled.standing, sent, assembled.summary_block))
+            sent_history = tuple(assembled.history) if history is None else ()
+            _remember(
+                self._anchors,
+                (session_id, uid),
+                _Sent(start, assembled.standing, sent, assembled.summary_block, sent_history),
+            )
         receipt = receipt_for(session_id, uid, assembled, context.fact_scores, self.counter)
         _remember(self._receipts, (session_id, uid), receipt)
         if uid is not None:
             _remember(self._unsaved, (session_id, uid), receipt)
         return assembled
+
+    def _continued(self, key: tuple[str, UUID | None], session: list[ModelMessage]) -> list[ModelMessage]:
+        """The session's messages, led by the history this session's previous build sent when the session's window
+        (its last 20 messages by default) no longer holds that history's start: the history then keeps its start
+        until the token budget, not the window, forces a restart. Unchanged when nothing was sent from the
+        session, the window still holds the start, or more messages came since than the window keeps (a gap)."""
+        previous = self._anchors.get(key)
+        if previous is None or not previous.history or previous.start is None:
+            return session
+        if any(message_time(m) == previous.start for m in session):
+            return session
+        last = _identity(previous.history[-1])
+        at = next((i for i, m in enumerate(session) if _identity(m) == last), None)
+        if at is None:
+            return session
+        return [*previous.history, *session[at + 1 :]]
 
     def _anchor(self, key: tuple[str, UUID | None], messages: Sequence[ModelMessage]) -> int | None:
         """Where this session's previous history started in `messages` (-1: no longer there; None: no
