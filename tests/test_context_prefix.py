@@ -148,3 +148,36 @@ async def test_the_history_keeps_its_start_past_the_session_window_until_the_bud
         assert len(built[built.index(restart) - 1].history) > 6
         assert restart.report.total <= 700
         assert first_text(restart) != "pregunta 0"
+
+
+async def test_the_standing_memory_follows_the_agents_own_instructions_as_a_dynamic_part() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import InstructionPart, ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from memory_plugin import MemoryCapability, MemoryDeps, MemoryUpdate, UserPreferences
+
+    seen: list[list[InstructionPart]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(info.model_request_parameters.instruction_parts or []))
+        return ModelResponse(parts=[TextPart("Anotado.")])
+
+    async with MemoryManager.open(MemorySettings(embedding_model="none"), store=InMemoryStore()) as memory:
+        user = uuid4()
+        preferences = UserPreferences(preferred_materials=["aluminio 7075"])
+        await memory.update_memory(MemoryUpdate(user_id=user, preferences=preferences))
+        agent = Agent(
+            FunctionModel(model),
+            deps_type=MemoryDeps,
+            instructions="Eres el asistente de presupuestos.",
+            capabilities=[MemoryCapability(memory)],
+        )
+        await agent.run("¿Plazo para 10 brazos?", deps=MemoryDeps(session_id=f"{user}/taller", user_id=user))
+
+    agent_part, memory_part = seen[-1]
+    # The agent's literal instructions first: the prefix every conversation shares ends before the user's memory.
+    assert agent_part.content == "Eres el asistente de presupuestos."
+    assert not agent_part.dynamic
+    assert "aluminio 7075" in memory_part.content
+    assert memory_part.dynamic
