@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from .consent import ConsentStore
 from .context.reader import ContextReader
@@ -39,6 +40,7 @@ from .runtime.assembly import Assembly, assemble
 from .runtime.connector import DatabaseConnector
 from .runtime.control import ControlFacade
 from .runtime.supervisor import Supervisor
+from .runtime.turn import Turn
 from .session import Clock, SessionBackend, SessionStore, session_calls
 from .settings import MemorySettings
 from .stats import MemoryStats
@@ -181,6 +183,14 @@ class MemoryManager(ControlFacade):
             yield manager
         finally:
             await manager.close()
+
+    def turn(self, session_id: str, user_id: str | UUID | None) -> Turn:
+        """One turn of `session_id` for `user_id`, the same for every face (`runtime/turn.py`): `await
+        turn.start(prompt)` checks it and reads its context before the model call; `await turn.finish(prompt=…,
+        answer=…)` records the exchange, extracts now or queues (the policy decides), and patches the slots and
+        summary, reporting (`TurnOutcome`) instead of raising for memory."""
+        self._check_open()
+        return Turn(self, session_id, user_id)
 
     async def close(self) -> None:
         """Stop background work and close the store's connections. The embedded server, if any, keeps

@@ -11,6 +11,7 @@ from uuid import uuid4
 import pytest
 
 from memory_plugin import StoreUnavailableError
+from memory_plugin.consent import ConsentStore
 from memory_plugin.context.store import PostgresContextStore
 from memory_plugin.database.roles import ensure_app_role
 from memory_plugin.export import export_from_url
@@ -65,3 +66,16 @@ async def test_the_api_start_and_the_role_set_up_name_the_cause(
     with pytest.raises(StoreUnavailableError) as raised:
         await ensure_app_role(url, connect_timeout=2)
     said_once(raised.value, "as administrator ", cause)
+
+
+@pytest.mark.parametrize(("where", "cause"), CAUSES)
+async def test_the_memory_switch_names_the_cause(database_url: str, where: str, cause: str) -> None:
+    """Its own pool connects in the background (a database down must not stop a write), so the cause is found
+    when a connection is asked for and the pool gives up."""
+    switch = ConsentStore(broken_url(database_url, where), timeout=1)
+    try:
+        with pytest.raises(StoreUnavailableError) as raised:
+            await switch.set_paused(uuid4(), True)
+    finally:
+        await switch.close()
+    said_once(raised.value, "the memory switch ", cause)

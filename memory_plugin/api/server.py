@@ -3,7 +3,9 @@
 The database comes from the composition root (`runtime/assembly.open_database`: started, migrated, one pool as
 the application role, the embedded server restarted if it dies); the long-term store, the chat store, the
 export and the memory switch share its pool. Every statement runs as the request's user (role `authenticated` +
-the user's claims), so RLS applies.
+the user's claims), so RLS applies. The memory turn (`POST /api/memory/context`, `POST /api/memory/turns`) runs on
+a `MemoryManager` opened from the same settings (the same database, on the manager's own pool; the embedding
+model is loaded once and shared); it also runs the queued extractions of the turns it records.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..consent import ConsentStore
 from ..embeddings.factory import default_embedder
 from ..errors import MemoryPluginError
 from ..export.service import PoolExporter
+from ..manager import MemoryManager
 from ..runtime.assembly import open_database
 from ..settings import MemorySettings
 from ..store.sealed import sealed_if_keys
@@ -48,7 +51,10 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
     summarizer: ChatSummarizer | None = (
         AgentSummarizer(settings.chat_summary_model) if settings.chat_summary_model else None
     )
-    async with open_database(settings, keep_running=True) as store:
+    async with (
+        open_database(settings, keep_running=True) as store,
+        MemoryManager.open(settings, embedder=embedder) as manager,
+    ):
         yield ApiServices(
             chats=ChatService(PostgresChatStore(store.pool), embedder, summarizer),
             verifier=verifier,
@@ -56,6 +62,7 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
             exporter=PoolExporter(store.pool),
             consent=ConsentStore(pool=store.pool),
             pool=store.pool,
+            manager=manager,
         )
 
 
