@@ -93,12 +93,16 @@ def _notes(context: MemoryContext) -> list[str]:
 _FILLED_USERS = 10_000
 _KEPT_SESSIONS = 10_000
 """Anchors and receipts kept per process: at ~1 KB a receipt, 10 MB at most."""
+_KEPT_HISTORIES = 1_000
+"""Histories sent from the session kept per process (`_continued`): ~10 KB each at the default budget (16 shop
+messages: 7 KB of message objects, and their text), 10 MB at most; a session beyond them restarts its history
+once."""
 
 
-def _remember(cache: OrderedDict[Any, Any], key: object, value: object) -> None:
+def _remember(cache: OrderedDict[Any, Any], key: object, value: object, limit: int = _KEPT_SESSIONS) -> None:
     cache[key] = value
     cache.move_to_end(key)
-    if len(cache) > _KEPT_SESSIONS:
+    if len(cache) > limit:
         cache.popitem(last=False)
 
 
@@ -117,9 +121,6 @@ class _Sent:
     summary: str | None
     """The summary content given to the assembler (None: none sent)."""
     summary_block: str
-    history: tuple[ModelMessage, ...] = ()
-    """The history sent, when it came from the session's recorded messages (the caller passed none): the next
-    build continues it past the session's message window (`MemorySettings.max_messages_per_session`)."""
 
 
 @dataclass
@@ -148,6 +149,11 @@ class ContextBuilder(ContextUpkeep):
         default_factory=OrderedDict, init=False, repr=False
     )
     """The last receipt per session and user (bounded LRU)."""
+    _histories: OrderedDict[tuple[str, UUID | None], tuple[ModelMessage, ...]] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
+    """Per session and user, the history the last build sent when it came from the session's recorded messages (the
+    caller passed none): the next build continues it past the session's message window (bounded LRU)."""
     _unsaved: OrderedDict[tuple[str, UUID | None], ContextReceipt] = field(default_factory=OrderedDict, init=False)
     """Receipts built but not stored yet: `after_turn` stores them, off the request path."""
     _filled: OrderedDict[UUID, None] = field(default_factory=OrderedDict, init=False, repr=False)
@@ -267,12 +273,11 @@ class ContextBuilder(ContextUpkeep):
             sent = summary.content if summary is not None and assembled.summary_block else None
             if assembled.anchored and previous is not None and assembled.summary_block == previous.summary_block:
                 sent = previous.summary
-            sent_history = tuple(assembled.history) if history is None else ()
-            _remember(
-                self._anchors,
-                (session_id, uid),
-                _Sent(start, assembled.standing, sent, assembled.summary_block, sent_history),
-            )
+            _remember(self._anchors, (session_id, uid), _Sent(start, assembled.standing, sent, assembled.summary_block))
+            if history is None:
+                _remember(self._histories, (session_id, uid), tuple(assembled.history), _KEPT_HISTORIES)
+            else:
+                self._histories.pop((session_id, uid), None)
         receipt = receipt_for(session_id, uid, assembled, context.fact_scores, self.counter)
         _remember(self._receipts, (session_id, uid), receipt)
         if uid is not None:
@@ -284,16 +289,16 @@ class ContextBuilder(ContextUpkeep):
         (its last 20 messages by default) no longer holds that history's start: the history then keeps its start
         until the token budget, not the window, forces a restart. Unchanged when nothing was sent from the
         session, the window still holds the start, or more messages came since than the window keeps (a gap)."""
-        previous = self._anchors.get(key)
-        if previous is None or not previous.history or previous.start is None:
+        previous, sent = self._anchors.get(key), self._histories.get(key)
+        if previous is None or not sent or previous.start is None:
             return session
         if any(message_time(m) == previous.start for m in session):
             return session
-        last = _identity(previous.history[-1])
+        last = _identity(sent[-1])
         at = next((i for i, m in enumerate(session) if _identity(m) == last), None)
         if at is None:
             return session
-        return [*previous.history, *session[at + 1 :]]
+        return [*sent, *session[at + 1 :]]
 
     def _anchor(self, key: tuple[str, UUID | None], messages: Sequence[ModelMessage]) -> int | None:
         """Where this session's previous history started in `messages` (-1: no longer there; None: no
