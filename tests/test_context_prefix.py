@@ -181,3 +181,35 @@ async def test_the_standing_memory_follows_the_agents_own_instructions_as_a_dyna
     assert not agent_part.dynamic
     assert "aluminio 7075" in memory_part.content
     assert memory_part.dynamic
+
+
+async def test_a_session_summary_and_the_users_copy_are_stored_in_one_round_trip(
+    context_store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user, scope = uuid4(), session_scope("taller")
+    calls: list[int] = []
+    if isinstance(context_store, PostgresContextStore):
+        run_all = PostgresContextStore._run_all
+
+        async def counted(self: PostgresContextStore, *args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            return await run_all(self, *args, **kwargs)
+
+        monkeypatch.setattr(PostgresContextStore, "_run_all", counted)
+    written = await context_store.add_summary(
+        user,
+        scope,
+        "Pidió 40 bridas.",
+        kind="model",
+        language="es",
+        message_count=4,
+        covered_from=START,
+        copy_to=USER_SCOPE,
+    )
+    assert len(calls) == (1 if isinstance(context_store, PostgresContextStore) else 0)
+    assert written.scope == scope
+    assert written.covered_from == START
+    _, current = await context_store.read_turn(user, (scope, USER_SCOPE))
+    assert current[USER_SCOPE].content == "Pidió 40 bridas."
+    assert current[USER_SCOPE].covered_from is None  # the user's copy reaches back to earlier sessions
+    assert current[scope].version == current[USER_SCOPE].version == 1

@@ -185,8 +185,9 @@ class ContextUpkeep:
                 extraction_ran=extraction_ran,
                 start_from=user_summary.content if user_summary else None,
                 previous=session_summary,
+                copy_to=USER_SCOPE,
             )
-            user_summary = await self._hand_over(uid, update) or user_summary
+            user_summary = self._handed_over(uid, update) or user_summary
         if self._summarizer.resync_due(user_summary):
             # The weekly rebuild from the facts: the summary, and the slots (a fact deleted or expired since
             # leaves them here).
@@ -206,23 +207,14 @@ class ContextUpkeep:
             uid, session_scope(session_id), messages, extraction_ran=True, force=force, start_from=start_from
         )
 
-    async def _hand_over(self, uid: UUID, update: SummaryUpdate) -> SummaryVersion | None:
-        """A new session summary is also the user's: what the next session starts from (returned; None when
-        `update` wrote nothing)."""
+    def _handed_over(self, uid: UUID, update: SummaryUpdate) -> SummaryVersion | None:
+        """A new session summary is also stored as the user's (`copy_to=USER_SCOPE`, in the same message): what the
+        next session starts from. The reads kept for the user's sessions are stale now. Returns the version written
+        (its resync time is the copy's), None when `update` wrote nothing."""
         if not update.written or update.current is None:
             return None
         self._forget_reads(uid)
-        version = update.current
-        return await self.store.add_summary(
-            uid,
-            USER_SCOPE,
-            version.content,
-            kind=version.kind,
-            language=version.language,
-            message_count=version.message_count,
-            covered_until=version.covered_until,
-            resynced_at=version.resynced_at,
-        )
+        return update.current
 
     async def summary_request(
         self, session_id: str, user_id: UUID, messages: Sequence[Message]
@@ -248,9 +240,10 @@ class ContextUpkeep:
         plan = await self._session_plan(user_id, session_id, request.messages, force=True)
         if plan.reason is None:
             return  # another writer covered these messages meanwhile
-        await self._hand_over(
-            user_id, await self._summarizer.accept(user_id, session_scope(session_id), plan, answer.text)
+        update = await self._summarizer.accept(
+            user_id, session_scope(session_id), plan, answer.text, copy_to=USER_SCOPE
         )
+        self._handed_over(user_id, update)
 
     async def forget(self, user_id: UUID, fact_ids: Sequence[UUID]) -> Slots:
         """Remove deleted facts from the slots (call it with the ids `MemoryManager.forget` deleted)."""
