@@ -4,24 +4,29 @@
 category and a near-duplicate guard (no numbers, no named values) and most of their trigrams, the hard case for
 the near-duplicate probe. A few of them count as near-duplicates of others (under 1 % of the first 10,000).
 
-`bulk_load` writes facts with one `INSERT … SELECT` per 5,000 rows as the database owner: the same columns and
-keys the write path computes (`items_from_update`: hash, slot, match key, guard and words), the same triggers
-(search rows, postings, counts), the same timestamps (created and last reinforced when the fact was stated), with
-the optional vectors set by `memory_set_embeddings`, then an ANALYZE. What differs from the write path, compared on
-2,000 facts: the rules a write applies against stored rows (repeats, near-duplicates, slots) are skipped, so the
-facts that are near-duplicates of earlier ones stay rows of their own (2,000 rows against 1,986); as the owner
-(the service path), the write-rate bucket is not charged; and the write path leaves statistics to autovacuum.
+`bulk_load` stores facts as `update_memory` in 200-fact calls would, as the database owner in one statement per
+call: the same items (`items_from_update`: hash, slot, match key, guard and words), the same folding within a
+call (last value of a slot, near-duplicates, and with vectors paraphrases by meaning), and the same statement
+(`memory_upsert_items`, or `memory_upsert_embedded` with vectors): repeats and near-duplicates of stored facts
+reinforce them, as through the API (2,000 benchmark facts: 1,986 rows either way, the same contents). What it
+skips: the manager around the statement (admission, the write-rate bucket and the facts bound, which the owner is
+not charged), and it ends with an ANALYZE (the write path leaves statistics to autovacuum; the timed calls
+then do not depend on when autovacuum ran).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from uuid import UUID
 
 import psycopg
 
 from memory_plugin.models import MemorizedFact
+from memory_plugin.quality import fold_near_duplicates, fold_semantic_duplicates
+from memory_plugin.quality.rules import WriteRules
+from memory_plugin.quality.slots import keep_latest_per_slot
 from memory_plugin.write.items import items_from_update
 
 __all__ = ["bench_fact", "bench_facts", "bulk_load"]
@@ -58,21 +63,11 @@ def bench_facts(start: int, count: int) -> list[MemorizedFact]:
     ]
 
 
-_INSERT_SQL = """
-insert into public.user_memory (
-    user_id, kind, category, content, confidence, source, importance, source_message_ids, session_id,
-    attributes, content_hash, created_at, last_reinforced_at, occurred_at, expires_at, metadata, slot, match_key,
-    match_guard, match_words)
-select %s, i.kind, i.category, i.content, i.confidence, i.source, i.importance,
-       coalesce(i.source_message_ids, '{}'), i.session_id, coalesce(i.attributes, '{}'), i.content_hash,
-       coalesce(i.occurred_at, now()), coalesce(i.occurred_at, now()),
-       i.occurred_at, i.expires_at, coalesce(i.metadata, '{}'), i.slot, i.match_key, i.match_guard, i.match_words
-  from jsonb_to_recordset(%s::jsonb) as i(
-      kind text, category text, content text, confidence real, source text, importance smallint,
-      source_message_ids text[], session_id text, attributes jsonb, content_hash text, occurred_at timestamptz,
-      expires_at timestamptz, metadata jsonb, slot text, match_key text, match_guard text, match_words text[])
-"""
-_EMBED_SQL = "select public.memory_set_embeddings(%s, %s, %s::jsonb)"
+_UPSERT_SQL = "select count(*) from public.memory_upsert_items(%s, %s::jsonb, %s::real, null, %s::real)"
+_UPSERT_EMBEDDED_SQL = (
+    "select count(*) from public.memory_upsert_embedded(%s, %s::jsonb, %s::real, null, %s::real, %s, %s::real)"
+)
+_RULES = WriteRules()
 
 
 def bulk_load(
@@ -82,18 +77,28 @@ def bulk_load(
     *,
     vectors: Sequence[Sequence[float]] | None = None,
     model: str | None = None,
-    chunk: int = 5_000,
+    batch: int = 200,
 ) -> None:
-    """Store `facts` for `user_id` as the database owner (see the module's docstring); with `vectors` (one per
-    fact) and `model`, their embeddings too. `conn` must be in autocommit mode."""
-    for start in range(0, len(facts), chunk):
-        items = items_from_update(facts[start : start + chunk], None, None, [], None)
-        payload = [item.as_json() for item in items]
-        conn.execute(_INSERT_SQL, (user_id, json.dumps(payload, ensure_ascii=False)))
+    """Store `facts` for `user_id` as the database owner, as `update_memory` calls of `batch` facts would (see the
+    module's docstring); with `vectors` (one per fact) and `model`, as a manager with that embedder would.
+    `conn` must be in autocommit mode (each call its own transaction, as through the API)."""
+    rules = _RULES
+    for start in range(0, len(facts), batch):
+        items = items_from_update(facts[start : start + batch], None, None, [], None)
         if vectors is not None and model is not None:
-            embedded = [
-                {"content_hash": item.content_hash, "content": item.content, "embedding": list(vector)}
-                for item, vector in zip(items, vectors[start : start + chunk], strict=True)
-            ]
-            conn.execute(_EMBED_SQL, (user_id, model, json.dumps(embedded)))
+            chunk = vectors[start : start + batch]
+            items = [replace(i, embedding=tuple(v), embedding_model=model) for i, v in zip(items, chunk, strict=True)]
+        items, _ = keep_latest_per_slot(items)
+        items, _ = fold_near_duplicates(items, rules.near_duplicate_threshold)
+        if vectors is not None and model is not None:
+            items, _ = fold_semantic_duplicates(items, rules.embedding_threshold)
+            payload = json.dumps([i.as_json() for i in items], ensure_ascii=False)
+            conn.execute(
+                _UPSERT_EMBEDDED_SQL,
+                (user_id, payload, rules.reinforcement_step, rules.near_duplicate_threshold, model,
+                 rules.embedding_threshold),
+            )  # fmt: skip
+        else:
+            payload = json.dumps([i.as_json() for i in items], ensure_ascii=False)
+            conn.execute(_UPSERT_SQL, (user_id, payload, rules.reinforcement_step, rules.near_duplicate_threshold))
     conn.execute("analyze public.user_memory")

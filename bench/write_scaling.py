@@ -1,11 +1,12 @@
-"""Write cost against memory size: `python -m bench.write_scaling [--quick] [--max-facts N]`.
+"""Write cost against memory size: `python -m bench.write_scaling [--quick] [--max-facts N] [--no-embeddings]`.
 
 Prints markdown tables (rich), on its own embedded PostgreSQL in a temporary directory (removed afterwards):
 
 - (a) one user holding 100 / 1,000 / 10,000 / 50,000 facts: the time of a 100-fact `update_memory` and of a
   one-fact `remember`, with the ratio to the 100-fact row (targets: 10,000 ≤ 2×, 50,000 ≤ 3×). Users up to
   1,000 facts are filled through `update_memory` in 200-fact calls, larger ones with `bench.write_load.bulk_load`
-  (the same rows and triggers, one statement per 5,000 facts). Embeddings off: this measures the database path.
+  (the same statement per 200 facts as the owner, without the manager around it: the same rows). Embeddings
+  off: this measures the database path.
 - (b) 10,000 facts written through `update_memory` in 200-fact batches: rows stored, writes journaled, the last
   batch's time against the first's (target ≤ 2×).
 - (c) the plans of the per-item statements of one `memory_upsert_items` call at the largest size (auto_explain).
@@ -284,12 +285,15 @@ async def bench_write_scaling(sizes: Sizes) -> list[BenchTable]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m bench.write_scaling [--quick] [--max-facts N]`."""
+    """`python -m bench.write_scaling [--quick] [--max-facts N] [--no-embeddings]`."""
     parser = argparse.ArgumentParser(prog="python -m bench.write_scaling", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--max-facts", type=int, default=None, help="leave out the sizes above this")
+    parser.add_argument("--no-embeddings", action="store_true", help="leave out table (d) (embeddings on)")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
+    if args.no_embeddings:
+        sizes = Sizes(sizes.fact_counts, sizes.timed_calls, sizes.acceptance_facts, ())
     if args.max_facts is not None:
         kept = tuple(n for n in sizes.fact_counts if n <= args.max_facts)
         embedded = tuple(n for n in sizes.embedded_counts if n <= args.max_facts)

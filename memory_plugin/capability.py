@@ -10,7 +10,7 @@ from uuid import UUID
 from opentelemetry import trace
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapRunHandler
-from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
+from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, SystemPromptPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext
@@ -201,9 +201,11 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             setattr(ctx.deps, "receipt", builder.last_receipt(identity.session_id, identity.user_id))  # noqa: B010
         return run
 
-    def get_instructions(self) -> str | None:
-        """What lasts, fenced, in the instructions (None when nothing is remembered yet)."""
-        return self._block or None
+    def get_instructions(self) -> InstructionPart | None:
+        """What lasts, fenced, in the instructions (None when nothing is remembered yet). Marked `dynamic`: it is
+        the user's and changes when a fact does, so providers with explicit cache points (pydantic-ai's
+        `Caching`) end the prefix every conversation shares after the agent's own instructions, before it."""
+        return InstructionPart(self._block, dynamic=True) if self._block else None
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """The budget report on the agent run's span (`memory.context.*`; instrumentation is the outermost

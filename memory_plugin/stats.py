@@ -69,7 +69,8 @@ class MemoryStats:
     """Triggers whose pending messages were only small talk: no model call."""
     extraction_facts_set_aside: int = 0
     """Extracted facts not written because, even alone, their write was over a database limit (its
-    `statement_timeout`...): logged, and the extraction moved on (a background job is kept dead with the reason)."""
+    `statement_timeout`...): logged and kept for review (`BackendStatus.set_aside_writes`, `memory-plugin journal`),
+    and the extraction moved on (a store with nowhere to keep them leaves a background job dead with the reason)."""
     facts_inserted: int = 0
     """Fact rows inserted (new facts)."""
     facts_reinforced: int = 0

@@ -22,8 +22,8 @@ def test_write_scaling_quick_prints_every_table(capsys: pytest.CaptureFixture[st
     assert row is not None
     assert QUICK.acceptance_facts * 0.98 <= int(row[1].replace(",", "")) <= QUICK.acceptance_facts
     assert row[2] == "0"
-    # (c): the near-duplicate probe reads the trigram index.
-    assert "user_memory_fact_match_idx" in out
+    # (c): the near-duplicate probe reads the word-key index.
+    assert "user_memory_fact_words_idx" in out
     # (d): the same writes with the offline embedder on, one row per size.
     embedded = out.split("### (d)", 1)[1]
     assert len(re.findall(r"^\| [\d,]+ +\| +update_memory \|", embedded, re.M)) >= 1

@@ -343,6 +343,15 @@ def test_journal_lists_set_aside_writes_and_readmits_the_reviewed_ones(runner: C
     assert "1 write(s) waiting" in flat(after.output)
     assert "set aside for review (1)" in after.output
 
+    both = runner.invoke(app, ["journal", "--readmit", "--discard"], env=env)
+    assert both.exit_code != 0
+    assert "exclude each other" in flat(both.output)
+    discarded = runner.invoke(app, ["journal", "--discard", "--write-id", str(old[0].write_id)], env=env)
+    assert discarded.exit_code == 0, discarded.output
+    assert "discarded 1 set-aside write(s)" in discarded.output
+    reread = WriteJournal.for_database(tmp_path, database_identity(url))
+    assert (reread.rejected(), [e.write_id for e in reread.entries()]) == ([], [old[1].write_id])
+
 
 def test_status_counts_every_set_aside_line_including_those_that_are_not_entries(
     runner: CliRunner, tmp_path: Path
@@ -361,5 +370,6 @@ def test_status_counts_every_set_aside_line_including_those_that_are_not_entries
     status = runner.invoke(app, ["status"], env=env)
     assert status.exit_code == 3, status.output  # degraded: the database does not answer
     assert re.search(r"set_aside_writes\s+1\b", status.output), status.output
+    assert "--readmit" in flat(status.output)
     listed = runner.invoke(app, ["journal"], env=env)
     assert "1 set-aside line(s) are not journal entries" in flat(listed.output)

@@ -251,3 +251,31 @@ async def test_an_inline_extraction_that_supersedes_a_fact_takes_it_out_of_the_s
 
     constraints = (await setup.builder.store.read_slots(user)).get("constraints")
     assert [e.text for e in constraints] == ["Presupuesto máximo 2000 €"]
+
+
+async def test_a_background_jobs_facts_patch_the_slots_without_reading_the_summaries_again() -> None:
+    script = ScriptedExtractor([PREFERENCE])
+    settings = MemorySettings(embedding_model="none", background_extraction=True, summary_with_extraction=False)
+    reads: list[str] = []
+
+    class CountingStore(InMemoryContextStore):
+        async def summary_versions(self, user_id: Any, scope: str) -> Any:
+            reads.append(scope)
+            return await super().summary_versions(user_id, scope)
+
+    async with MemoryManager.open(
+        settings, store=InMemoryStore(), extractor=LLMExtractor(FunctionModel(script))
+    ) as memory:
+        builder = ContextBuilder.from_settings(memory, CountingStore(), settings)
+        builder.follow(memory._extraction)
+        user, session = uuid4(), f"s-{uuid4()}"
+        await memory.record_exchange(session, user, "Recuerda que prefiero aluminio 7075", "Anotado.")
+        scheduled = await memory.schedule_extraction(session, user)
+        assert scheduled.job_id is not None
+        assert await memory.flush()
+
+        slots = await builder.store.read_slots(user)
+        assert any("aluminio 7075" in e.text for entries in slots.fields.values() for e in entries)
+        # The job asks once whether a summary is due (the user's and the session's versions); patching the
+        # slots with its facts reads none: it brought no messages, so no summary could be due.
+        assert sorted(reads) == sorted([USER_SCOPE, session_scope(session)])

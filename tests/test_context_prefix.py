@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -118,3 +119,97 @@ async def test_a_turn_reads_slots_and_the_current_summaries_together(context_sto
     # Another session of the same user has no summary of its own yet; another user's never shows.
     _, fresh = await context_store.read_turn(user, (session_scope("otra"), USER_SCOPE))
     assert set(fresh) == {USER_SCOPE}
+
+
+async def test_the_history_keeps_its_start_past_the_session_window_until_the_budget_restarts_it() -> None:
+    # The session keeps its last 6 messages; the budget holds ~11 exchanges of ~60 tokens each.
+    settings = MemorySettings(embedding_model="none", max_messages_per_session=6)
+    async with MemoryManager.open(settings, store=InMemoryStore()) as memory:
+        builder = ContextBuilder(memory, InMemoryContextStore(), COUNTER, BudgetSettings(total_tokens=700))
+        user = uuid4()
+        session_id = f"{user}/taller"
+        built: list[AssembledContext] = []
+        for i in range(16):
+            built.append(await builder.build(session_id, user, query=f"pregunta {i}", keep_prefix=True))
+            prompt = f"pregunta {i}: " + "piezas de aluminio " * 10
+            await memory.record_exchange(session_id, user, prompt, f"respuesta {i}: " + "plazo de entrega " * 10)
+
+        def first_text(assembled: AssembledContext) -> str:
+            return str(getattr(assembled.history[0].parts[0], "content", "")).split(":")[0] if assembled.history else ""
+
+        # Well past the window's 3 exchanges, the request still starts at the first message and only grows.
+        grown = [b for b in built[2:] if b.anchored]
+        assert len(grown) >= 6
+        assert all(first_text(b) == "pregunta 0" for b in grown[:6])
+        for before, after in pairwise(built[1:8]):
+            assert after.history[: len(before.history)] == before.history
+        # The budget, not the window, restarts it: the restarted history is a suffix within the budget.
+        restart = next(b for b in built[2:] if not b.anchored)
+        assert len(built[built.index(restart) - 1].history) > 6
+        assert restart.report.total <= 700
+        assert first_text(restart) != "pregunta 0"
+
+
+async def test_the_standing_memory_follows_the_agents_own_instructions_as_a_dynamic_part() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import InstructionPart, ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from memory_plugin import MemoryCapability, MemoryDeps, MemoryUpdate, UserPreferences
+
+    seen: list[list[InstructionPart]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(info.model_request_parameters.instruction_parts or []))
+        return ModelResponse(parts=[TextPart("Anotado.")])
+
+    async with MemoryManager.open(MemorySettings(embedding_model="none"), store=InMemoryStore()) as memory:
+        user = uuid4()
+        preferences = UserPreferences(preferred_materials=["aluminio 7075"])
+        await memory.update_memory(MemoryUpdate(user_id=user, preferences=preferences))
+        agent = Agent(
+            FunctionModel(model),
+            deps_type=MemoryDeps,
+            instructions="Eres el asistente de presupuestos.",
+            capabilities=[MemoryCapability(memory)],
+        )
+        await agent.run("¿Plazo para 10 brazos?", deps=MemoryDeps(session_id=f"{user}/taller", user_id=user))
+
+    agent_part, memory_part = seen[-1]
+    # The agent's literal instructions first: the prefix every conversation shares ends before the user's memory.
+    assert agent_part.content == "Eres el asistente de presupuestos."
+    assert not agent_part.dynamic
+    assert "aluminio 7075" in memory_part.content
+    assert memory_part.dynamic
+
+
+async def test_a_session_summary_and_the_users_copy_are_stored_in_one_round_trip(
+    context_store: ContextStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user, scope = uuid4(), session_scope("taller")
+    calls: list[int] = []
+    if isinstance(context_store, PostgresContextStore):
+        run_all = PostgresContextStore._run_all
+
+        async def counted(self: PostgresContextStore, *args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            return await run_all(self, *args, **kwargs)
+
+        monkeypatch.setattr(PostgresContextStore, "_run_all", counted)
+    written = await context_store.add_summary(
+        user,
+        scope,
+        "Pidió 40 bridas.",
+        kind="model",
+        language="es",
+        message_count=4,
+        covered_from=START,
+        copy_to=USER_SCOPE,
+    )
+    assert len(calls) == (1 if isinstance(context_store, PostgresContextStore) else 0)
+    assert written.scope == scope
+    assert written.covered_from == START
+    _, current = await context_store.read_turn(user, (scope, USER_SCOPE))
+    assert current[USER_SCOPE].content == "Pidió 40 bridas."
+    assert current[USER_SCOPE].covered_from is None  # the user's copy reaches back to earlier sessions
+    assert current[scope].version == current[USER_SCOPE].version == 1

@@ -152,6 +152,15 @@ RPC_CALLS: dict[str, str] = {
     " where m.user_id = {b}",
     "memory_has_time_expression": "select memory_private.memory_has_time_expression(m.content)"
     " from public.user_memory m where m.user_id = {b}",
+    # The near-duplicate index keys: pure hashes of their arguments; over B's rows they see none.
+    "memory_fact_word_keys": "select memory_private.memory_fact_word_keys(m.user_id, m.category, 'g', '{{w}}')"
+    " from public.user_memory m where m.user_id = {b}",
+    "memory_fact_anchor": "select memory_private.memory_fact_anchor(m.user_id, m.category, 'g', '{{w}}')"
+    " from public.user_memory m where m.user_id = {b}",
+    "memory_fact_prefix": "select memory_private.memory_fact_prefix(m.user_id, m.category, 'g', '{{w}}')"
+    " from public.user_memory m where m.user_id = {b}",
+    "memory_fact_prefixes": "select memory_private.memory_fact_prefixes(m.user_id, m.category, 'g', '{{w}}')"
+    " from public.user_memory m where m.user_id = {b}",
     # The near-duplicate probes with B's id and the category, guard and key of a fact of B's, every candidate
     # accepted (threshold 0 / -1): no hash of B's comes back.
     "memory_near_duplicate": "select h from memory_private.memory_near_duplicate({b}, %(b_category)s, %(b_guard)s,"
@@ -187,7 +196,7 @@ DEFINER_TRIGGERS = {
     "user_memory_kind_bounds",
     "user_memory_kind_moved",
 }
-# Security definer so that the trigram `%` is an index condition (under the caller's RLS it is not: not
+# Security definer so that its key comparisons are index conditions (under the caller's RLS they are not: not
 # leakproof); it reads the caller's own facts only, which its attack in RPC_CALLS checks.
 DEFINER_GUARDED = {"memory_near_duplicate"}
 

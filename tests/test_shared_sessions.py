@@ -4,6 +4,7 @@ shared by two OS processes with no message lost."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from memory_plugin.errors import SessionLimitError
+from memory_plugin.errors import SessionLimitError, StoreLimitError
 from memory_plugin.models import Message
 from memory_plugin.session import SessionBackend
 from memory_plugin.session.postgres_store import PostgresSessionStore
@@ -164,3 +165,16 @@ async def test_two_managers_with_the_postgres_backend_share_a_session(pg_setting
         short = await second.get_short_term(sid, user_id=user)
         assert [m.content for m in short.messages] == ["Necesito 40 soportes anodizados"]
         assert second.describe()["live_sessions"] >= 1
+
+
+def test_a_write_over_the_databases_size_bound_is_a_typed_refusal(database_url: str, sid: str) -> None:
+    store = PostgresSessionStore.connect(database_url, max_entity_values_per_kind=3, max_entity_values=3)
+    try:
+        store.update_entities(sid, {"materials": ["latón"]}, user_id=A)
+        # Random hex (about 1.2 MB stored once compressed) passes the entities' 1 MB bound of the table.
+        huge = [os.urandom(400_000).hex() for _ in range(2)]
+        with pytest.raises(StoreLimitError, match="memory_sessions_state_bound"):
+            store.update_entities(sid, {"materials": huge}, user_id=A)
+        assert store.snapshot(sid, user_id=A).entities == {"materials": ["latón"]}  # what was stored stays
+    finally:
+        store.close()

@@ -141,7 +141,9 @@ class BackgroundWorker:
         self.stats.jobs_failed += 1
         # A statement over a database limit fails the same way on every attempt (`database/classify.py`):
         # retrying it would only hold the session's later jobs back for the backoff; it is kept dead at once.
-        dead = job.attempts >= self.max_attempts or isinstance(exc, StatementLimitError)
+        # A lock timeout is the exception: the lock is held for a moment, and the job's next attempt passes.
+        over_limit = isinstance(exc, StatementLimitError) and exc.limit != "lock_timeout"
+        dead = job.attempts >= self.max_attempts or over_limit
         delay = backoff_delay(job.attempts, base=self.retry_base_seconds, maximum=self.retry_max_seconds)
         if dead:
             self.stats.jobs_dead += 1

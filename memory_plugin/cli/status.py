@@ -49,7 +49,10 @@ def status_command(data_dir: DataDirOption = None) -> None:
     table.add_column("value")
     for field in dataclasses.fields(status):
         if field.name != "queue":
-            table.add_row(field.name, escape(str(getattr(status, field.name))))
+            value = str(getattr(status, field.name))
+            if field.name == "set_aside_writes" and status.set_aside_writes:
+                value += " (memory-plugin journal lists them; --readmit writes them, --discard drops them)"
+            table.add_row(field.name, escape(value))
     _queue_rows(table, status.queue)
     out().print(table)
     if status.backend == "fallback" or not status.postgres_reachable:
@@ -80,14 +83,18 @@ def journal_command(
     readmit: Annotated[
         bool, typer.Option("--readmit", help="Move the set-aside writes back into the journal (all, or --write-id).")
     ] = False,
+    discard: Annotated[
+        bool, typer.Option("--discard", help="Delete the set-aside writes for good (all, or --write-id).")
+    ] = False,
     write_ids: Annotated[
         list[str] | None, typer.Option("--write-id", help="Only this set-aside write (repeatable).")
     ] = None,
     data_dir: DataDirOption = None,
 ) -> None:
     """Show the outage journal (writes waiting for the database, and writes set aside for review: refused by
-    the database, or unsigned lines of an older journal); with --readmit, move reviewed writes back so they
-    are replayed when a manager next reaches the database."""
+    the database even alone, journaled or extracted, or unsigned lines of an older journal); with --readmit,
+    move reviewed writes back so they are replayed when a manager next reaches the database; with --discard,
+    delete them."""
     settings = load_settings(data_dir)
     journal = WriteJournal.for_database(settings.data_dir, DatabaseConnector(settings).identity)
     wanted: set[UUID] | None = None
@@ -97,6 +104,12 @@ def journal_command(
         except ValueError:
             raise fail("--write-id takes the write id (a UUID) printed by `memory-plugin journal`") from None
     console = out()
+    if readmit and discard:
+        raise fail("--readmit and --discard exclude each other: pick what to do with the set-aside writes")
+    if discard:
+        gone = journal.discard(wanted)
+        console.print(f"discarded {len(gone)} set-aside write(s); they will never be written")
+        return
     if readmit:
         back = journal.readmit(wanted)
         console.print(f"readmitted {len(back)} write(s); they are replayed when a manager next reaches the database")

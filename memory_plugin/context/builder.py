@@ -30,7 +30,7 @@ from ..models import MemoryContext, UserPreferences
 from ..settings import MemorySettings
 from ..validation import parse_user_id
 from .budget import AssembledContext, BudgetSettings, ContextInputs, assemble_context
-from .history import message_time, messages_from_session
+from .history import message_time, messages_from_session, part_text
 from .receipt import ContextReceipt, receipt_for
 from .slots import Slots, with_profile
 from .store import (
@@ -93,13 +93,22 @@ def _notes(context: MemoryContext) -> list[str]:
 _FILLED_USERS = 10_000
 _KEPT_SESSIONS = 10_000
 """Anchors and receipts kept per process: at ~1 KB a receipt, 10 MB at most."""
+_KEPT_HISTORIES = 1_000
+"""Histories sent from the session kept per process (`_continued`): ~10 KB each at the default budget (16 shop
+messages: 7 KB of message objects, and their text), 10 MB at most; a session beyond them restarts its history
+once."""
 
 
-def _remember(cache: OrderedDict[Any, Any], key: object, value: object) -> None:
+def _remember(cache: OrderedDict[Any, Any], key: object, value: object, limit: int = _KEPT_SESSIONS) -> None:
     cache[key] = value
     cache.move_to_end(key)
-    if len(cache) > _KEPT_SESSIONS:
+    if len(cache) > limit:
         cache.popitem(last=False)
+
+
+def _identity(message: ModelMessage) -> tuple[str, datetime | None, str]:
+    """What tells a recorded message from another: a user prompt and its answer may share a timestamp."""
+    return message.kind, message_time(message), "\x1e".join(part_text(p) for p in message.parts)
 
 
 @dataclass(frozen=True)
@@ -140,6 +149,11 @@ class ContextBuilder(ContextUpkeep):
         default_factory=OrderedDict, init=False, repr=False
     )
     """The last receipt per session and user (bounded LRU)."""
+    _histories: OrderedDict[tuple[str, UUID | None], tuple[ModelMessage, ...]] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
+    """Per session and user, the history the last build sent when it came from the session's recorded messages (the
+    caller passed none): the next build continues it past the session's message window (bounded LRU)."""
     _unsaved: OrderedDict[tuple[str, UUID | None], ContextReceipt] = field(default_factory=OrderedDict, init=False)
     """Receipts built but not stored yet: `after_turn` stores them, off the request path."""
     _filled: OrderedDict[UUID, None] = field(default_factory=OrderedDict, init=False, repr=False)
@@ -223,6 +237,8 @@ class ContextBuilder(ContextUpkeep):
         if not context.long_term_available:
             notice = "Long-term memory is temporarily unavailable; do not assume the user is new."
         messages = list(history) if history is not None else messages_from_session(context.short_term.messages)
+        if keep_prefix and history is None:
+            messages = self._continued((session_id, uid), messages)
         inputs = ContextInputs(
             profile=profile,
             slots=slots,
@@ -258,11 +274,31 @@ class ContextBuilder(ContextUpkeep):
             if assembled.anchored and previous is not None and assembled.summary_block == previous.summary_block:
                 sent = previous.summary
             _remember(self._anchors, (session_id, uid), _Sent(start, assembled.standing, sent, assembled.summary_block))
+            if history is None:
+                _remember(self._histories, (session_id, uid), tuple(assembled.history), _KEPT_HISTORIES)
+            else:
+                self._histories.pop((session_id, uid), None)
         receipt = receipt_for(session_id, uid, assembled, context.fact_scores, self.counter)
         _remember(self._receipts, (session_id, uid), receipt)
         if uid is not None:
             _remember(self._unsaved, (session_id, uid), receipt)
         return assembled
+
+    def _continued(self, key: tuple[str, UUID | None], session: list[ModelMessage]) -> list[ModelMessage]:
+        """The session's messages, led by the history this session's previous build sent when the session's window
+        (its last 20 messages by default) no longer holds that history's start: the history then keeps its start
+        until the token budget, not the window, forces a restart. Unchanged when nothing was sent from the
+        session, the window still holds the start, or more messages came since than the window keeps (a gap)."""
+        previous, sent = self._anchors.get(key), self._histories.get(key)
+        if previous is None or not sent or previous.start is None:
+            return session
+        if any(message_time(m) == previous.start for m in session):
+            return session
+        last = _identity(sent[-1])
+        at = next((i for i, m in enumerate(session) if _identity(m) == last), None)
+        if at is None:
+            return session
+        return [*sent, *session[at + 1 :]]
 
     def _anchor(self, key: tuple[str, UUID | None], messages: Sequence[ModelMessage]) -> int | None:
         """Where this session's previous history started in `messages` (-1: no longer there; None: no

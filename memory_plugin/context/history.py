@@ -50,6 +50,7 @@ __all__ = [
     "message_tokens",
     "messages_for_request",
     "messages_from_session",
+    "part_text",
     "rehydrated_history",
     "safe_cuts",
 ]
@@ -73,7 +74,8 @@ def messages_from_session(messages: Sequence[Message]) -> list[ModelMessage]:
     return converted
 
 
-def _part_text(part: object) -> str:
+def part_text(part: object) -> str:
+    """The text a part sends (a tool call as its name and arguments, a tool return as its name and result)."""
     if isinstance(part, UserPromptPart):
         return (
             part.content if isinstance(part.content, str) else " ".join(c for c in part.content if isinstance(c, str))
@@ -102,7 +104,7 @@ def message_time(message: ModelMessage) -> datetime | None:
 
 def message_tokens(message: ModelMessage, counter: TokenCounter) -> int:
     """Tokens `message` costs in a request: its parts' text plus the per-message overhead."""
-    return MESSAGE_OVERHEAD_TOKENS + sum(counter.count(_part_text(p)) for p in message.parts)
+    return MESSAGE_OVERHEAD_TOKENS + sum(counter.count(part_text(p)) for p in message.parts)
 
 
 def history_tokens(messages: Sequence[ModelMessage], counter: TokenCounter) -> int:

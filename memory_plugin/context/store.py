@@ -31,6 +31,7 @@ from .receipt_store import KeyRing, PostgresReceipts, RamReceipts, ReceiptKeeper
 from .slots import SlotPatch, Slots, patch_from_facts
 from .store_sql import (
     ADD_SUMMARY_SQL,
+    COPY_SUMMARY_SQL,
     CURRENT_SUMMARIES_SQL,
     DROP_LATEST_SQL,
     PATCH_SLOTS_SQL,
@@ -139,8 +140,10 @@ class ContextStore(ReceiptKeeper, Protocol):
         covered_until: datetime | None = None,
         resynced_at: datetime | None = None,
         covered_from: datetime | None = None,
+        copy_to: str | None = None,
     ) -> SummaryVersion:
-        """Store a new current version; only the newest `SUMMARY_VERSIONS_KEPT` are kept."""
+        """Store a new current version; only the newest `SUMMARY_VERSIONS_KEPT` are kept. `copy_to`: also store it
+        as a new version of that scope (without `covered_from`), in the same round trip. Returns `scope`'s."""
         ...
 
     async def drop_latest_summary(self, user_id: UUID, scope: str) -> SummaryVersion | None:
@@ -217,8 +220,20 @@ class InMemoryContextStore(RamReceipts):
         covered_until: datetime | None = None,
         resynced_at: datetime | None = None,
         covered_from: datetime | None = None,
+        copy_to: str | None = None,
     ) -> SummaryVersion:
-        """A new current version."""
+        """A new current version (and one of `copy_to`)."""
+        if copy_to is not None:
+            await self.add_summary(
+                user_id,
+                copy_to,
+                content,
+                kind=kind,
+                language=language,
+                message_count=message_count,
+                covered_until=covered_until,
+                resynced_at=resynced_at,
+            )
         versions = self._summaries.setdefault((user_id, _check_scope(scope)), [])
         latest = versions[-1].version if versions else 0
         added = SummaryVersion(
@@ -359,8 +374,11 @@ class PostgresContextStore(PostgresReceipts):
         covered_until: datetime | None = None,
         resynced_at: datetime | None = None,
         covered_from: datetime | None = None,
+        copy_to: str | None = None,
     ) -> SummaryVersion:
-        """A new current version (two writers racing for the same version number: the loser retries once)."""
+        """A new current version, and one of `copy_to` in the same message (one round trip where the session
+        summary and the user's copy took two); two writers racing for the same version number: the loser retries
+        once (both statements: one implicit transaction)."""
         scope = _check_scope(scope)
         params = {
             "scope": scope,
@@ -378,12 +396,16 @@ class PostgresContextStore(PostgresReceipts):
             # The session summaries beyond the newest kept are pruned in the same message (one round trip).
             params |= {"keep": SESSION_SUMMARIES_KEPT - 1, "days": SESSION_SUMMARY_MAX_AGE_DAYS}
             statements.insert(0, PRUNE_SESSION_SUMMARIES_SQL)
+        if copy_to is not None:
+            params["copy_scope"] = _check_scope(copy_to)
+            statements.append(COPY_SUMMARY_SQL)
+        added = len(statements) - (2 if copy_to is not None else 1)
         try:
-            rows = (await self._run_all(user_id, statements, params))[-1]
+            rows = (await self._run_all(user_id, statements, params))[added]
         except StoreError as exc:
             if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
                 raise
-            rows = (await self._run_all(user_id, statements, params))[-1]
+            rows = (await self._run_all(user_id, statements, params))[added]
         return _summary(rows[0])
 
     async def drop_latest_summary(self, user_id: UUID, scope: str) -> SummaryVersion | None:

@@ -56,6 +56,10 @@ with added as (
 )
 select * from added
 """
+# The same version stored under a second scope (the user's copy of a session summary) in the message that stores it.
+COPY_SUMMARY_SQL = ADD_SUMMARY_SQL.replace("%(scope)s", "%(copy_scope)s").replace(
+    "%(covered_from)s", "null::timestamptz"
+)
 # The user's session summaries past the newest kept sessions or the age limit (one grouped scan of their rows).
 PRUNE_SESSION_SUMMARIES_SQL = """
 delete from public.memory_summaries m using (

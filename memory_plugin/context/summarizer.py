@@ -159,8 +159,10 @@ class RollingSummarizer:
             resynced_at=resynced_at,
         )
 
-    async def write(self, user_id: UUID, scope: str, plan: SummaryPlan, text: str, kind: SummaryKind) -> SummaryVersion:
-        """Store `text` as the new version `plan` describes."""
+    async def write(
+        self, user_id: UUID, scope: str, plan: SummaryPlan, text: str, kind: SummaryKind, *, copy_to: str | None = None
+    ) -> SummaryVersion:
+        """Store `text` as the new version `plan` describes (and as one of `copy_to`, in the same round trip)."""
         return await self.store.add_summary(
             user_id,
             scope,
@@ -171,6 +173,7 @@ class RollingSummarizer:
             covered_until=plan.covered_until,
             resynced_at=plan.resynced_at,
             covered_from=plan.covered_from,
+            copy_to=copy_to,
         )
 
     async def update(
@@ -185,6 +188,7 @@ class RollingSummarizer:
         extraction_ran: bool | None = None,
         start_from: str | None = None,
         previous: SummaryVersion | EllipsisType | None = ...,
+        copy_to: str | None = None,
     ) -> SummaryUpdate:
         """Rewrite the summary if due, from the messages it does not cover yet.
 
@@ -195,7 +199,8 @@ class RollingSummarizer:
         lines. A failed or empty model answer keeps the previous version. `extraction_ran`: whether a fact
         extraction runs on this turn (with `policy.with_extraction`, the summary waits for one). `start_from`:
         the text a first version builds on (a new session starts from the user's summary). `previous`: the
-        current version when the caller just read it (`...`: read it now)."""
+        current version when the caller just read it (`...`: read it now). `copy_to`: a new version is also
+        stored under that scope, in the same round trip."""
         plan = await self.plan(
             user_id,
             scope,
@@ -219,26 +224,41 @@ class RollingSummarizer:
                 outdated=outdated,
                 language=plan.language,
             )
-            return await self._store(user_id, scope, plan, text, "extractive", model_calls=0)
+            return await self._store(user_id, scope, plan, text, "extractive", model_calls=0, copy_to=copy_to)
         try:
             text = await self._ask(plan.old_text, plan.fresh, outdated, plan.language)
         except (AgentRunError, UserError, OSError, ValueError) as exc:
             logger.warning("%s rolling summary not updated, previous version kept: %s", LOG_PREFIX, exc)
             return SummaryUpdate(previous, False, reason, 1, str(exc))
-        return await self.accept(user_id, scope, plan, text, model_calls=1)
+        return await self.accept(user_id, scope, plan, text, model_calls=1, copy_to=copy_to)
 
     async def accept(
-        self, user_id: UUID, scope: str, plan: SummaryPlan, text: str | None, *, model_calls: int = 0
+        self,
+        user_id: UUID,
+        scope: str,
+        plan: SummaryPlan,
+        text: str | None,
+        *,
+        model_calls: int = 0,
+        copy_to: str | None = None,
     ) -> SummaryUpdate:
         """Store a model's summary for `plan`, cut to the budget; an empty one keeps the previous version."""
         text = clip_to_tokens((text or "").strip(), self.counter, self.policy.max_tokens).strip()
         if not text:
             logger.warning("%s the summarizer answered nothing; previous version kept", LOG_PREFIX)
             return SummaryUpdate(plan.previous, False, plan.reason, model_calls, "empty summary")
-        return await self._store(user_id, scope, plan, text, "model", model_calls=model_calls)
+        return await self._store(user_id, scope, plan, text, "model", model_calls=model_calls, copy_to=copy_to)
 
     async def _store(
-        self, user_id: UUID, scope: str, plan: SummaryPlan, text: str, kind: SummaryKind, *, model_calls: int
+        self,
+        user_id: UUID,
+        scope: str,
+        plan: SummaryPlan,
+        text: str,
+        kind: SummaryKind,
+        *,
+        model_calls: int,
+        copy_to: str | None = None,
     ) -> SummaryUpdate:
         """Write `text` through the privacy filter (`private_summary`). Nothing meaningful left keeps the
         previous version."""
@@ -246,7 +266,7 @@ class RollingSummarizer:
         if filtered is None:
             logger.warning("%s nothing left of the rolling summary after the privacy filter; kept", LOG_PREFIX)
             return SummaryUpdate(plan.previous, False, plan.reason, model_calls, "nothing left after the filter")
-        written = await self.write(user_id, scope, plan, filtered, kind)
+        written = await self.write(user_id, scope, plan, filtered, kind, copy_to=copy_to)
         return SummaryUpdate(written, True, plan.reason, model_calls)
 
     async def _ask(

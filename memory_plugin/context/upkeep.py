@@ -107,9 +107,33 @@ class ContextUpkeep:
         extraction.host_summaries(self)
 
     async def _background_facts(self, session_id: str, user_id: UUID, outcome: WriteOutcome) -> None:
-        await self.after_turn(
-            session_id, user_id, [], stored=outcome.stored, superseded=outcome.superseded, extraction_ran=True
-        )
+        # A job brings facts, no messages: the summary cannot be due here, so only the slots are patched (no
+        # summary reads: 2 of a job's messages to the database); the turn's own update writes the summary and
+        # times the weekly resync.
+        await self._patch_turn_slots(session_id, user_id, outcome.stored, outcome.superseded)
+
+    async def _patch_turn_slots(
+        self,
+        session_id: str,
+        uid: UUID,
+        stored: Sequence[MemorizedFact],
+        superseded: Sequence[MemorizedFact] | None,
+    ) -> Sequence[MemorizedFact]:
+        """Store the turn's receipt (kept unsaved by `build`) and patch the slots with the facts `stored` and
+        those they `superseded` (None: read back); returns what was superseded."""
+        # The turn's receipt rides on this after-turn work (off the request path when it is backgrounded).
+        if (receipt := self._unsaved.pop((session_id, uid), None)) is not None:
+            await self.store.add_receipt(uid, receipt)
+        if superseded is None:
+            # The caller does not know what the write superseded: the facts whose `superseded_by` names one of them.
+            ids = {f.id for f in stored}
+            records = await self.memory.list_memory(uid) if ids else []
+            superseded = [fact_from_record(r) for r in records if r.kind == "fact" and r.superseded_by in ids]
+        gone = [f.id for f in superseded] + [f.replaces for f in stored if f.replaces]
+        if stored or gone:
+            # Facts only: the profile is a view of the stored preferences, not patched here.
+            await apply_facts_to_slots(self.store, uid, stored, superseded=gone)
+        return superseded
 
     async def after_turn(
         self,
@@ -134,18 +158,7 @@ class ContextUpkeep:
         rewritten again here (a failed answer keeps the previous version until the next extraction). The
         profile is not patched here: it is a view of the stored preference rows (`slots`)."""
         uid = user_id if isinstance(user_id, UUID) else UUID(str(user_id))
-        # The turn's receipt rides on this after-turn work (off the request path when it is backgrounded).
-        if (receipt := self._unsaved.pop((session_id, uid), None)) is not None:
-            await self.store.add_receipt(uid, receipt)
-        if superseded is None:
-            # The caller does not know what the write superseded: the facts whose `superseded_by` names one of them.
-            ids = {f.id for f in stored}
-            records = await self.memory.list_memory(uid) if ids else []
-            superseded = [fact_from_record(r) for r in records if r.kind == "fact" and r.superseded_by in ids]
-        gone = [f.id for f in superseded] + [f.replaces for f in stored if f.replaces]
-        if stored or gone:
-            # Facts only: the profile is a view of the stored preferences, not patched here.
-            await apply_facts_to_slots(self.store, uid, stored, superseded=gone)
+        superseded = await self._patch_turn_slots(session_id, uid, stored, superseded)
         by_id = {f.id: f.content for f in stored if not f.sensitive}  # sealed text never goes into a summary
         replaced = {f.replaces: f.content for f in stored if f.replaces and not f.sensitive}
         outdated = [
@@ -172,8 +185,9 @@ class ContextUpkeep:
                 extraction_ran=extraction_ran,
                 start_from=user_summary.content if user_summary else None,
                 previous=session_summary,
+                copy_to=USER_SCOPE,
             )
-            user_summary = await self._hand_over(uid, update) or user_summary
+            user_summary = self._handed_over(uid, update) or user_summary
         if self._summarizer.resync_due(user_summary):
             # The weekly rebuild from the facts: the summary, and the slots (a fact deleted or expired since
             # leaves them here).
@@ -193,23 +207,14 @@ class ContextUpkeep:
             uid, session_scope(session_id), messages, extraction_ran=True, force=force, start_from=start_from
         )
 
-    async def _hand_over(self, uid: UUID, update: SummaryUpdate) -> SummaryVersion | None:
-        """A new session summary is also the user's: what the next session starts from (returned; None when
-        `update` wrote nothing)."""
+    def _handed_over(self, uid: UUID, update: SummaryUpdate) -> SummaryVersion | None:
+        """A new session summary is also stored as the user's (`copy_to=USER_SCOPE`, in the same message): what the
+        next session starts from. The reads kept for the user's sessions are stale now. Returns the version written
+        (its resync time is the copy's), None when `update` wrote nothing."""
         if not update.written or update.current is None:
             return None
         self._forget_reads(uid)
-        version = update.current
-        return await self.store.add_summary(
-            uid,
-            USER_SCOPE,
-            version.content,
-            kind=version.kind,
-            language=version.language,
-            message_count=version.message_count,
-            covered_until=version.covered_until,
-            resynced_at=version.resynced_at,
-        )
+        return update.current
 
     async def summary_request(
         self, session_id: str, user_id: UUID, messages: Sequence[Message]
@@ -235,9 +240,10 @@ class ContextUpkeep:
         plan = await self._session_plan(user_id, session_id, request.messages, force=True)
         if plan.reason is None:
             return  # another writer covered these messages meanwhile
-        await self._hand_over(
-            user_id, await self._summarizer.accept(user_id, session_scope(session_id), plan, answer.text)
+        update = await self._summarizer.accept(
+            user_id, session_scope(session_id), plan, answer.text, copy_to=USER_SCOPE
         )
+        self._handed_over(user_id, update)
 
     async def forget(self, user_id: UUID, fact_ids: Sequence[UUID]) -> Slots:
         """Remove deleted facts from the slots (call it with the ids `MemoryManager.forget` deleted)."""

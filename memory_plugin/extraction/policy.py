@@ -145,7 +145,8 @@ class ExtractionRun:
     except when facts were only set aside (`set_aside`): the rest was written and the cursor moved on."""
     set_aside: int = 0
     """Extracted facts not written because, even alone, their write was over a database limit (its
-    `statement_timeout`...): reported (`error`, `MemoryStats.extraction_facts_set_aside`, the log), not retried."""
+    `statement_timeout`...): reported (`error`, `MemoryStats.extraction_facts_set_aside`, the log) and kept for
+    review (`memory-plugin journal`: `--readmit` writes them, `--discard` drops them), not retried."""
     summary_asked: bool = False
     """True when the extraction's model call was also asked for the rolling summary (it was due): the
     summary needs no call of its own this turn, whether or not that part succeeded."""

@@ -16,7 +16,7 @@ from ..logs import LOG_PREFIX, logger
 from ..models import MemorizedFact, Message
 from ..quality.matching import is_near_duplicate, keys_of
 from ..quality.outcome import WriteOutcome
-from ..session import SessionBackend, off_the_loop
+from ..session import SessionBackend, session_calls
 from ..settings import MemorySettings
 from ..store import ContextQuery, LongTermStore
 from ..write.pipeline import WritePipeline
@@ -94,6 +94,8 @@ class ExtractionRunner:
         self.settings = settings
         self.extractor = extractor
         self.sessions = sessions
+        self._session_calls = session_calls(sessions)
+        """Awaited on the loop's own pool (Postgres on the assembly's), inline in RAM, else in a thread."""
         self.writer = writer
         self.store = store
         self.failures = failures
@@ -120,7 +122,7 @@ class ExtractionRunner:
         async with self._cursors.flight(session_id):
             # Decided under the lock: a trigger that waited for the previous extraction sees the cursor it
             # moved, so messages are never extracted twice and a burst of triggers makes one call.
-            short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=user_id))
+            short = await self._session_calls.snapshot(session_id, user_id=user_id)
             pending = self._cursors.pending(session_id, short.messages)
             trigger: ExtractionTrigger | None = (
                 "manual" if force and pending else self.policy.decide(pending, end_of_request=end_of_request)
@@ -154,7 +156,7 @@ class ExtractionRunner:
         """Decide as `run` does, but queue the extraction instead of running it: the job carries the pending
         messages (another process may run it), and the cursor moves past them once the queue has them."""
         async with self._cursors.flight(session_id):
-            short = await off_the_loop(self.sessions, lambda: self.sessions.snapshot(session_id, user_id=user_id))
+            short = await self._session_calls.snapshot(session_id, user_id=user_id)
             pending = self._cursors.pending(session_id, short.messages)
             trigger = self.policy.decide(pending, end_of_request=end_of_request)
             if trigger is None:
@@ -206,11 +208,14 @@ class ExtractionRunner:
                 return
             written = await write_within_limits(self.writer, job.user_id, job.session_id, kept, job.write_id)
             if written.set_aside:
-                # What was written stays (the job's parts have their own write ids); the job fails for good with
-                # the reason, so it is kept as a dead job (`status`, `worker --retry-dead`) and the session's
-                # later jobs go on.
+                # What was written stays (the job's parts have their own write ids) and the job completes: the
+                # facts still over a limit alone are kept by the store for review. A store that cannot keep them
+                # fails the job for good instead, so the dead job holds them (`status`, `worker --retry-dead`);
+                # the session's later jobs go on either way.
                 self._report_set_aside(job.session_id, written)
-                raise StatementLimitError(f"memory job {job.id}: {written.summary()}", limit=written.set_aside[0].limit)
+                if not written.all_kept:
+                    limit = written.set_aside[0].limit
+                    raise StatementLimitError(f"memory job {job.id}: {written.summary()}", limit=limit)
             outcome = written.merged()
         for listener in list(self._listeners.values()):
             try:

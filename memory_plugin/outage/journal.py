@@ -267,6 +267,24 @@ class WriteJournal:
             replace_durably(self.rejected_path, stay)
         return back
 
+    def discard(self, write_ids: Collection[UUID] | None = None) -> list[JournalEntry]:
+        """Delete set-aside entries an operator reviewed and does not want written: those with the given write
+        ids, or every readable entry when None. Lines that are not entries stay. Returns the entries deleted."""
+        with self._locked():
+            if not self.rejected_path.exists():
+                return []
+            complete, _torn = split_lines(self.rejected_path.read_bytes())
+            gone: list[JournalEntry] = []
+            stay: list[bytes] = []
+            for raw in complete:
+                entry = parse_entry(raw) if raw.strip() else None
+                if entry is not None and (write_ids is None or entry.write_id in write_ids):
+                    gone.append(entry)
+                elif raw.strip():
+                    stay.append(raw)
+            replace_durably(self.rejected_path, stay)
+        return gone
+
     # --- signing and rewriting (the caller holds the lock) ------------------------------------------------
     def _signing_key(self) -> bytes:
         if self._key is None:

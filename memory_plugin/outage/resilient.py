@@ -284,6 +284,25 @@ class ResilientStore(JournalReplay, StoreBase):
         logger.debug("%s journaled write %s for user %s", LOG_PREFIX, write_id, user_id)
         return _provisional_records(entry, now)
 
+    async def set_aside(
+        self, user_id: UUID, items: Sequence[MemoryItem], rules: WriteRules, *, write_id: UUID, reason: str
+    ) -> bool:
+        """Keep a write the database refused while reachable in the journal's rejected file, with `reason`,
+        as a replay sets aside a journaled one: `status` counts it, `memory-plugin journal` lists it,
+        `--readmit` replays it, `--discard` drops it. False when the file cannot be written."""
+        if not items:
+            return True
+        # Stamped as a journaled write is: a readmitted one must not take the time of its replay.
+        now = datetime.now(UTC)
+        stamped = tuple(item if item.occurred_at else dataclasses.replace(item, occurred_at=now) for item in items)
+        entry = JournalEntry(write_id=write_id, user_id=user_id, items=stamped, rules=rules)
+        try:
+            await asyncio.to_thread(self.journal.reject, entry, reason)
+        except OSError as exc:
+            logger.error("%s could not keep a refused write in %s: %s", LOG_PREFIX, self.journal.rejected_path, exc)
+            return False
+        return True
+
     # --- reads -------------------------------------------------------------------------------------------------------
     async def read_context(self, user_id: UUID, query: ContextQuery) -> ContextRead:
         """The user's context from the primary, else (unreachable) the last one read, else nothing, saying

@@ -16,7 +16,7 @@ from ..background.memory_queue import InProcessJobQueue
 from ..background.worker import wait_settled
 from ..errors import MemoryPluginError
 from ..logs import LOG_PREFIX, logger
-from ..session import SessionBackend, off_the_loop
+from ..session import SessionBackend, session_calls
 from ..settings import MemorySettings
 from .assembly import SharedPool
 
@@ -124,12 +124,14 @@ class Supervisor:
         return not pending
 
     def start_sweeper(self, sessions: SessionBackend) -> None:
-        """Release expired sessions every `session_sweep_interval_seconds`."""
+        """Release expired sessions every `session_sweep_interval_seconds` (awaited on the loop's own pool for
+        Postgres on the assembly's; in a worker thread for a store on the network with its own client)."""
+        calls = session_calls(sessions)
 
         async def sweep() -> None:
             while True:
                 await asyncio.sleep(self.settings.session_sweep_interval_seconds)
-                expired = await off_the_loop(sessions, sessions.expire)
+                expired = await calls.expire()
                 if expired:
                     logger.debug("%s released %d expired sessions", LOG_PREFIX, expired)
 

@@ -1,5 +1,5 @@
-"""`SessionCalls`: the session operations the manager awaits on the request path, and `session_calls`, which
-gives them for any `SessionBackend`.
+"""`SessionCalls`: the session operations the manager, the extraction runner and the sweeper await, and
+`session_calls`, which gives them for any `SessionBackend`.
 
 A backend on the event loop's own pool (the Postgres store on the assembly's pool) offers them as coroutines
 (`on_loop`): a call is one transaction awaited on the loop, with no worker thread. Any other backend is wrapped:
@@ -20,7 +20,7 @@ __all__ = ["SessionCalls", "ThreadedSessionCalls", "session_calls"]
 
 
 class SessionCalls(Protocol):
-    """`SessionBackend`'s request-path operations as coroutines (same arguments, same rules)."""
+    """`SessionBackend`'s operations that async code awaits, as coroutines (same arguments, same rules)."""
 
     async def add_message(self, session_id: str, message: Message, *, user_id: UUID | None = None) -> int:
         """See `SessionBackend.add_message`."""
@@ -38,6 +38,10 @@ class SessionCalls(Protocol):
 
     async def snapshot(self, session_id: str, *, user_id: UUID | None = None, bind: bool = False) -> ShortTermMemory:
         """See `SessionBackend.snapshot`."""
+        ...
+
+    async def expire(self) -> int:
+        """See `SessionBackend.expire` (the sweeper's call)."""
         ...
 
 
@@ -72,6 +76,10 @@ class ThreadedSessionCalls:
         """See `SessionBackend.snapshot`."""
         backend = self._backend
         return await off_the_loop(backend, lambda: backend.snapshot(session_id, user_id=user_id, bind=bind))
+
+    async def expire(self) -> int:
+        """See `SessionBackend.expire`."""
+        return await off_the_loop(self._backend, self._backend.expire)
 
 
 def session_calls(backend: SessionBackend) -> SessionCalls:

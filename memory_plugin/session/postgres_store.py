@@ -4,15 +4,23 @@ The same contract as the RAM `SessionStore` (`session/base.py`): a window of the
 entities merged once per kind (case- and accent-insensitively), intents once, an inactivity TTL, a per-user
 session cap (the user's least recently active sessions go first), and the owner rules (sessions keyed by
 (session id, owner), `resolve_owner` for the calls without a user). Each operation is one transaction that
-locks the session's row (`select … for update`, or the read's own `update`), so two processes appending to one
+locks the session's row (`select … for update`, or the `update` that writes it), so two processes appending to one
 session serialise: no message is lost.
 
+Each call is one transaction in at most two round trips (`postgres_sql.py`): a read, a drop, and a message
+appended (with its user, or without one to the id's one live session) are one statement after the role switch,
+in one round trip (two when the session is new); a write whose new state is computed here (entities merged
+case- and accent-insensitively, intents, their limits; without a user, resolved by `resolve_owner`) locks in
+one round trip and writes and commits in the next. Four round trips (begin, lock, write, commit) on the shared
+pool took 1.24-1.38x the time of a synchronous pool's call through the manager; one takes 0.92-0.98x
+(`bench.session_calls`, docs/chats.md).
+
 On the pool it is given: the manager's assembly hands it the one async pool of the process (the store's role;
-each transaction switches to `memory_worker`, transaction-locally), and never has it close that pool;
-`connect(url)` opens a pool of its own on a loop thread of its own (tests, tools, other processes). The
-`SessionBackend` protocol is synchronous: the manager calls it in a worker thread (`blocking`, `off_the_loop`),
-and each call runs its transaction on the pool's event loop (a few statements, about a millisecond on the same
-host). A synchronous call made on that loop itself (`describe()`'s session count) uses a one-off connection.
+each transaction switches to `memory_worker`, transaction-locally), and never has it close that pool; the
+manager, the extraction runner and the sweeper await its calls on that loop (`on_loop`: no worker thread).
+`connect(url)` opens a pool of its own on a loop thread of its own (tests, tools, other processes); the
+synchronous `SessionBackend` calls run their transaction on the pool's loop and wait. A synchronous call made on
+that loop itself (`describe()`'s session count) uses a one-off connection.
 Time is seconds of `clock` (wall time by default, shared across processes).
 Not implemented here: the RAM store's byte budgets (the per-user session cap bounds a user instead).
 """
@@ -25,61 +33,79 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 from uuid import UUID
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from ..database.calls import postgres_errors
 from ..database.pooler import PoolerMode, connection_kwargs
 from ..database.reach import open_pool
 from ..models import Message, ShortTermMemory
 from ..settings import MemorySettings
 from .base import SessionLimits, resolve_owner, session_limits
+from .postgres_sql import (
+    APPEND_ANY_SQL,
+    APPEND_SQL,
+    CAP_SQL,
+    COUNT_SQL,
+    DELETE_SQL,
+    EXPIRE_SQL,
+    EXPIRED_SQL,
+    INSERT_SQL,
+    LOCK_ID_SQL,
+    LOCK_KEY_SQL,
+    OWNERS_SQL,
+    SNAPSHOT_SQL,
+    WRITE_SQL,
+    Conn,
+    Result,
+    commit_after,
+    one_message,
+    open_locked,
+)
 
-__all__ = ["PostgresSessionStore", "postgres_sessions_from_settings"]
+__all__ = ["PostgresSessionCalls", "PostgresSessionStore", "postgres_sessions_from_settings"]
 
 T = TypeVar("T")
 
-Conn = psycopg.AsyncConnection[dict[str, Any]]
 Pool = AsyncConnectionPool[Conn]
 """An async pool with rows as dicts: the assembly's one pool, or one of the store's own (`connect`)."""
 
-_T = "memory_private.memory_sessions"
-BEGIN_SQL = "begin"
-BEGIN_AS_WORKER_SQL = "begin; select set_config('role', 'memory_worker', true)"
-"""A transaction on a shared pool runs as `memory_worker` (transaction-local, as the job queue's): one round
-trip with its `begin` (no parameters: one simple-query message)."""
-# Every statement names the session by (session id, owner): `user_id is not distinct from` matches the anonymous
-# owner (null) too, and the unique (session_id, user_id) index finds the rows of the id first.
-_KEY = "session_id = %(sid)s and user_id is not distinct from %(uid)s"
-LOCK_SQL = f"select * from {_T} where {_KEY} for update"
-# The owners of a session id, locked (a call without a user resolves among them).
-OWNERS_SQL = f"select user_id, last_active from {_T} where session_id = %(sid)s for update"
-CREATE_SQL = (
-    f"insert into {_T} (session_id, user_id, last_active) values (%(sid)s, %(uid)s, %(now)s)"
-    " on conflict (session_id, user_id) do nothing"
-)
-WRITE_SQL = (
-    f"update {_T} set messages = %(messages)s::jsonb, entities = %(entities)s::jsonb, intents = %(intents)s::jsonb,"
-    f" messages_seen = %(seen)s, last_active = %(now)s where {_KEY}"
-)
-# A read that counts as activity: the live session touched and returned by one statement (its row lock as
-# `for update`'s).
-SNAPSHOT_SQL = (
-    f"update {_T} set last_active = %(now)s where {_KEY} and last_active > %(cutoff)s"
-    " returning messages, entities, intents"
-)
-DELETE_SQL = f"delete from {_T} where {_KEY}"
-EXPIRED_SQL = f"delete from {_T} where session_id = %(sid)s and last_active <= %(cutoff)s"
-COUNT_SQL = f"select count(*) as live from {_T} where last_active > %s"
-EXPIRE_SQL = f"delete from {_T} where last_active <= %s"
-# The user's sessions beyond the cap, least recently active first (made room for before creating one).
-CAP_SQL = (
-    f"delete from {_T} where user_id = %(uid)s and session_id in (select session_id from {_T}"
-    " where user_id = %(uid)s order by last_active desc offset %(keep)s)"
-)
+State = dict[str, Any]
+"""A session's state as stored: messages (JSON), entities (kind -> values), intents, messages_seen."""
+
+
+def _state(live: Mapping[str, Any] | None) -> State:
+    """The live row's state, or a new session's."""
+    if live is None:
+        return {"messages": [], "entities": {}, "intents": [], "messages_seen": 0}
+    return {k: live[k] for k in ("messages", "entities", "intents", "messages_seen")}
+
+
+def _state_params(session_id: str, owner: UUID | None, state: State, now: float) -> dict[str, Any]:
+    return {
+        "sid": session_id,
+        "uid": owner,
+        "messages": json.dumps(state["messages"], ensure_ascii=False),
+        "entities": json.dumps(state["entities"], ensure_ascii=False),
+        "intents": json.dumps(state["intents"], ensure_ascii=False),
+        "seen": state["messages_seen"],
+        "now": now,
+    }
+
+
+def _raced(session_id: str) -> RuntimeError:  # pragma: no cover - another process dropped it each time
+    return RuntimeError(f"session {session_id!r} was created and dropped by another process three times in a row")
+
+
+class Change(NamedTuple, Generic[T]):
+    """What a locked write decided: its result, and the session's new state (None: nothing to write)."""
+
+    result: T
+    state: State | None = None
 
 
 class PostgresSessionStore(SessionLimits):
@@ -155,9 +181,9 @@ class PostgresSessionStore(SessionLimits):
         finally:
             _stop(self._loop, thread)
 
-    # --- one locked transaction per operation -------------------------------------------------------------------
+    # --- one transaction per operation, in at most two round trips (`postgres_sql.py`) ----------------------
     def _call(self, op: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run `op(conn)` in one transaction (as `memory_worker` on a shared pool) on the pool's loop, and wait."""
+        """Run `op(conn)` on a connection of the pool, on the pool's loop, and wait."""
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -170,8 +196,9 @@ class PostgresSessionStore(SessionLimits):
             return thread.submit(asyncio.run, self._one_off(op)).result()
 
     async def _pooled(self, op: Callable[[Conn], Awaitable[T]]) -> T:
-        async with self._pool.connection() as conn:
-            return await self._transaction(conn, op)
+        with postgres_errors("the session operation"):  # typed: unreachable, over a limit, refused
+            async with self._pool.connection() as conn:
+                return await op(conn)
 
     async def _one_off(self, op: Callable[[Conn], Awaitable[T]]) -> T:
         kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
@@ -180,140 +207,170 @@ class PostgresSessionStore(SessionLimits):
         conninfo = info if isinstance(info, str) else info()  # a pool may compute its conninfo per connection
         if not isinstance(conninfo, str):
             conninfo = await conninfo
-        async with await psycopg.AsyncConnection.connect(conninfo, **kwargs) as conn:
-            return await self._transaction(conn, op)
+        with postgres_errors("the session operation"):
+            async with await psycopg.AsyncConnection.connect(conninfo, **kwargs) as conn:
+                return await op(conn)
 
-    async def _transaction(self, conn: Conn, op: Callable[[Conn], Awaitable[T]]) -> T:
-        """`op(conn)` in one transaction on an autocommit connection (as `memory_worker` on a shared pool)."""
-        await conn.execute(BEGIN_AS_WORKER_SQL if self._worker_role else BEGIN_SQL)
-        try:
-            result = await op(conn)
-        except BaseException:
-            if not conn.closed:
-                await conn.execute("rollback")
-            raise
-        await conn.execute("commit")
-        return result
+    async def _message(self, conn: Conn, statements: list[str], params: Mapping[str, Any]) -> list[Result]:
+        """`statements` in one round trip and one transaction (as `memory_worker` on a shared pool)."""
+        return await one_message(conn, statements, params, worker_role=self._worker_role)
 
-    async def _owner(
-        self, conn: Conn, session_id: str, user_id: UUID | None, now: float, *, write: bool
-    ) -> UUID | None:
-        """The owner of the session the call means (`resolve_owner`); without a user, the id's rows stay locked
-        for the transaction, so the resolution holds until it commits."""
-        if user_id is not None:
-            return user_id
-        rows = await (await conn.execute(OWNERS_SQL, {"sid": session_id})).fetchall()
-        live = {row["user_id"] for row in rows if row["last_active"] > now - self.ttl_seconds}
-        return resolve_owner(session_id, None, live, write=write)
+    def _live_owners(self, rows: Iterable[Mapping[str, Any]], now: float) -> set[UUID | None]:
+        return {row["user_id"] for row in rows if row["last_active"] > now - self.ttl_seconds}
 
-    async def _locked(self, conn: Conn, session_id: str, owner: UUID | None, now: float) -> dict[str, Any] | None:
-        """The live session's row, locked; an expired one is deleted (its id is free for that owner)."""
-        key = {"sid": session_id, "uid": owner}
-        row = await (await conn.execute(LOCK_SQL, key)).fetchone()
-        if row is not None and row["last_active"] <= now - self.ttl_seconds:
-            await conn.execute(DELETE_SQL, key)
-            row = None
-        return row
+    async def _locked(
+        self, conn: Conn, session_id: str, user_id: UUID | None, change: Callable[[dict[str, Any] | None], Change[T]]
+    ) -> T:
+        """A write whose new state is computed here, in two round trips: `begin`, the role and the lock of the
+        session's row (every owner's row of the id without a user, resolved by `resolve_owner`); then the new
+        state written (`change` of the live state, None when new or expired) and `commit`. A session another
+        process created between the two is met on the next try, locked."""
+        for _ in range(3):
+            now = self._clock()
+            key = {"sid": session_id, "uid": user_id}
+            lock = LOCK_KEY_SQL if user_id is not None else LOCK_ID_SQL
+            rows = await open_locked(conn, lock, key, worker_role=self._worker_role)
+            try:
+                owner = user_id
+                if user_id is None:
+                    owner = resolve_owner(session_id, None, self._live_owners(rows, now), write=True)
+                row = next((r for r in rows if r["user_id"] == owner), None)
+                live = row if row is not None and row["last_active"] > now - self.ttl_seconds else None
+                outcome = change(live)
+                statements, params = self._writes(session_id, owner, row is not None, outcome.state, now)
+                results = await commit_after(conn, statements, params)
+            except BaseException:
+                if not conn.closed:
+                    await conn.execute("rollback")
+                raise
+            if row is not None or outcome.state is None or results[-1][1] == 1:
+                return outcome.result
+        raise _raced(session_id)  # pragma: no cover
 
-    async def _create(self, conn: Conn, session_id: str, owner: UUID | None, now: float) -> dict[str, Any]:
-        if owner is not None:
-            await conn.execute(CAP_SQL, {"uid": owner, "keep": self.max_sessions_per_user - 1})
-        key = {"sid": session_id, "uid": owner, "now": now}
-        await conn.execute(CREATE_SQL, key)
-        # Another process may have created it first: lock whatever is there.
-        row = await self._locked(conn, session_id, owner, now)
-        if row is None:  # pragma: no cover - it expired between the two statements
-            await conn.execute(CREATE_SQL, key)
-            row = await (await conn.execute(LOCK_SQL, key)).fetchone()
-        assert row is not None
-        return row
+    def _writes(
+        self, session_id: str, owner: UUID | None, exists: bool, state: State | None, now: float
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The statements that store `state` for (session_id, owner): an update of the locked row (a live one,
+        or an expired one replaced by the new session), else room made under the user's cap and an insert."""
+        if state is None:
+            return [], {}
+        params = _state_params(session_id, owner, state, now)
+        if exists:
+            return [WRITE_SQL], params
+        if owner is None:
+            return [INSERT_SQL], params
+        return [CAP_SQL, INSERT_SQL], {**params, "keep": self.max_sessions_per_user - 1}
 
-    async def _session(self, conn: Conn, session_id: str, user_id: UUID | None, now: float) -> dict[str, Any]:
-        """The session a write means, locked, created if new."""
-        owner = await self._owner(conn, session_id, user_id, now, write=True)
-        return await self._locked(conn, session_id, owner, now) or await self._create(conn, session_id, owner, now)
+    async def _created(self, conn: Conn, session_id: str, owner: UUID | None, state: State, now: float) -> bool:
+        """Insert a new session with `state` (after making room under the owner's cap), as one transaction;
+        False when another process created it first."""
+        statements, params = self._writes(session_id, owner, False, state, now)
+        results = await self._message(conn, statements, params)
+        return results[-1][1] == 1
 
-    async def _write(self, conn: Conn, row: dict[str, Any], now: float) -> None:
-        await conn.execute(
-            WRITE_SQL,
-            {
-                "messages": json.dumps(row["messages"], ensure_ascii=False),
-                "entities": json.dumps(row["entities"], ensure_ascii=False),
-                "intents": json.dumps(row["intents"], ensure_ascii=False),
-                "seen": row["messages_seen"],
-                "now": now,
-                "sid": row["session_id"],
-                "uid": row["user_id"],
-            },
-        )
-
-    # --- the operations, each on one connection inside its transaction -------------------------------------------
+    # --- the operations, each on one connection ----------------------------------------------------------------
     async def _add_message(self, conn: Conn, session_id: str, message: Message, user_id: UUID | None) -> int:
-        now = self._clock()
-        row = await self._session(conn, session_id, user_id, now)
-        messages = [*row["messages"], message.model_dump(mode="json")][-self.max_messages :]
-        row = {**row, "messages": messages, "messages_seen": row["messages_seen"] + 1}
-        await self._write(conn, row, now)
-        return int(row["messages_seen"])
+        """One statement appends and trims the window (one round trip; a new session, two): to the user's
+        session, or without a user to the one live session of the id (its owners read in the same transaction
+        when none or two are live: a new anonymous session, or `SessionAmbiguousError`)."""
+        dumped = message.model_dump(mode="json")
+        text = json.dumps([dumped], ensure_ascii=False)
+        first = {**_state(None), "messages": [dumped], "messages_seen": 1}
+        for _ in range(3):
+            now = self._clock()
+            params = {"sid": session_id, "uid": user_id, "messages": text, "now": now}
+            params.update(cutoff=now - self.ttl_seconds, max=self.max_messages)
+            if user_id is not None:
+                rows = (await self._message(conn, [APPEND_SQL], params))[0][0]
+                created = [] if rows else [CAP_SQL, INSERT_SQL]
+            else:
+                (rows, _), (owners, _) = await self._message(conn, [APPEND_ANY_SQL, OWNERS_SQL], params)
+                if not rows and resolve_owner(session_id, None, self._live_owners(owners, now), write=True) is None:
+                    created = [EXPIRED_SQL, INSERT_SQL]  # a new anonymous session (an expired one makes room)
+                else:
+                    created = []  # appended; or its one owner's session went live meanwhile: once more
+            if rows:
+                return int(rows[0]["messages_seen"])
+            if created:
+                params.update(_state_params(session_id, user_id, first, now), keep=self.max_sessions_per_user - 1)
+                if (await self._message(conn, created, params))[-1][1] == 1:
+                    return 1
+        raise _raced(session_id)  # pragma: no cover
 
     async def _update_entities(
         self, conn: Conn, session_id: str, entities: Mapping[str, str | Iterable[str]], user_id: UUID | None
     ) -> None:
-        now = self._clock()
-        owner = await self._owner(conn, session_id, user_id, now, write=True)
-        existing = await self._locked(conn, session_id, owner, now)
-        # Stored as kind -> values in first-seen order (a jsonb object would not keep key order).
-        merged = self.merged_entities(session_id, existing["entities"] if existing else {}, entities)
-        row = existing or await self._create(conn, session_id, owner, now)
-        await self._write(conn, {**row, "entities": merged}, now)
+        def merged(live: dict[str, Any] | None) -> Change[None]:
+            state = _state(live)
+            # Stored as kind -> values in first-seen order (a jsonb object would not keep key order).
+            return Change(None, {**state, "entities": self.merged_entities(session_id, state["entities"], entities)})
+
+        await self._locked(conn, session_id, user_id, merged)
 
     async def _add_intent(self, conn: Conn, session_id: str, intent: str, user_id: UUID | None) -> None:
         text = intent.strip()
-        now = self._clock()
-        owner = await self._owner(conn, session_id, user_id, now, write=True)
-        existing = await self._locked(conn, session_id, owner, now)
-        if existing is not None:
-            self.check_intent_room(session_id, existing["intents"], text)
-        row = existing or await self._create(conn, session_id, owner, now)
-        intents = row["intents"] if text in row["intents"] else [*row["intents"], text]
-        await self._write(conn, {**row, "intents": intents}, now)
+
+        def added(live: dict[str, Any] | None) -> Change[None]:
+            state = _state(live)
+            self.check_intent_room(session_id, state["intents"], text)
+            intents = state["intents"] if text in state["intents"] else [*state["intents"], text]
+            return Change(None, {**state, "intents": intents})
+
+        await self._locked(conn, session_id, user_id, added)
 
     async def _snapshot(self, conn: Conn, session_id: str, user_id: UUID | None, bind: bool) -> ShortTermMemory:
+        """One round trip: the live session touched and returned (without a user, the anonymous one, and the
+        id's owners to refuse a user's session); binding a new session to its user, one more."""
         now = self._clock()
-        owner = await self._owner(conn, session_id, user_id, now, write=False)
-        key = {"sid": session_id, "uid": owner, "now": now, "cutoff": now - self.ttl_seconds}
-        row = await (await conn.execute(SNAPSHOT_SQL, key)).fetchone()
-        if row is None:
-            if bind and user_id is not None:
-                await conn.execute(EXPIRED_SQL, key)
-                await self._create(conn, session_id, user_id, now)
-            return ShortTermMemory()
-        return ShortTermMemory(
-            messages=[Message.model_validate(m) for m in row["messages"]],
-            entities={kind: list(values) for kind, values in row["entities"].items()},
-            intents=list(row["intents"]),
-        )
+        key = {"sid": session_id, "uid": user_id, "now": now, "cutoff": now - self.ttl_seconds}
+        if user_id is not None:
+            rows = (await self._message(conn, [SNAPSHOT_SQL], key))[0][0]
+        else:
+            (owners, _), (rows, _) = await self._message(conn, [OWNERS_SQL, SNAPSHOT_SQL], key)
+            if not rows:
+                resolve_owner(session_id, None, self._live_owners(owners, now), write=False)
+        if rows:
+            row = rows[0]
+            return ShortTermMemory(
+                messages=[Message.model_validate(m) for m in row["messages"]],
+                entities={kind: list(values) for kind, values in row["entities"].items()},
+                intents=list(row["intents"]),
+            )
+        if bind and user_id is not None:
+            statements, params = self._writes(session_id, user_id, False, _state(None), now)
+            await self._message(conn, [EXPIRED_SQL, *statements], {**key, **params})
+        return ShortTermMemory()
+
+    async def _owned_row(self, conn: Conn, session_id: str, user_id: UUID | None, now: float) -> dict[str, Any] | None:
+        """The live row a read means (one round trip, nothing locked)."""
+        rows = (await self._message(conn, [OWNERS_SQL], {"sid": session_id}))[0][0]
+        owner = resolve_owner(session_id, user_id, self._live_owners(rows, now), write=False)
+        cutoff = now - self.ttl_seconds
+        return next((r for r in rows if r["user_id"] == owner and r["last_active"] > cutoff), None)
 
     async def _messages_seen(self, conn: Conn, session_id: str, user_id: UUID | None) -> int:
-        now = self._clock()
-        owner = await self._owner(conn, session_id, user_id, now, write=False)
-        row = await self._locked(conn, session_id, owner, now)
+        row = await self._owned_row(conn, session_id, user_id, self._clock())
         return int(row["messages_seen"]) if row else 0
 
     async def _drop(self, conn: Conn, session_id: str, user_id: UUID | None) -> bool:
+        """One round trip: the session deleted (without a user, the anonymous one, after the id's owners are
+        read in the same transaction to refuse a user's session); whether a live one existed."""
         now = self._clock()
-        owner = await self._owner(conn, session_id, user_id, now, write=False)
-        if await self._locked(conn, session_id, owner, now) is None:
-            return False
-        await conn.execute(DELETE_SQL, {"sid": session_id, "uid": owner})
-        return True
+        key = {"sid": session_id, "uid": user_id}
+        if user_id is not None:
+            rows = (await self._message(conn, [DELETE_SQL], key))[0][0]
+        else:
+            (owners, _), (rows, _) = await self._message(conn, [OWNERS_SQL, DELETE_SQL], key)
+            if not any(row["last_active"] > now - self.ttl_seconds for row in rows):
+                resolve_owner(session_id, None, self._live_owners(owners, now), write=False)
+        return any(row["last_active"] > now - self.ttl_seconds for row in rows)
 
     async def _live(self, conn: Conn) -> int:
-        row = await (await conn.execute(COUNT_SQL, (self._clock() - self.ttl_seconds,))).fetchone()
-        return int(row["live"]) if row else 0
+        rows = (await self._message(conn, [COUNT_SQL], {"cutoff": self._clock() - self.ttl_seconds}))[0][0]
+        return int(rows[0]["live"]) if rows else 0
 
     async def _expire(self, conn: Conn) -> int:
-        return int((await conn.execute(EXPIRE_SQL, (self._clock() - self.ttl_seconds,))).rowcount)
+        return (await self._message(conn, [EXPIRE_SQL], {"cutoff": self._clock() - self.ttl_seconds}))[0][1]
 
     # --- SessionBackend ------------------------------------------------------------------------------------------
     @property
@@ -359,7 +416,7 @@ class PostgresSessionStore(SessionLimits):
 
 
 class PostgresSessionCalls:
-    """`SessionCalls` (`session/base.py`) of a `PostgresSessionStore` on the running loop's pool: each call one
+    """`SessionCalls` (`session/calls.py`) of a `PostgresSessionStore` on the running loop's pool: each call one
     transaction awaited on the loop, with no worker thread."""
 
     __slots__ = ("_store",)
@@ -388,6 +445,10 @@ class PostgresSessionCalls:
         """See `PostgresSessionStore.snapshot`."""
         store = self._store
         return await store._pooled(lambda conn: store._snapshot(conn, session_id, user_id, bind))
+
+    async def expire(self) -> int:
+        """See `PostgresSessionStore.expire`."""
+        return await self._store._pooled(self._store._expire)
 
 
 def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:

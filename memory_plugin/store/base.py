@@ -172,6 +172,14 @@ class LongTermStore(Protocol):
         """Which backend serves memory, whether it answers now (pinged), and the outage counters."""
         ...
 
+    async def set_aside(
+        self, user_id: UUID, items: Sequence[MemoryItem], rules: WriteRules, *, write_id: UUID, reason: str
+    ) -> bool:
+        """Keep a write the database refused while reachable (over a limit even alone) for review, durably,
+        beside the outage journal's set-aside writes (`status`, `memory-plugin journal`, `--readmit`,
+        `--discard`); False when this store has nowhere to keep it (the caller reports it otherwise)."""
+        ...
+
 
 class StoreBase(ABC):
     """The defaults of a store without an outage cache or journal: subclass it and implement the storage
@@ -205,6 +213,12 @@ class StoreBase(ABC):
     async def peek_context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         """No cache: the same as `context`."""
         return await self.context(user_id, query)
+
+    async def set_aside(
+        self, user_id: UUID, items: Sequence[MemoryItem], rules: WriteRules, *, write_id: UUID, reason: str
+    ) -> bool:
+        """No journal: nowhere to keep it."""
+        return False
 
     async def status(self, *, require_primary: bool = False) -> BackendStatus:
         """No cache, no journal: the backend and whether it answers."""

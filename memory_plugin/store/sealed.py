@@ -174,6 +174,13 @@ class SealedStore:
             replace(r, content_hash=plain_hash.get(r.content_hash, r.content_hash)) for r in self._open_all(records)
         ]
 
+    async def set_aside(
+        self, user_id: UUID, items: Sequence[MemoryItem], rules: WriteRules, *, write_id: UUID, reason: str
+    ) -> bool:
+        """Seal what must be sealed, then let the wrapped store keep it (its journal holds sealed text only)."""
+        sealed = [self._seal(user_id, item) for item in items]
+        return await self.wrapped.set_aside(user_id, sealed, rules, write_id=write_id, reason=reason)
+
     async def context(self, user_id: UUID, query: ContextQuery) -> list[MemoryRecord]:
         """The wrapped context, opened; unreadable sealed rows left out (logged)."""
         return self._open_shown(user_id, await self.wrapped.context(user_id, query))

@@ -50,7 +50,8 @@ class BackendStatus:
     """True: no fallback, unavailability raises."""
     set_aside_writes: int = 0
     """Writes in the journal's `.rejected.jsonl` file, not replayed until an operator readmits them: refused
-    by the database (e.g. over its `statement_timeout`), unsigned lines, or lines that are not entries at all.
-    `memory-plugin journal` lists them with their reasons."""
+    by the database (e.g. over its `statement_timeout`; journaled writes, or extracted facts over it even alone),
+    unsigned lines, or lines that are not entries at all. `memory-plugin journal` lists them with their reasons
+    (`--readmit` replays them, `--discard` deletes them)."""
     queue: QueueStatus | None = None
     """The background extraction queue (depth, oldest pending, failures, dead jobs); set by the manager."""

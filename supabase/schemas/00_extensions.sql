@@ -5,8 +5,8 @@
 --
 -- Extensions live in the `extensions` schema, as on Supabase; every function names its schema (search_path is
 -- empty), so an extension installed elsewhere is moved there. pg_trgm: trigram similarity (near-duplicates);
--- btree_gist: user_id beside the trigrams in one GiST index; vector: halfvec embeddings and HNSW; unaccent:
--- accent-insensitive text search.
+-- btree_gist: kept installed, though no index uses it since the near-duplicate probe reads word keys; vector:
+-- halfvec embeddings and HNSW; unaccent: accent-insensitive text search.
 create schema if not exists extensions;
 grant usage on schema extensions to anon, authenticated, service_role;
 do $$

@@ -7,9 +7,9 @@
 --
 -- The last five columns (content_hash, slot, match_key, match_guard, match_words) are internal keys the plugin
 -- computes once per write (memory_plugin/quality/) and compares in SQL. They stay in this table because the
--- near-duplicate probe is one GiST index over (user_id, category, match_guard, match_key) restricted to
--- current facts (1.7 ms for a 13,000-fact user): an index cannot span two tables, and a side table would need
--- kind, category and the validity columns copied and kept in step. Their comments mark them internal.
+-- near-duplicate probe reads three indexes over them (user_memory_fact_words_idx, _prefix_idx, _anchor_idx):
+-- an index cannot span two tables, and a side table would need kind, category and the validity columns copied
+-- and kept in step. Their comments mark them internal.
 create table public.user_memory (
     id                 uuid primary key default gen_random_uuid(),
     -- No foreign key to auth.users: apps may identify users outside Supabase Auth. Erasing a user's memory is
@@ -89,6 +89,72 @@ comment on column public.user_memory.match_words is
 comment on column public.user_memory.match_guard is
     'Internal (memory_plugin), facts: negation and the numbers/codes/named values in the content; near-duplicates have the same guard ("aluminio 7075" is not "aluminio 6061").';
 
+-- The near-duplicate index keys (see user_memory_fact_words_idx below): 64-bit hashes of a user, category,
+-- guard and one content word (the empty word stands for a fact without content words). A collision only adds
+-- a candidate, which the probe's own comparisons reject.
+create function memory_private.memory_fact_word_keys(p_user_id uuid, p_category text, p_guard text, p_words text[])
+    returns bigint[]
+    language sql
+    immutable
+    strict
+    parallel safe
+    set search_path = ''
+as $$
+    select array(select pg_catalog.hashtextextended(concat_ws(chr(31), p_user_id, p_category, p_guard, w), 0)
+                   from unnest(p_words) as w)
+$$;
+
+-- The key of a fact's first content word (match_words is sorted), or of the empty word if it has none.
+create function memory_private.memory_fact_anchor(p_user_id uuid, p_category text, p_guard text, p_words text[])
+    returns bigint
+    language sql
+    immutable
+    strict
+    parallel safe
+    set search_path = ''
+as $$
+    select pg_catalog.hashtextextended(concat_ws(chr(31), p_user_id, p_category, p_guard, coalesce(p_words[1], '')), 0)
+$$;
+
+-- The key of a fact's first three content words (fewer: the empty word stands for the missing ones).
+create function memory_private.memory_fact_prefix(p_user_id uuid, p_category text, p_guard text, p_words text[])
+    returns bigint
+    language sql
+    immutable
+    strict
+    parallel safe
+    set search_path = ''
+as $$
+    select pg_catalog.hashtextextended(concat_ws(chr(31), p_user_id, p_category, p_guard, coalesce(p_words[1], ''),
+                                                 coalesce(p_words[2], ''), coalesce(p_words[3], '')), 0)
+$$;
+
+-- memory_fact_prefix of every fact whose words are all among p_words (sorted as match_words is): the key of each
+-- three, two, one or none of p_words taken in their order, C(n + 3, 3) keys for n words.
+create function memory_private.memory_fact_prefixes(p_user_id uuid, p_category text, p_guard text, p_words text[])
+    returns bigint[]
+    language sql
+    immutable
+    strict
+    parallel safe
+    set search_path = ''
+as $$
+    with w as (select u.w, u.i from unnest(p_words || '{"", "", ""}'::text[]) with ordinality as u(w, i))
+    select array(select distinct pg_catalog.hashtextextended(concat_ws(chr(31), p_user_id, p_category, p_guard,
+                                                                       a.w, b.w, c.w), 0)
+                   from w as a join w as b on b.i > a.i join w as c on c.i > b.i)
+$$;
+
+revoke all on function memory_private.memory_fact_word_keys(uuid, text, text, text[]) from public, anon;
+revoke all on function memory_private.memory_fact_anchor(uuid, text, text, text[]) from public, anon;
+revoke all on function memory_private.memory_fact_prefix(uuid, text, text, text[]) from public, anon;
+revoke all on function memory_private.memory_fact_prefixes(uuid, text, text, text[]) from public, anon;
+-- Index expressions run with the writer's privileges.
+grant execute on function memory_private.memory_fact_word_keys(uuid, text, text, text[]) to authenticated, service_role;
+grant execute on function memory_private.memory_fact_anchor(uuid, text, text, text[]) to authenticated, service_role;
+grant execute on function memory_private.memory_fact_prefix(uuid, text, text, text[]) to authenticated, service_role;
+grant execute on function memory_private.memory_fact_prefixes(uuid, text, text, text[]) to authenticated, service_role;
+
 -- memory_context reads preferences, projects and patterns through the first index.
 create index user_memory_user_id_kind_idx on public.user_memory (user_id, kind, last_reinforced_at desc);
 -- Ranked facts (memory_rank_facts): current facts other than rejections; `category` rides along so the decay
@@ -102,17 +168,26 @@ create index user_memory_fact_recent_idx on public.user_memory
     where kind = 'fact' and invalid_at is null and archived_at is null and category <> 'rejection';
 create index user_memory_rejection_idx on public.user_memory (user_id, last_reinforced_at desc, id)
     where kind = 'fact' and invalid_at is null and archived_at is null and category = 'rejection';
--- Near-duplicates: the user's current facts of a category and guard whose trigrams resemble the new fact's.
--- GiST over all four (btree_gist for the equalities) splits the tree by user first, so a probe costs what
--- that user's facts cost. On 113,000 rows (a user with 13,000 facts of a 20-word vocabulary, the worst case
--- for trigrams), one probe: GiST 1.7 ms for that user and 0.04 ms for a new user; GIN over the same columns
--- 2.8 to 70 ms and 1.1 ms (it reads every user's postings sharing the category and trigrams); GiST on
--- (user_id, match_key) alone 5.3 ms. Signatures of 256 bytes (siglen; the default is 12): with 12, a user's
--- facts sharing category and guard filled every signature, so a probe compared them all (one user, facts of
--- one guard: 6.7 ms at 10,000 facts, growing with them); with 256, 0.2-0.4 ms at 10,000 and at 50,000.
-create index user_memory_fact_match_idx on public.user_memory
-    using gist (user_id, category, match_guard, match_key extensions.gist_trgm_ops (siglen = 256))
-    where kind = 'fact' and invalid_at is null and archived_at is null;
+-- Near-duplicates (memory_private.memory_near_duplicate): two facts are near-duplicates only if one's content
+-- words (match_words, sorted) are all among the other's, so the candidates of a new fact A are found by its
+-- words, not by its trigrams: the stored facts whose words include all of A's (the GIN), and those with fewer
+-- words, all among A's, whose first three words are therefore three of A's in order (the prefix btree: the
+-- keys of all C(n + 3, 3) such prefixes of A's n words are looked up; past 10 words, too many, the first word
+-- alone, the anchor btree). Every key hashes (user, category, guard, words), so an entry holds one user's facts
+-- of one category and guard, and a probe reads what shares A's words, not the user's whole memory: on the
+-- benchmark's facts (one category, a 72-word vocabulary) ~25 index pages a probe at 100 to 10,000 facts of one
+-- user, ~45 at 50,000. The trigram GiST over (user_id, category, match_guard, match_key) this replaces read
+-- 15-160 pages at 100-10,000 facts and 285-350 at 50,000: its inner pages hold the union of many facts'
+-- trigrams, which on a small vocabulary covers any new fact's, so it pruned little. Not partial (other kinds
+-- index a null): a partial predicate the probe implies would make a whole-index scan of it a plan too. The GIN
+-- without fastupdate: its pending list would be read in full by every probe.
+create index user_memory_fact_words_idx on public.user_memory
+    using gin (memory_private.memory_fact_word_keys(user_id, category, match_guard, match_words || ''::text))
+    with (fastupdate = off);
+create index user_memory_fact_anchor_idx on public.user_memory
+    (memory_private.memory_fact_anchor(user_id, category, match_guard, match_words), cardinality(match_words));
+create index user_memory_fact_prefix_idx on public.user_memory
+    (memory_private.memory_fact_prefix(user_id, category, match_guard, match_words), cardinality(match_words));
 create index user_memory_fact_slot_idx on public.user_memory (user_id, slot)
     where kind = 'fact' and slot is not null and invalid_at is null and archived_at is null;
 create index user_memory_superseded_by_idx on public.user_memory (superseded_by) where superseded_by is not null;

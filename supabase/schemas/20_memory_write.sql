@@ -3,19 +3,20 @@
 -- RLS applies to the caller.
 
 -- memory_private.memory_near_duplicate: the content_hash of the stored fact a fact item is a near-duplicate of
--- (rule 1 of memory_upsert_items), or null. The 50 most similar current facts of the item's category and guard,
--- nearest first from the trigram index user_memory_fact_match_idx, then the rule. 50 bounds the work per item
--- (0.2-0.4 ms at 10,000 and 50,000 facts of one guard); more than 50 stored wordings at least this similar do
--- not occur in practice. `%` (pg_trgm.similarity_threshold, set by the caller) must be an index condition:
--- it prunes the index pages no fact at least that similar is on. Without it the ordered scan read 75 ms an
--- item at 50,000 facts sharing most trigrams. Security definer for that: under the caller's RLS, `%` (not
--- leakproof) is no index condition, and a 200-fact write at 800 facts took 5.4 s. It reads the caller's own
--- facts only: for an `authenticated` caller p_user_id must be auth.uid(), or nothing is found (tests/
--- test_cross_tenant.py calls it with another user's id). Ordering by `<->` is what only that index provides, so
--- with sequential scans, bitmap scans and sorts counted as disabled the plan is that index whatever the
--- statistics say: one generic plan per connection is safe, even one made while the table looked empty. Planned
--- per call instead, the estimate of `%` and `<@` against the column statistics cost ~2 ms an item, more than
--- the probe itself (0.04 ms).
+-- (rule 1 of memory_upsert_items), or null: the most similar current fact of the item's category and guard whose
+-- content words include all of the item's or are all among them, at trigram similarity >= p_threshold, other
+-- than the fact it replaces. The candidates come from the words (user_memory_fact_words_idx: the facts holding
+-- every word of the item; user_memory_fact_prefix_idx, or past 10 words user_memory_fact_anchor_idx: the facts
+-- with fewer words, all among the item's), so a probe reads what shares the item's words whatever the user's
+-- size; each candidate's similarity is then computed exactly, so no similar fact is missed for a nearer one
+-- that fails the word rule (the trigram probe this replaces took the 50 nearest, then the rule). Security
+-- definer: under the caller's RLS, `@>` and `= any` over the key functions are no index conditions (not
+-- leakproof). It reads the caller's own facts only: for an `authenticated` caller p_user_id must be auth.uid(),
+-- or nothing is found (tests/test_cross_tenant.py calls it with another user's id). The fence: with sequential and plain index scans
+-- counted as disabled, the only plan is a BitmapOr of those three indexes (the one not used given no keys),
+-- whatever the statistics said when the connection's generic plan was made: no other index has a condition
+-- here (the row's user, kind, category, guard and validity are compared as one row value, which no index or
+-- partial predicate matches).
 create function memory_private.memory_near_duplicate(
     p_user_id uuid, p_category text, p_guard text, p_key text, p_words text[], p_replaces uuid,
     p_threshold real, p_now timestamptz
@@ -27,25 +28,35 @@ create function memory_private.memory_near_duplicate(
     set search_path = ''
     set plan_cache_mode = force_generic_plan
     set enable_seqscan = off
-    set enable_bitmapscan = off
-    set enable_sort = off
+    set enable_indexscan = off
+    set enable_indexonlyscan = off
 as $$
     select c.content_hash
-      from (select m.content_hash, m.id, m.match_key, m.match_words, m.last_reinforced_at
-              from public.user_memory m
-             where m.user_id = p_user_id and m.kind = 'fact'
-               and m.invalid_at is null and m.archived_at is null
-               and m.category = p_category and m.match_guard = p_guard
-               and m.match_key operator(extensions.%) p_key
-               and (m.expires_at is null or m.expires_at > p_now)
-               -- the caller's own facts only (see above); service_role and the owner write for any user
-               and (p_user_id = (select auth.uid()) or coalesce(current_setting('role', true), '') <> 'authenticated')
-             order by m.match_key operator(extensions.<->) p_key
-             limit 50) as c
-     -- words added or dropped, none swapped; and never the fact it replaces
-     where (c.match_words operator(pg_catalog.<@) p_words or p_words operator(pg_catalog.<@) c.match_words)
+      from public.user_memory c
+     where (memory_private.memory_fact_word_keys(c.user_id, c.category, c.match_guard,
+                                                 c.match_words operator(pg_catalog.||) ''::text)
+                operator(pg_catalog.@>)
+            memory_private.memory_fact_word_keys(p_user_id, p_category, p_guard,
+                                                 case when pg_catalog.cardinality(p_words) > 0 then p_words
+                                                      else '{""}'::text[] end)
+            or (memory_private.memory_fact_prefix(c.user_id, c.category, c.match_guard, c.match_words)
+                    operator(pg_catalog.=) any (case when pg_catalog.cardinality(p_words) <= 10 then
+                        memory_private.memory_fact_prefixes(p_user_id, p_category, p_guard, p_words) end)
+                and pg_catalog.cardinality(c.match_words) < pg_catalog.cardinality(p_words))
+            or (memory_private.memory_fact_anchor(c.user_id, c.category, c.match_guard, c.match_words)
+                    operator(pg_catalog.=) any (case when pg_catalog.cardinality(p_words) > 10 then
+                        memory_private.memory_fact_word_keys(p_user_id, p_category, p_guard,
+                                                             p_words operator(pg_catalog.||) ''::text) end)
+                and pg_catalog.cardinality(c.match_words) < pg_catalog.cardinality(p_words)))
+       and (c.user_id, c.kind, c.category, c.match_guard, c.invalid_at, c.archived_at) is not distinct from
+           (p_user_id, 'fact'::text, p_category, p_guard, null::timestamptz, null::timestamptz)
+       and (c.expires_at is null or c.expires_at > p_now)
+       -- words added or dropped, none swapped (a hash collision is rejected here); never the fact it replaces
+       and (c.match_words operator(pg_catalog.<@) p_words or p_words operator(pg_catalog.<@) c.match_words)
        and c.id is distinct from p_replaces
        and extensions.similarity(c.match_key, p_key) >= p_threshold
+       -- the caller's own facts only (see above); service_role and the owner write for any user
+       and (p_user_id = (select auth.uid()) or coalesce(current_setting('role', true), '') <> 'authenticated')
      order by extensions.similarity(c.match_key, p_key) desc, c.last_reinforced_at desc, c.id
      limit 1
 $$;

@@ -1,0 +1,112 @@
+"""The write path's server CPU against memory size: `python -m bench.write_scaling_cpu`.
+
+The backend's own CPU time (`utime + stime` of its process in `/proc`, which the machine's load does not inflate as
+it does wall time) for the statement `PostgresStore` sends (`memory_upsert_items`, as the user under RLS), on its
+own embedded PostgreSQL: 1,000 new benchmark facts in 5 statements of 200 and 200 one-fact statements for a new
+user (median of 3 rounds), then the same for a user already holding 10,000 facts (written the same way). Run it
+from two checkouts (`PYTHONPATH=<checkout>`) to compare versions. Linux only (`/proc`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import psycopg
+
+from bench.write_load import bench_facts
+from memory_plugin.database import EmbeddedPostgres
+from memory_plugin.database.migrations import migrate
+from memory_plugin.write.items import items_from_update
+
+__all__ = ["main"]
+
+_SQL = "select count(*) from public.memory_upsert_items(%s, %s::jsonb, 0.1, null, 0.8)"
+_TICK = os.sysconf("SC_CLK_TCK")
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+def _cpu(pid: int) -> float:
+    """Seconds of CPU the process has used (user + system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _as_user(conn: Conn, user: UUID) -> None:
+    conn.execute("select set_config('role', 'authenticated', false)")
+    claims = json.dumps({"sub": str(user), "role": "authenticated"})
+    conn.execute("select set_config('request.jwt.claims', %s, false)", (claims,))
+
+
+def _write(conn: Conn, user: UUID, start: int, count: int) -> None:
+    items = items_from_update(bench_facts(start, count), None, None, [], None)
+    conn.execute(_SQL, (user, json.dumps([i.as_json() for i in items], ensure_ascii=False)))
+
+
+def _measure(conn: Conn, user: UUID, start: int) -> tuple[float, float]:
+    """CPU s of 1,000 new facts in 5 statements, and CPU ms per one-fact statement (200 of them)."""
+    pid = conn.info.backend_pid
+    before = _cpu(pid)
+    for offset in range(0, 1_000, 200):
+        _write(conn, user, start + offset, 200)
+    batch = _cpu(pid) - before
+    before = _cpu(pid)
+    for offset in range(200):
+        _write(conn, user, start + 1_000 + offset, 1)
+    return batch, (_cpu(pid) - before) / 200 * 1000
+
+
+def _run(url: str) -> list[str]:
+    rows: list[str] = []
+    fresh: list[tuple[float, float]] = []
+    for round_ in range(3):
+        with psycopg.connect(url, autocommit=True) as conn:
+            user = uuid4()
+            _as_user(conn, user)
+            fresh.append(_measure(conn, user, round_ * 100_000))
+    batch = statistics.median(b for b, _ in fresh)
+    single = statistics.median(s for _, s in fresh)
+    rows.append(f"| new user | {batch:.2f} s | {single:.2f} ms |")
+    with psycopg.connect(url, autocommit=True) as conn:
+        user = uuid4()
+        _as_user(conn, user)
+        for start in range(0, 10_000, 200):
+            _write(conn, user, start, 200)
+        batch, single = _measure(conn, user, 10_000)
+    rows.append(f"| 10,000 facts | {batch:.2f} s | {single:.2f} ms |")
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the markdown table."""
+    del argv
+    tmp = Path(tempfile.mkdtemp(prefix="memory-plugin-write-cpu-"))
+    server = EmbeddedPostgres(tmp, database="memory_bench")
+    url = server.start()
+    try:
+
+        async def prepare() -> None:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await migrate(conn)
+
+        asyncio.run(prepare())
+        print("| user holds | 1,000 new facts (5 statements) | one-fact statement |")
+        print("|---|---:|---:|")
+        for row in _run(url):
+            print(row)
+    finally:
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
