@@ -40,13 +40,15 @@ from memory_plugin import MemoryManager, MemorySettings, Note
 __all__ = ["PREVIOUS_RERANK_WEIGHTS", "main", "run"]
 
 PREVIOUS_RERANK_WEIGHTS = {
-    "hybrid": 4.69, "text": 0.341, "vector": 0.11, "neighbour": -0.334, "speaker": 1.534, "date": 0.822,
-    "time": 0.617, "rank": 2.534, "session": -0.644, "session_rank": 1.691, "adjacent": 0.175,
-    "adjacent_rank": 1.649, "entity": 0.843,
+    "hybrid": 3.164, "text": 0.138, "vector": 0.372, "neighbour": -0.421, "speaker": 1.510, "date": 0.775,
+    "time": 0.564, "rank": 1.939, "session": -2.051, "session_rank": 0.787, "adjacent": 0.376,
+    "adjacent_rank": 1.733, "entity": 0.816, "session_best": 5.365,
 }  # fmt: skip
-"""The reranker of f9bdfa6 (50 candidates, no `session_best`): `--before`."""
-PREVIOUS_RERANK_CANDIDATES = 50
-"""f9bdfa6's candidates, per channel and to the reranker (`--compare` and `--before` search with them)."""
+"""The reranker of dbc76bb (one set of weights for every question, `session_best` included): `--before`."""
+PREVIOUS_RERANK_CANDIDATES = 100
+"""dbc76bb's candidates to the reranker (each channel's best 150, as now)."""
+HYBRID_CANDIDATES = 50
+"""Each channel's best, for the hybrid order alone (`--compare`: what the store returns without a reranker)."""
 
 
 class _ServerCpu:
@@ -120,8 +122,8 @@ async def run(
 ) -> dict[str, Any]:
     """Store, search, write predictions; returns timings. `one_user`: every conversation in one history.
     `compare_path`: also search without the reranker (the hybrid order alone), each question both ways in
-    turn, writing those predictions there; `before_path`: also with the previous reranker (50 candidates,
-    `PREVIOUS_RERANK_WEIGHTS`). Each search's CPU time is taken too: this process's (the embedding, the
+    turn, writing those predictions there; `before_path`: also with the previous reranker (dbc76bb: one
+    set of weights, `PREVIOUS_RERANK_WEIGHTS`). Each search's CPU time is taken too: this process's (the embedding, the
     reranker) and the embedded server's (the SQL). Latency is timed on a search of `latency_limit` hits (what an agent
     asks for), its question embedded afresh; the ranking scored is a second search of `limit` hits."""
     turns = _read_jsonl(turns_path)
@@ -153,16 +155,15 @@ async def run(
         store_seconds = time.perf_counter() - started
         reranked = memory._searcher.weights
         current = memory._searcher.rerank_weights
-        # "hybrid" and "before" are f9bdfa6's search: each channel's best 50.
-        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0, candidates=PREVIOUS_RERANK_CANDIDATES)
-        previous = dataclasses.replace(
-            reranked, rerank_candidates=PREVIOUS_RERANK_CANDIDATES, candidates=PREVIOUS_RERANK_CANDIDATES
-        )
-        modes = [("after", reranked, current, out_path)]
+        several = memory._searcher.several_weights
+        # "hybrid": the store's order, each channel's best 50; "before": dbc76bb's reranker (one set of weights).
+        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0, candidates=HYBRID_CANDIDATES)
+        previous = dataclasses.replace(reranked, rerank_candidates=PREVIOUS_RERANK_CANDIDATES)
+        modes: list[tuple[str, Any, Any, Any, Path]] = [("after", reranked, current, several, out_path)]
         if compare_path is not None:
-            modes.append(("hybrid", hybrid_only, current, compare_path))
+            modes.append(("hybrid", hybrid_only, current, several, compare_path))
         if before_path is not None:
-            modes.append(("before", previous, PREVIOUS_RERANK_WEIGHTS, before_path))
+            modes.append(("before", previous, PREVIOUS_RERANK_WEIGHTS, None, before_path))
         outs = {path: path.open("w", encoding="utf-8") for *_, path in modes}
         cache = getattr(memory.embedder, "_cache", None)  # the question-embedding cache: emptied before a timing
         server = _ServerCpu(settings.data_dir if settings.database_url is None else None)
@@ -173,11 +174,12 @@ async def run(
                     server.refresh()
                 # Rotate which mode goes first, so that none always runs with a warm database cache.
                 shift = n % len(modes)
-                for mode, weights, rerank_weights, path in modes[shift:] + modes[:shift]:
+                for mode, weights, rerank_weights, several_weights, path in modes[shift:] + modes[:shift]:
                     retrieved: list[str] = []
                     if user is not None:
                         memory._searcher.weights = weights
                         memory._searcher.rerank_weights = rerank_weights
+                        memory._searcher.several_weights = several_weights
                         if cache is not None:
                             cache.clear()  # every timed search embeds its question
                         s0, c0, t0 = server.seconds(), time.process_time(), time.perf_counter()
@@ -194,6 +196,7 @@ async def run(
         finally:
             memory._searcher.weights = reranked
             memory._searcher.rerank_weights = current
+            memory._searcher.several_weights = several
             for f in outs.values():
                 f.close()
         embedder = memory.embedder.name if memory.embedder is not None else "none"
@@ -229,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one-user", action="store_true", help="every conversation as one user's history")
     ap.add_argument("--compare", action="store_true", help="also search without the reranker (before/after in one run)")
     ap.add_argument(
-        "--before", action="store_true", help="also search with the previous reranker (50 candidates, its weights)"
+        "--before",
+        action="store_true",
+        help="also search with the previous reranker (dbc76bb's weights, one set for every question)",
     )
     args = ap.parse_args(argv)
     wall = time.perf_counter()
@@ -261,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     if scorer.exists():
         runs = (
             ("without the reranker (hybrid order)", hybrid_out),
-            ("with the previous reranker (50 candidates)", before_out),
+            ("with the previous reranker (dbc76bb: one set of weights)", before_out),
             ("with the reranker", args.out),
         )
         for label, path in runs:
@@ -279,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("| measure | value |\n|---|---:|")
     print(f"| store all turns (remember_many, embeddings included) | {timings['store_seconds']:.1f} s |")
-    labels = {"after": "reranker", "hybrid": "without the reranker", "before": "previous reranker (50 candidates)"}
+    labels = {"after": "reranker", "hybrid": "without the reranker", "before": "previous reranker (dbc76bb)"}
     after = timings["latency"]["after"]
     for mode, t in timings["latency"].items():
         server = f"{t['server_cpu_ms']:.1f} ms" if t["server_cpu_ms"] is not None else "n/a"

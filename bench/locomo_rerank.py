@@ -32,7 +32,7 @@ import numpy as np
 from bench.locomo import turn_note
 from bench.locomo_lab import TEXT_SCAN_LIMIT, _lexemes, _read
 from memory_plugin.retrieval import ScoreComponents, ScoredMemory, analyze_query
-from memory_plugin.retrieval.rerank import RERANK_FEATURES, rerank_features
+from memory_plugin.retrieval.rerank import RERANK_FEATURES, asks_for_several, rerank_features
 from memory_plugin.retrieval.search import TIME_EXPRESSION
 from memory_plugin.rows import MemoryRecord
 from memory_plugin.text import normalize_key
@@ -178,6 +178,9 @@ class _Split:
             k = max(self.channels, limit)
             by_text = np.argsort(-p["text"], kind="stable")[:k]
             pool = set(by_text[p["text"][by_text] > 0])  # BM25: turns holding a word of the question
+            last = p["text"][by_text[-1]] if len(by_text) else 0.0
+            if (p["text"] >= last).sum() > k:  # the turns tied with the last place do not all fit: none is taken
+                pool = {j for j in pool if p["text"][j] > last}
             pool |= set(np.argsort(-p["vector"], kind="stable")[:k])
             pool |= set(np.flatnonzero(p["date"] >= 1 - 1 / 14))  # inside a named date, give or take a day
             order = np.array([j for j in order if j in pool])
@@ -224,15 +227,20 @@ class _Split:
         score = np.column_stack([self.features[qi][n] for n in names]) @ weights
         return [self.cands[qi][j] for j in np.argsort(-score, kind="stable")]
 
-    def cross_validated(self, names: list[str]) -> dict[int, list[int]]:
-        """Each conversation ranked by weights fit on the other conversations."""
+    def cross_validated(self, names: list[str], several: list[str] | None = None) -> dict[int, list[int]]:
+        """Each conversation ranked by weights fit on the other conversations; with `several`, the questions
+        that ask for several things (`asks_for_several`) by weights of those inputs (fit on every question)."""
         orders: dict[int, list[int]] = {}
         for held in sorted(self.by_conv):
             train = [qi for qi, q in enumerate(self.questions) if q["conv_id"] != held and q["category"] in CATEGORIES]
             weights = self.fit(names, train)
+            weights_several = self.fit(several, train) if several is not None else weights
             for qi, q in enumerate(self.questions):
                 if q["conv_id"] == held:
-                    orders[qi] = self.ranked(qi, names, weights)
+                    if several is not None and asks_for_several(q["question"]):
+                        orders[qi] = self.ranked(qi, several, weights_several)
+                    else:
+                        orders[qi] = self.ranked(qi, names, weights)
         return orders
 
 
@@ -251,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     split = _Split(args.turns, args.questions, args.cache, args.candidates, args.channels)
     names = list(RERANK_FEATURES)
+    several = [n for n in names if n != "session_best"]  # the inputs of RERANK_WEIGHTS_SEVERAL
     hybrid = {qi: split.cands[qi] for qi in range(len(split.questions))}
-    reranked = split.cross_validated(names)
+    reranked = split.cross_validated(names, several)
     counts = Counter(f"cat{q['category']} {SCORED[q['category']]}" for q in split.questions)
     counts["1–4"] = sum(q["category"] in CATEGORIES for q in split.questions)
     print(f"\nLoCoMo dev, {counts['1–4']} questions of categories 1–4, {args.candidates} candidates, "
@@ -273,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
 
     row("hybrid order (no reranker)", before)
     row("all", after)
+    row("all, `session_best` for every question (one set of weights)", split.recall(split.cross_validated(names)))
     groups = {
         "the session (session, session_rank)": {"session", "session_rank"},
         "the adjacent turns (adjacent, adjacent_rank)": {"adjacent", "adjacent_rank"},
@@ -282,12 +292,14 @@ def main(argv: list[str] | None = None) -> int:
         },
     }  # fmt: skip
     for label, removed in ([(f"`{n}`", {n}) for n in names] + list(groups.items())) if args.ablation else []:
-        row(f"all − {label}", split.recall(split.cross_validated([n for n in names if n not in removed])))
+        kept = [n for n in names if n not in removed]
+        row(f"all − {label}", split.recall(split.cross_validated(kept, [n for n in several if n not in removed])))
     if args.fit:
-        weights = split.fit(names, [qi for qi, q in enumerate(split.questions) if q["category"] in CATEGORIES])
-        print("\nWeights fit on the whole split:\n")
-        for name, w in zip(names, weights, strict=True):
-            print(f'    "{name}": {w:.3f},')
+        fit_on = [qi for qi, q in enumerate(split.questions) if q["category"] in CATEGORIES]
+        for label, inputs in (("RERANK_WEIGHTS", names), ("RERANK_WEIGHTS_SEVERAL", several)):
+            print(f"\n{label}, fit on the whole split:\n")
+            for name, w in zip(inputs, split.fit(inputs, fit_on), strict=True):
+                print(f'    "{name}": {w:.3f},')
     return 0
 
 

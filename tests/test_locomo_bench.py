@@ -76,7 +76,7 @@ def test_the_benchmark_stores_turns_answers_questions_and_scores(
         assert f"{qid} R@1 1.0" in printed  # each answer's turn ranked first
     assert "search p50 / p95" in printed
     # --compare and --before: the hybrid order and the previous reranker, scored and timed in the same run.
-    for mode in ("without the reranker", "previous reranker (50 candidates)"):
+    for mode in ("without the reranker", "previous reranker (dbc76bb)"):
         assert f"search p50 / p95, limit 10, question embedding included, {mode}" in printed
         assert f"ratio p50 / p95, reranker / {mode}" in printed
     for suffix in ("-hybrid", "-before"):

@@ -10,7 +10,14 @@ from uuid import UUID, uuid4
 
 from memory_plugin import MemoryManager, Note
 from memory_plugin.retrieval import ScoreComponents, ScoredMemory
-from memory_plugin.retrieval.rerank import RERANK_FEATURES, RERANK_WEIGHTS, question_entities, rerank, rerank_features
+from memory_plugin.retrieval.rerank import (
+    RERANK_FEATURES,
+    RERANK_WEIGHTS,
+    asks_for_several,
+    question_entities,
+    rerank,
+    rerank_features,
+)
 from memory_plugin.rows import MemoryRecord
 
 _AT = datetime(2023, 10, 13, 18, 0, tzinfo=UTC)
@@ -131,3 +138,38 @@ def test_a_turn_of_the_session_that_answers_best_moves_above_an_equal_lone_turn(
     assert _before(rerank(question, hits, limit=10), same_session, lone)
     without = {**RERANK_WEIGHTS, "session_best": 0.0, "session": 0.0, "session_rank": 0.0}  # the session inputs off
     assert _before(rerank(question, hits, limit=10, weights=without), lone, same_session)
+
+
+def test_questions_that_ask_for_several_things() -> None:
+    several = [
+        "What books has Melanie read?",
+        "How many times did Caroline go to the beach?",
+        "Which cities did they visit?",
+        "What kinds of pottery does Melanie make?",
+        "Where did Caroline and Melanie travel?",
+        "What did both of them enjoy?",
+    ]
+    one = [
+        "What is Caroline's identity?",
+        "What does Melanie do to destress?",
+        "When did Caroline go to the support group?",
+        "What kind of art does Caroline make?",
+        "What was grandma's gift to Caroline?",
+    ]
+    assert [q for q in several if not asks_for_several(q)] == []
+    assert [q for q in one if asks_for_several(q)] == []
+
+
+def test_a_question_asking_for_several_things_reaches_beyond_the_best_session() -> None:
+    # The best session holds a second turn; another session holds a slightly better one.
+    best = _hit("Melanie: I read Charlotte's Web to the kids.", 1.6, session="s1")
+    other_session = _hit("Melanie: I finished a novel on the train.", 1.0, session="s2")
+    same_session = _hit("Melanie: The kids loved the ending.", 0.95, session="s1")
+    hits = [*_filler(5, top=1.7), best, other_session, same_session, *_filler(20, top=0.9)]
+
+    # Asked for one thing, the best session's turn goes first; asked for several, the other session's does,
+    # since RERANK_WEIGHTS_SEVERAL has no `session_best`.
+    assert _before(rerank("What did Melanie read to the kids?", hits, limit=10), same_session, other_session)
+    assert _before(rerank("What books did Melanie read?", hits, limit=10), other_session, same_session)
+    # With one set of weights for every question (several=None), the best session's turn goes first again.
+    assert _before(rerank("What books did Melanie read?", hits, limit=10, several=None), same_session, other_session)

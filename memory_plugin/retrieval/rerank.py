@@ -12,6 +12,9 @@ before it. So each candidate also gets:
 - `session_best`: the relative hybrid score of the best candidate of its session, itself included (the
   session-level view: a turn of the session that answers best, ranked inside it).
 
+A question that asks for several things ("What books…", "How many…", "… and …": `asks_for_several`) is ranked
+without `session_best` (`RERANK_WEIGHTS_SEVERAL`): its evidence is spread over sessions.
+
 The final score is a linear combination of these and of the hybrid score's own parts (`RERANK_WEIGHTS`), fit by
 logistic regression on LoCoMo's development split and measured by cross-validation across conversations
 (`python -m bench.locomo_rerank`, whose table is in docs/retrieval.md). Pure: no store, no I/O.
@@ -28,7 +31,15 @@ from uuid import UUID
 from ..text import normalize_key
 from .scored import ScoredMemory
 
-__all__ = ["RERANK_FEATURES", "RERANK_WEIGHTS", "question_entities", "rerank", "rerank_features"]
+__all__ = [
+    "RERANK_FEATURES",
+    "RERANK_WEIGHTS",
+    "RERANK_WEIGHTS_SEVERAL",
+    "asks_for_several",
+    "question_entities",
+    "rerank",
+    "rerank_features",
+]
 
 RERANK_FEATURES = (
     "hybrid",
@@ -49,23 +60,43 @@ RERANK_FEATURES = (
 """The reranker's inputs, in the order of `RERANK_WEIGHTS` (`hybrid`: the hybrid score / the best one's)."""
 
 RERANK_WEIGHTS: Mapping[str, float] = {
-    "hybrid": 3.164,
-    "text": 0.138,
-    "vector": 0.372,
-    "neighbour": -0.421,
-    "speaker": 1.510,
-    "date": 0.775,
-    "time": 0.564,
-    "rank": 1.939,
-    "session": -2.051,
-    "session_rank": 0.787,
-    "adjacent": 0.376,
-    "adjacent_rank": 1.733,
-    "entity": 0.816,
-    "session_best": 5.365,
+    "hybrid": 3.105,
+    "text": 0.211,
+    "vector": 0.516,
+    "neighbour": -0.398,
+    "speaker": 1.509,
+    "date": 0.739,
+    "time": 0.602,
+    "rank": 1.944,
+    "session": -1.969,
+    "session_rank": 0.780,
+    "adjacent": 0.445,
+    "adjacent_rank": 1.622,
+    "entity": 0.765,
+    "session_best": 5.184,
 }
 """The coefficients (`python -m bench.locomo_rerank --fit --candidates 100 --channels 150` prints them from the
 development split, over the candidates as `memory_search` takes them)."""
+
+RERANK_WEIGHTS_SEVERAL: Mapping[str, float] = {
+    "hybrid": 3.685,
+    "text": 0.980,
+    "vector": 1.116,
+    "neighbour": -0.195,
+    "speaker": 1.621,
+    "date": 0.861,
+    "time": 0.615,
+    "rank": 2.576,
+    "session": -0.498,
+    "session_rank": 1.581,
+    "adjacent": 0.679,
+    "adjacent_rank": 1.208,
+    "entity": 0.672,
+}
+"""The coefficients for a question that asks for several things (`asks_for_several`): the same inputs but
+`session_best`, fit on every question. Its evidence is spread over sessions, and the best session's other turns
+push the second and third pieces down: cross-validated multi-hop recall@10 0.491 → 0.506 (categories 1–4
+0.802 → 0.804) against one set of weights for every question (docs/retrieval.md)."""
 
 _WORD = re.compile(r"[\w'’-]+")
 _NAME_OR_NUMBER = re.compile(r"(?:[A-ZÁÉÍÓÚÑ][\w'’-]+|\d[\d.,:]*)")
@@ -90,6 +121,23 @@ def question_entities(question: str) -> tuple[str, ...]:
         if key and key not in _NOT_NAMES:
             found.append(key)
     return tuple(dict.fromkeys(found))
+
+
+# A question that asks for several things: "how many", "both", "what books…", "which cities…", "what … and …".
+_NOT_PLURAL = "is was has does this its his hers yours ours theirs us as always sometimes besides perhaps"
+_PLURAL_ASK = re.compile(
+    r"\b(?:how many|both|kinds of|types of|sorts of|things|ways"
+    r"|(?:what|which)(?: \w+)? (?!(?:" + _NOT_PLURAL.replace(" ", "|") + r")\b)\w{3,}s)\b"
+)
+_WH_AND = re.compile(r"^\s*(?:what|which|who|where)\b.*\band\b")
+
+
+def asks_for_several(question: str) -> bool:
+    """Whether `question` asks for several things ("What books has Melanie read?", "How many times…",
+    "Where did Caroline and Melanie travel?"): their evidence is spread over sessions, so the reranker
+    ranks them without `session_best` (`RERANK_WEIGHTS_SEVERAL`). English only."""
+    folded = question.casefold()
+    return bool(_PLURAL_ASK.search(folded) or _WH_AND.search(folded))
 
 
 _RANK_WEIGHT = tuple(1.0 / math.log2(rank + 2) for rank in range(1001))  # search returns at most 1,000
@@ -146,11 +194,17 @@ def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[f
 
 
 def rerank(
-    question: str, hits: Sequence[ScoredMemory], limit: int, weights: Mapping[str, float] = RERANK_WEIGHTS
+    question: str,
+    hits: Sequence[ScoredMemory],
+    limit: int,
+    weights: Mapping[str, float] = RERANK_WEIGHTS,
+    several: Mapping[str, float] | None = RERANK_WEIGHTS_SEVERAL,
 ) -> list[ScoredMemory]:
-    """`hits` (the hybrid order, best first) re-ranked for `question`, the best `limit`. Each hit keeps its
-    hybrid score in `hybrid` and gets the reranker's as `score`, its inputs in `components`."""
-    w = [weights.get(name, 0.0) for name in RERANK_FEATURES]
+    """`hits` (the hybrid order, best first) re-ranked for `question`, the best `limit`, by `weights`, or by
+    `several` when the question asks for several things (`asks_for_several`; None: `weights` always). Each hit
+    keeps its hybrid score in `hybrid` and gets the reranker's as `score`, its inputs in `components`."""
+    chosen = several if several is not None and asks_for_several(question) else weights
+    w = [chosen.get(name, 0.0) for name in RERANK_FEATURES]
     features = rerank_features(question, hits)
     scores = [sum(a * b for a, b in zip(w, f, strict=True)) for f in features]
     order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:limit]  # ties keep the hybrid order

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -241,7 +242,16 @@ def score_in_python(
         )
         prev = previous.get(r.id)
         hits.append(ScoredMemory(memory=r, score=score, components=parts, previous_id=prev.id if prev else None))
-    hits.sort(key=lambda h: (-h.score, -h.memory.last_reinforced_at.timestamp(), str(h.memory.id)))
+    # Ties as memory_search breaks them: the newer fact, then the later-stored one; never the random id.
+    stored = {r.id: n for n, r in enumerate(facts)}
+    hits.sort(
+        key=lambda h: (
+            -h.score,
+            -h.memory.last_reinforced_at.timestamp(),
+            -h.memory.occurred_at.timestamp() if h.memory.occurred_at is not None else math.inf,
+            -stored[h.memory.id],
+        )
+    )
     return hits[: query.limit]
 
 

@@ -13,7 +13,7 @@ from ..logs import LOG_PREFIX, logger
 from ..settings import MemorySettings
 from ..validation import check_text
 from .query import analyze_query
-from .rerank import RERANK_WEIGHTS, rerank
+from .rerank import RERANK_WEIGHTS, RERANK_WEIGHTS_SEVERAL, rerank
 from .scored import ScoredMemory
 from .search import SearchQuery
 from .weights import SearchWeights
@@ -44,6 +44,9 @@ class Searcher:
         """The hybrid score's weights and limits."""
         self.rerank_weights: Mapping[str, float] = RERANK_WEIGHTS
         """The reranker's weights (`rerank.RERANK_WEIGHTS`; an input left out weighs 0)."""
+        self.several_weights: Mapping[str, float] | None = RERANK_WEIGHTS_SEVERAL
+        """The reranker's weights for a question that asks for several things (`rerank.asks_for_several`);
+        None: `rerank_weights` for every question."""
         self.stats = SearchStats()
 
     async def search(self, user_id: UUID, query: str, *, limit: int = 10) -> list[ScoredMemory]:
@@ -74,4 +77,6 @@ class Searcher:
                 analysis=analyze_query(query),
             ),
         )
-        return rerank(query, hits, limit, self.rerank_weights) if self.weights.rerank_candidates else hits
+        if not self.weights.rerank_candidates:
+            return hits
+        return rerank(query, hits, limit, self.rerank_weights, self.several_weights)

@@ -28,7 +28,7 @@ candidates per channel instead of 50, +0.001; BM25's idf scale (= postings read 
 
 This is the first stage: `rerank.py` re-orders the hybrid score's best `rerank_candidates` (100) by how they
 cluster (same session, the turn before or after) and the names the question holds, cross-validated recall@10
-0.730 → 0.801 on the same split with the candidates `memory_search` returns (each channel's best 150; 0.792 with
+0.730 → 0.804 on the same split with the candidates `memory_search` returns (each channel's best 150; 0.792 with
 50 and no `session_best`; `python -m bench.locomo_rerank --candidates 100 --channels 150`; docs/retrieval.md has
 the ablation). The hybrid score's best 100 hold 0.921 of the evidence, its best 50 0.881 (`python -m
 bench.locomo_candidates`).
