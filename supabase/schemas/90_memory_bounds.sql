@@ -93,9 +93,10 @@ $$;
 -- 81_memory_consent.sql) or past their write rate (PT429: p_items tokens of their bucket), and any statement
 -- past the count of a kind (PT413: `facts_per_user`, `patterns_per_user`, `preferences_per_user`,
 -- `projects_per_user`, i.e. `<kind>s_per_user`); the counts move by the deltas either way (a negative delta,
--- rows that stopped being facts, only lowers a count). One read of the user's limits, one upsert of the bucket
--- and one of the counters: a one-fact write ran 2 trigger functions, 5 nested calls and 12 statements here,
--- 0.72 ms a write at load ~12 (pg_stat_user_functions); now 1 call and 4 statements.
+-- rows that stopped being facts, only lowers a count). The user's limits and switch in one read, then a plain
+-- update of the bucket and of each counter gained (an insert only for a user's first row of one): a one-fact
+-- write ran 2 trigger functions, 5 nested calls and 12 statements here (three reads of the limits, two upserts),
+-- now 1 call and 4 statements.
 create function memory_private.user_memory_charge(
     p_user_id uuid, p_items bigint, p_facts bigint, p_patterns bigint, p_preferences bigint, p_projects bigint,
     p_enforce boolean
@@ -105,47 +106,58 @@ create function memory_private.user_memory_charge(
     set search_path = ''
 as $$
 declare
-    v_rate     double precision;
-    v_burst    double precision;
-    v_facts    double precision;
-    v_patterns double precision;
-    v_prefs    double precision;
-    v_projects double precision;
-    v_tokens   double precision;
-    v_limit    double precision;
-    c          record;
-    v_gains    boolean := greatest(p_facts, p_patterns, p_preferences, p_projects) > 0;
+    v_names  text[] := array['facts_per_user', 'patterns_per_user', 'preferences_per_user', 'projects_per_user'];
+    v_deltas bigint[] := array[p_facts, p_patterns, p_preferences, p_projects];
+    v_limits double precision[];
+    v_rate   double precision;
+    v_burst  double precision;
+    v_paused boolean;
+    v_tokens double precision;
+    v_n      bigint;
 begin
-    if p_enforce and (p_items > 0 or v_gains) then
-        if p_items > 0 then
-            perform memory_private.memory_refuse_paused(p_user_id);
-        end if;
-        -- The user's own row of each limit, else the default row (as memory_limit), in one read.
+    if p_enforce and (p_items > 0 or greatest(p_facts, p_patterns, p_preferences, p_projects) > 0) then
+        -- The user's own row of each limit, else the default row (as memory_limit), and the switch, in one read.
         select coalesce(max(l.value) filter (where l.name = 'write_rate_per_second' and l.user_id is not null),
                         max(l.value) filter (where l.name = 'write_rate_per_second'), 'Infinity'),
                coalesce(max(l.value) filter (where l.name = 'write_burst' and l.user_id is not null),
                         max(l.value) filter (where l.name = 'write_burst'), 'Infinity'),
-               coalesce(max(l.value) filter (where l.name = 'facts_per_user' and l.user_id is not null),
-                        max(l.value) filter (where l.name = 'facts_per_user'), 'Infinity'),
-               coalesce(max(l.value) filter (where l.name = 'patterns_per_user' and l.user_id is not null),
-                        max(l.value) filter (where l.name = 'patterns_per_user'), 'Infinity'),
-               coalesce(max(l.value) filter (where l.name = 'preferences_per_user' and l.user_id is not null),
-                        max(l.value) filter (where l.name = 'preferences_per_user'), 'Infinity'),
-               coalesce(max(l.value) filter (where l.name = 'projects_per_user' and l.user_id is not null),
-                        max(l.value) filter (where l.name = 'projects_per_user'), 'Infinity')
-          into v_rate, v_burst, v_facts, v_patterns, v_prefs, v_projects
+               array[coalesce(max(l.value) filter (where l.name = 'facts_per_user' and l.user_id is not null),
+                              max(l.value) filter (where l.name = 'facts_per_user'), 'Infinity'),
+                     coalesce(max(l.value) filter (where l.name = 'patterns_per_user' and l.user_id is not null),
+                              max(l.value) filter (where l.name = 'patterns_per_user'), 'Infinity'),
+                     coalesce(max(l.value) filter (where l.name = 'preferences_per_user' and l.user_id is not null),
+                              max(l.value) filter (where l.name = 'preferences_per_user'), 'Infinity'),
+                     coalesce(max(l.value) filter (where l.name = 'projects_per_user' and l.user_id is not null),
+                              max(l.value) filter (where l.name = 'projects_per_user'), 'Infinity')],
+               -- fenced as in memory_refuse_paused (the primary key's order, `limit 1`)
+               exists (select from (select c.user_id, c.paused from memory_private.memory_consent c
+                                     where c.user_id >= p_user_id order by c.user_id limit 1) as c
+                        where c.user_id = p_user_id and c.paused)
+          into v_rate, v_burst, v_limits, v_paused
           from memory_private.memory_limits l
          where l.user_id = p_user_id or l.user_id is null;
+        if v_paused and p_items > 0 then
+            perform memory_private.memory_refuse_paused(p_user_id);  -- raises PT423
+        end if;
         -- The write bucket: refilled at the rate since its last charge, up to the burst, then charged.
         if v_rate > 0 and p_items > 0 then
-            insert into memory_private.memory_write_buckets as b (user_id, tokens, refilled_at)
-            values (p_user_id, v_burst - p_items, clock_timestamp())
-            on conflict (user_id) do update
-                set tokens = least(v_burst, b.tokens
-                                            + greatest(0, extract(epoch from clock_timestamp() - b.refilled_at))
-                                              * v_rate) - p_items,
-                    refilled_at = greatest(b.refilled_at, clock_timestamp())
+            update memory_private.memory_write_buckets b
+               set tokens = least(v_burst, b.tokens
+                                           + greatest(0, extract(epoch from clock_timestamp() - b.refilled_at))
+                                             * v_rate) - p_items,
+                   refilled_at = greatest(b.refilled_at, clock_timestamp())
+             where b.user_id = p_user_id
             returning b.tokens into v_tokens;
+            if not found then
+                insert into memory_private.memory_write_buckets as b (user_id, tokens, refilled_at)
+                values (p_user_id, v_burst - p_items, clock_timestamp())
+                on conflict (user_id) do update
+                    set tokens = least(v_burst, b.tokens
+                                                + greatest(0, extract(epoch from clock_timestamp() - b.refilled_at))
+                                                  * v_rate) - p_items,
+                        refilled_at = greatest(b.refilled_at, clock_timestamp())
+                returning b.tokens into v_tokens;
+            end if;
             if v_tokens < 0 then
                 raise exception using
                     errcode = 'PT429',
@@ -157,32 +169,29 @@ begin
             end if;
         end if;
     end if;
-    -- Rows gained, in the counters' key order (one lock order for concurrent writers of the user).
-    if v_gains then
-        for c in insert into memory_private.memory_usage as u (user_id, counted, n)
-                 select p_user_id, d.counted, d.n
-                   from (values ('facts_per_user', p_facts), ('patterns_per_user', p_patterns),
-                                ('preferences_per_user', p_preferences), ('projects_per_user', p_projects))
-                            as d(counted, n)
-                  where d.n > 0
-                 on conflict (user_id, counted) do update set n = u.n + excluded.n
-                 returning u.counted, u.n loop
-            if p_enforce then
-                v_limit := case c.counted when 'facts_per_user' then v_facts when 'patterns_per_user' then v_patterns
-                                          when 'preferences_per_user' then v_prefs else v_projects end;
-                if c.n > v_limit then
-                    raise exception using
-                        errcode = 'PT413',
-                        message = format('limit reached: user %s would have %s rows counted as %s, the limit is %s;'
-                                         ' nothing was written', p_user_id, c.n, c.counted, v_limit),
-                        hint = 'delete some rows first (or ask the operator to raise memory_private.memory_limits)';
-                end if;
+    -- Each count gained, in the counters' key order (one lock order for concurrent writers of the user).
+    for i in 1..4 loop
+        if v_deltas[i] > 0 then
+            update memory_private.memory_usage u set n = u.n + v_deltas[i]
+             where u.user_id = p_user_id and u.counted = v_names[i]
+            returning u.n into v_n;
+            if not found then
+                insert into memory_private.memory_usage as u (user_id, counted, n)
+                values (p_user_id, v_names[i], v_deltas[i])
+                on conflict (user_id, counted) do update set n = u.n + excluded.n
+                returning u.n into v_n;
             end if;
-        end loop;
-    end if;
-    if p_facts < 0 then
-        perform memory_private.memory_usage_add(p_user_id, 'facts_per_user', p_facts, false);
-    end if;
+            if p_enforce and v_n > v_limits[i] then
+                raise exception using
+                    errcode = 'PT413',
+                    message = format('limit reached: user %s would have %s rows counted as %s, the limit is %s;'
+                                     ' nothing was written', p_user_id, v_n, v_names[i], v_limits[i]),
+                    hint = 'delete some rows first (or ask the operator to raise memory_private.memory_limits)';
+            end if;
+        elsif v_deltas[i] < 0 then
+            perform memory_private.memory_usage_add(p_user_id, v_names[i], v_deltas[i], false);
+        end if;
+    end loop;
 end;
 $$;
 
