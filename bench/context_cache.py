@@ -9,7 +9,10 @@ stated early, three of them changed later, quote questions and small talk) runs 
 (the scripted extractor, in RAM: tokens do not depend on the backend). For each turn after the first:
 
 - the share of the request's tokens (o200k_base) that is a byte-identical prefix of the previous request, in
-  the order a provider serializes it (instructions, then the messages' parts): what a prompt cache can reuse;
+  the order a provider serializes it (tool definitions, instructions, then the messages' parts): what a prompt
+  cache can reuse. The default agent sends no tools and no instructions of its own, so its request is the
+  capability's alone; `--tools` gives it the memory tools (`MemoryCapability(memory, tools=True)`), whose
+  definitions are then sent, and counted, ahead of the instructions;
 - whether the instructions changed (a durable change: slots, summary or profile rewritten).
 
 Reported: that share on the turns whose instructions did not change (target >= 90 %) and on all turns, and
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import statistics
 from collections.abc import Sequence
@@ -30,6 +34,7 @@ from uuid import uuid4
 from pydantic_ai import Agent
 from pydantic_ai.messages import CompactionPart, ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
 from rich.console import Console
 from rich.table import Table
 
@@ -43,10 +48,12 @@ from memory_plugin.models import MemorizedFact
 COUNTER = token_counter("openai:gpt-4o")
 
 
-def serialized(instructions: str, messages: Sequence[ModelMessage], *, turn_part: bool = True) -> str:
-    """The request as a provider lays it out: instructions first, then each part of each message in order
-    (without the per-turn memory part when not `turn_part`)."""
-    parts = [instructions]
+def serialized(
+    instructions: str, messages: Sequence[ModelMessage], *, turn_part: bool = True, tools: Sequence[str] = ()
+) -> str:
+    """The request as a provider lays it out: the tool definitions (`tool_text`), the instructions, then each
+    part of each message in order (without the per-turn memory part when not `turn_part`)."""
+    parts = [*tools, instructions]
     for message in messages:
         parts.append(f"<{message.kind}>")
         texts = [str(getattr(p, "content", "")) for p in message.parts]
@@ -55,6 +62,11 @@ def serialized(instructions: str, messages: Sequence[ModelMessage], *, turn_part
 
 
 _TURN_MARK = "bears on this message"
+
+
+def tool_text(tool: ToolDefinition) -> str:
+    """A tool definition as it is sent: name, description and parameters' JSON schema."""
+    return json.dumps([tool.name, tool.description, tool.parameters_json_schema], sort_keys=True, ensure_ascii=False)
 
 
 def _summary_sent(messages: Sequence[ModelMessage]) -> str:
@@ -106,7 +118,9 @@ class CacheRun:
     pairs: list[Pair] = field(default_factory=list)
     """Each turn after the first, against the one before."""
     tokens: list[int] = field(default_factory=list)
-    """Each request's tokens."""
+    """Each request's tokens: instructions and messages (the tool definitions apart, `tool_tokens`)."""
+    tool_tokens: int = 0
+    """Tokens of the tool definitions sent with each request (0: the agent has no tools)."""
     receipt: ContextReceipt | None = None
 
     def of(self, *kinds: Kind) -> list[Pair]:
@@ -136,22 +150,25 @@ PAST_ORDERS = [
 ]
 
 
-async def run(turns: int, *, seed: int = 7, budget: int = 1000, history_facts: bool = False) -> CacheRun:
-    """The conversation through the default capability; `history_facts`: the user also has `PAST_ORDERS`."""
+async def run(
+    turns: int, *, seed: int = 7, budget: int = 1000, history_facts: bool = False, tools: bool = False
+) -> CacheRun:
+    """The conversation through the default capability; `history_facts`: the user also has `PAST_ORDERS`;
+    `tools`: the capability also gives the model the memory tools (their definitions are sent and counted)."""
     rng = random.Random(seed)
     settings = MemorySettings(
         embedding_model="none", agent_model="openai:gpt-4o", background_extraction=False, context_budget_tokens=budget
     )
-    seen: list[tuple[str, list[ModelMessage]]] = []
+    seen: list[tuple[str, list[ModelMessage], list[str]]] = []
     answers: list[str] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append((info.instructions or "", list(messages)))
+        seen.append((info.instructions or "", list(messages), [tool_text(t) for t in info.function_tools]))
         return ModelResponse(parts=[TextPart(answers[-1])])
 
     result = CacheRun()
     async with MemoryManager.open(settings, store=InMemoryStore(), extractor=ScriptedExtractor()) as memory:
-        agent = Agent(FunctionModel(model), deps_type=MemoryDeps, capabilities=[MemoryCapability(memory)])
+        agent = Agent(FunctionModel(model), deps_type=MemoryDeps, capabilities=[MemoryCapability(memory, tools=tools)])
         user = uuid4()
         deps = MemoryDeps(session_id=f"{user}/bench-cache", user_id=user)
         if history_facts:
@@ -163,13 +180,14 @@ async def run(turns: int, *, seed: int = 7, budget: int = 1000, history_facts: b
             if prefs is not None:
                 await memory.update_memory(MemoryUpdate(user_id=user, preferences=prefs))
         result.receipt = deps.receipt
-    previous: tuple[str, list[ModelMessage], str] | None = None
-    for instructions, messages in seen:
-        current = serialized(instructions, messages)
+    previous: tuple[str, list[ModelMessage], str, list[str]] | None = None
+    for instructions, messages, definitions in seen:
+        current = serialized(instructions, messages, tools=definitions)
         total = COUNTER.count(current)
         result.tokens.append(COUNTER.count(instructions) + history_tokens(messages, COUNTER))
+        result.tool_tokens = COUNTER.count("".join(definitions))
         if previous is not None:
-            before, before_messages, text = previous
+            before, before_messages, text, before_tools = previous
             kind: Kind = (
                 "slots"
                 if instructions != before
@@ -180,9 +198,9 @@ async def run(turns: int, *, seed: int = 7, budget: int = 1000, history_facts: b
                 else "restarted"
             )
             prefix = round(prefix_share(text, current) * total)
-            ceiling = COUNTER.count(serialized(before, before_messages, turn_part=False))
+            ceiling = COUNTER.count(serialized(before, before_messages, turn_part=False, tools=before_tools))
             result.pairs.append(Pair(kind, prefix, total, min(total, ceiling)))
-        previous = (instructions, messages, current)
+        previous = (instructions, messages, current, definitions)
     return result
 
 
@@ -219,11 +237,20 @@ def report(result: CacheRun, turns: int, console: Console, *, budget: int = 1000
     console.print(table)
     kept = result.of("kept")
     new = [p.tokens - p.prefix for p in kept]
+    mean_new = statistics.mean(new) if new else 0
     console.print(
         f"request tokens (instructions + messages, o200k): max {max(result.tokens)},"
-        f" mean {statistics.mean(result.tokens):.0f}; new per turn when the history kept its start: mean"
-        f" {statistics.mean(new) if new else 0:.0f} tokens (the previous answer and the new prompt)"
+        f" mean {statistics.mean(result.tokens):.0f}, last {result.tokens[-1]}"
+        f"{f'; tool definitions {result.tool_tokens} more' if result.tool_tokens else ''}; new per turn when the"
+        f" history kept its start: mean {mean_new:.0f} tokens (the previous answer and the new prompt)"
     )
+    if kept:
+        # A turn that kept its start adds the previous answer and the new prompt; at most the budget is sent.
+        most = budget + result.tool_tokens
+        console.print(
+            f"most a kept-start turn can reuse at this budget: 1 - {mean_new:.0f} / {most} = {1 - mean_new / most:.1%}"
+            f" (every such turn full); their requests averaged {statistics.mean(p.tokens for p in kept):.0f} tokens"
+        )
     receipt = result.receipt
     if receipt is None:
         return
@@ -250,8 +277,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--history-facts", action="store_true", help="the user also has past orders no slot holds (per-turn facts)"
     )
+    parser.add_argument("--tools", action="store_true", help="MemoryCapability(memory, tools=True): tools are sent")
     args = parser.parse_args(argv)
-    result = asyncio.run(run(args.turns, budget=args.budget, history_facts=args.history_facts))
+    result = asyncio.run(run(args.turns, budget=args.budget, history_facts=args.history_facts, tools=args.tools))
     report(result, args.turns, Console(width=150), budget=args.budget)
 
 

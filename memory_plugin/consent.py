@@ -15,6 +15,7 @@ from uuid import UUID
 from psycopg_pool import AsyncConnectionPool
 
 from .database.calls import postgres_errors, run_as_user
+from .database.reach import pool_failure
 from .errors import StoreUnavailableError
 from .logs import LOG_PREFIX, logger
 
@@ -96,9 +97,12 @@ class ConsentStore:
         if read_at is not None and time.monotonic() - read_at < self._cache_seconds:
             return self._local[user_id]
         try:
-            with postgres_errors("reading the memory switch"):
-                async with pool.connection(timeout=self._timeout) as conn:
-                    [(rows, _)] = await run_as_user(conn, user_id, [READ_SQL], {"uid": user_id})
+            try:
+                with postgres_errors("reading the memory switch"):
+                    async with pool.connection(timeout=self._timeout) as conn:
+                        [(rows, _)] = await run_as_user(conn, user_id, [READ_SQL], {"uid": user_id})
+            except StoreUnavailableError as exc:
+                raise await self._named(exc) from exc.__cause__
         except StoreUnavailableError as exc:
             # The database is down: writes go to the outage journal, as every write does then; the switch is
             # the last one this process read (memory on when it never read one).
@@ -118,11 +122,21 @@ class ConsentStore:
         if pool is None:
             self._local[user_id] = paused
             return
-        with postgres_errors("setting the memory switch"):
-            async with pool.connection(timeout=self._timeout) as conn:
-                await run_as_user(conn, user_id, [WRITE_SQL], {"uid": user_id, "paused": paused})
+        try:
+            with postgres_errors("setting the memory switch"):
+                async with pool.connection(timeout=self._timeout) as conn:
+                    await run_as_user(conn, user_id, [WRITE_SQL], {"uid": user_id, "paused": paused})
+        except StoreUnavailableError as exc:
+            raise await self._named(exc) from exc.__cause__
         self._local[user_id] = paused
         self._read_at[user_id] = time.monotonic()
+
+    async def _named(self, error: StoreUnavailableError) -> StoreUnavailableError:
+        """Name the cause when this store's own pool, opened in the background, cannot connect (a given pool's
+        owner names it when it opens)."""
+        if not self._owned or self._url is None:
+            return error
+        return await pool_failure(error, self._url, seconds=self._timeout, what="the memory switch ")
 
     async def close(self) -> None:
         """Close the pool if it is this store's own."""

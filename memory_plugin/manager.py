@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from .consent import ConsentStore
 from .context.reader import ContextReader
@@ -39,6 +40,7 @@ from .runtime.assembly import Assembly, assemble
 from .runtime.connector import DatabaseConnector
 from .runtime.control import ControlFacade
 from .runtime.supervisor import Supervisor
+from .runtime.turn import Turn
 from .session import Clock, SessionBackend, SessionStore, session_calls
 from .settings import MemorySettings
 from .stats import MemoryStats
@@ -48,6 +50,7 @@ from .write.pipeline import WritePipeline
 
 if TYPE_CHECKING:
     from .context.builder import ContextBuilder
+    from .store.postgres import PostgresStore
 
 __all__ = ["MemoryManager", "MemoryStats"]
 
@@ -134,6 +137,7 @@ class MemoryManager(ControlFacade):
         extractor: FactExtractor | None = None,
         clock: Clock | None = None,
         embedder: MemoryEmbedder | None = None,
+        keep_running: bool = False,
     ) -> MemoryManager:
         """Connect (starting the embedded Postgres when no `database_url` is set), migrate, and return a
         ready manager. Pass `store=InMemoryStore()` for a database-free manager (tests); a store passed in
@@ -141,10 +145,11 @@ class MemoryManager(ControlFacade):
 
         The store created here is wrapped in `ResilientStore` (unless `resilient_store=False`): if the
         database is unreachable, the manager starts in fallback mode and keeps trying in the background,
-        unless `require_pg_memory`, which raises `StoreUnavailableError` instead.
+        unless `require_pg_memory`, which raises `StoreUnavailableError` instead. `keep_running`: an embedded
+        server started here stays up after the process (a server's, e.g. `memory-plugin serve`).
         """
         settings = settings or MemorySettings()
-        parts = await assemble(settings, store=store)
+        parts = await assemble(settings, store=store, keep_running=keep_running)
         manager = cls(
             settings, parts.store, extractor=extractor, clock=clock, embedder=embedder, sessions=parts.sessions
         )
@@ -173,14 +178,32 @@ class MemoryManager(ControlFacade):
         extractor: FactExtractor | None = None,
         clock: Clock | None = None,
         embedder: MemoryEmbedder | None = None,
+        keep_running: bool = False,
     ) -> AsyncIterator[MemoryManager]:
         """`async with MemoryManager.open(settings) as memory:` — see `create`; closes on exit. `embedder`
         overrides the one `settings.embedding_model` chooses."""
-        manager = await cls.create(settings, store=store, extractor=extractor, clock=clock, embedder=embedder)
+        manager = await cls.create(
+            settings, store=store, extractor=extractor, clock=clock, embedder=embedder, keep_running=keep_running
+        )
         try:
             yield manager
         finally:
             await manager.close()
+
+    @property
+    def database_store(self) -> PostgresStore | None:
+        """The Postgres store on the manager's one pool, as the library's role (None: a store passed in, or
+        the database down at start): for a face that serves the same database beside the manager (the REST
+        API's chats, export and switch), so a process has one pool."""
+        return None if self._assembly is None else self._assembly.database()
+
+    def turn(self, session_id: str, user_id: str | UUID | None) -> Turn:
+        """One turn of `session_id` for `user_id`, the same for every face (`runtime/turn.py`): `await
+        turn.start(prompt)` checks it and reads its context before the model call; `await turn.finish(prompt=…,
+        answer=…)` records the exchange, extracts now or queues (the policy decides), and patches the slots and
+        summary, reporting (`TurnOutcome`) instead of raising for memory."""
+        self._check_open()
+        return Turn(self, session_id, user_id)
 
     async def close(self) -> None:
         """Stop background work and close the store's connections. The embedded server, if any, keeps

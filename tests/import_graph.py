@@ -83,15 +83,16 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Import statements of `tree` outside `if TYPE_CHECKING:` blocks (their `else:` branch counts)."""
+def _runtime_imports(tree: ast.AST, types: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """Import statements of `tree` outside `if TYPE_CHECKING:` blocks (their `else:` branch counts); `types`:
+    those inside too."""
     found: list[ast.Import | ast.ImportFrom] = []
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append(node)
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+        elif isinstance(node, ast.If) and _is_type_checking(node.test) and not types:
             pending.extend(node.orelse)
         else:
             pending.extend(ast.iter_child_nodes(node))
@@ -130,19 +131,22 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, k
 
 
 @functools.cache
-def _file_imports(path: Path, mtime_ns: int, size: int) -> list[ast.Import | ast.ImportFrom]:
-    """The runtime imports of the file at `path` as it is (its modification time and size are the key): the
-    test run reads the repository's graph three times, and parsing ~400 files took ~1 s of CPU each time."""
-    return _runtime_imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+def _file_imports(path: Path, mtime_ns: int, size: int, types: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """The runtime imports (`types`: and the type-only ones) of the file at `path` as it is (its modification
+    time and size are the key): the test run reads the repository's graph three times, and parsing ~400 files
+    took ~1 s of CPU each time."""
+    return _runtime_imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)), types)
 
 
-def read_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> ImportGraph:
-    """The static import graph of `packages` under `root` (see the module docstring for the rules)."""
+def read_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES, *, types: bool = False) -> ImportGraph:
+    """The static import graph of `packages` under `root` (see the module docstring for the rules); `types`:
+    imports under `if TYPE_CHECKING:` are edges too (a circle of type-only imports ties modules together for a
+    reader and for mypy, though it never runs)."""
     modules = module_files(root, packages)
     edges: dict[str, dict[str, Import]] = {name: {} for name in modules}
     for name, path in modules.items():
         status = path.stat()
-        for node in _file_imports(path, status.st_mtime_ns, status.st_size):
+        for node in _file_imports(path, status.st_mtime_ns, status.st_size, types):
             for target in _targets(name, path.name == "__init__.py", node, modules):
                 known = edges[name].get(target)
                 if known is None or node.lineno < known.line:
@@ -275,10 +279,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("root", nargs="?", type=Path, default=ROOT, help="repository root (default: this one)")
     parser.add_argument("--fresh", action="store_true", help="also import every module on its own (~20 s)")
     parser.add_argument("--packages", default=",".join(PACKAGES), help="comma-separated top-level packages")
+    parser.add_argument("--types", action="store_true", help="count imports under `if TYPE_CHECKING:` too")
     args = parser.parse_args(argv)
     root: Path = args.root.resolve()
     packages = tuple(args.packages.split(","))
-    graph = read_graph(root, packages)
+    graph = read_graph(root, packages, types=args.types)
     print(format_cycles(graph, root))
     failed: dict[str, str] = {}
     if args.fresh:

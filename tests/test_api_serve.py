@@ -1,5 +1,6 @@
 """`memory-plugin serve` as a user runs it: a separate process on a free port, over the test database, with
-the offline embedding model; a chat created through it is found again by topic."""
+the offline embedding model; a chat created through it is found again by topic, and a memory turn recorded through
+it is in the next turn's context."""
 
 from __future__ import annotations
 
@@ -68,6 +69,16 @@ async def test_serve_command_answers_over_http(database_url: str, tmp_path: Path
                 "/api/chats", params={"search": "el chat de los soportes anodizados"}, headers=headers
             )
             assert found.json()["chosen"]["id"] == created.json()["id"]
+            # The memory turn runs in the served process: a finish, then the next context holds the exchange.
+            finish = {"session_id": "chat-1", "prompt": "Recuerda que prefiero tornillos de titanio", "inline": True}
+            finished = await client.post("/api/memory/turns", json={**finish, "answer": "Anotado."}, headers=headers)
+            assert finished.status_code == 200, finished.text
+            context = await client.post(
+                "/api/memory/context", json={"session_id": "chat-1", "prompt": "¿Y los tornillos?"}, headers=headers
+            )
+            assert context.status_code == 200, context.text
+            assert "titanio" in context.json()["instructions"]
+            assert len(context.json()["history"]) == 2
             assert (await client.get("/api/chats")).status_code == 401
             # The settings reach the served app: health routes, and CORS for the configured origin.
             assert (await client.get("/healthz")).status_code == 200

@@ -10,11 +10,11 @@ from uuid import uuid4
 
 import pytest
 
-from memory_plugin import StoreUnavailableError
+from memory_plugin import MemoryManager, StoreUnavailableError
+from memory_plugin.consent import ConsentStore
 from memory_plugin.context.store import PostgresContextStore
 from memory_plugin.database.roles import ensure_app_role
 from memory_plugin.export import export_from_url
-from memory_plugin.runtime.assembly import open_database
 from memory_plugin.session.postgres_store import PostgresSessionStore
 from memory_plugin.settings import MemorySettings
 from tests.connection_urls import broken_url
@@ -58,10 +58,26 @@ async def test_the_api_start_and_the_role_set_up_name_the_cause(
     database_url: str, tmp_path: Path, where: str, cause: str
 ) -> None:
     url = broken_url(database_url, where)
-    with pytest.raises(StoreUnavailableError) as raised:  # the API's start: its database and one pool
-        async with open_database(MemorySettings(database_url=url, data_dir=tmp_path, connect_timeout_seconds=2)):
+    settings = MemorySettings(  # as `serve` opens it: the database must answer at start
+        database_url=url, data_dir=tmp_path, connect_timeout_seconds=2, require_pg_memory=True, embedding_model="none"
+    )
+    with pytest.raises(StoreUnavailableError) as raised:  # the API's start: its manager and one pool
+        async with MemoryManager.open(settings, keep_running=True):
             pass
-    said_once(raised.value, "", cause)
+    said_once(StoreUnavailableError(str(raised.value).removeprefix("connecting: ")), "", cause)
     with pytest.raises(StoreUnavailableError) as raised:
         await ensure_app_role(url, connect_timeout=2)
     said_once(raised.value, "as administrator ", cause)
+
+
+@pytest.mark.parametrize(("where", "cause"), CAUSES)
+async def test_the_memory_switch_names_the_cause(database_url: str, where: str, cause: str) -> None:
+    """Its own pool connects in the background (a database down must not stop a write), so the cause is found
+    when a connection is asked for and the pool gives up."""
+    switch = ConsentStore(broken_url(database_url, where), timeout=1)
+    try:
+        with pytest.raises(StoreUnavailableError) as raised:
+            await switch.set_paused(uuid4(), True)
+    finally:
+        await switch.close()
+    said_once(raised.value, "the memory switch ", cause)

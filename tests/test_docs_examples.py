@@ -122,7 +122,7 @@ def test_example_runs_as_written(example: Example, database_url: str, example_da
 def test_every_setting_is_in_the_configuration_reference() -> None:
     reference = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     missing = [
-        f"MEMORY_{name.upper()}" for name in MemorySettings.model_fields if f"MEMORY_{name.upper()}" not in reference
+        f"MEMORY_{name.upper()}" for name in MemorySettings.flat_names() if f"MEMORY_{name.upper()}" not in reference
     ]
     assert not missing, f"docs/configuration.md does not describe {missing}"
 

@@ -2,8 +2,9 @@
 
 `create_app(ApiServices(...))` builds the FastAPI app; `memory-plugin serve` runs it with uvicorn. Routes:
 `POST/GET /api/chats`, `GET/PATCH/DELETE /api/chats/{id}`, `GET /api/memory/records`, `GET /api/memory/export`,
-`GET/PUT /api/memory/pause`, and, without a token, `/healthz`, `/readyz` (`health.py`), `/docs` (`docs.py`) and
-`/openapi.json`.
+`GET/PUT /api/memory/pause`, `GET /api/memory/receipts`, the memory turn `POST /api/memory/context` and
+`POST /api/memory/turns` (`memory_turn.py`), and, without a token, `/healthz`, `/readyz` (`health.py`), `/docs`
+(`docs.py`) and `/openapi.json`.
 Errors always have the body `{"error": {"code", "message"}}`; someone else's chat is 404, exactly like a chat
 that does not exist.
 """
@@ -14,7 +15,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from uuid import UUID
 
 import psycopg
@@ -39,6 +40,7 @@ from ..errors import (
     MemoryLimitError,
     MemoryPausedError,
     MemoryPluginError,
+    SessionOwnershipError,
     StoreUnavailableError,
 )
 from ..export.service import PoolExporter
@@ -49,7 +51,9 @@ from .auth import AuthenticationError, TokenVerifier
 from .cors import add_cors
 from .docs import add_docs
 from .download import export_download
+from .errors import ApiError
 from .limits import DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND, BodySizeLimit, RateLimiter
+from .memory_turn import add_memory_turn
 from .messages import plain_error
 from .receipts import ReceiptOut, receipt_out
 from .schemas import (
@@ -68,6 +72,9 @@ from .schemas import (
 )
 from .security import BEARER
 from .turns import TurnRefused, check_text, client_turns
+
+if TYPE_CHECKING:
+    from ..manager import MemoryManager
 
 __all__ = ["ApiServices", "create_app"]
 
@@ -125,17 +132,8 @@ class ApiServices:
     """The user's memory switch (`GET/PUT /api/memory/pause`); None: the routes answer 404."""
     pool: AsyncConnectionPool[Any] | None = None
     """The pool the services share: the dashboard's own user-scoped statements run on it (`memory_plugin.dashboard`)."""
-
-
-class ApiError(Exception):
-    """An error answered with the API's error body (and `headers`, e.g. `Retry-After`)."""
-
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = headers
+    manager: MemoryManager | None = None
+    """Runs the memory turn (`POST /api/memory/context`, `POST /api/memory/turns`); None: those answer 404."""
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -250,6 +248,11 @@ def create_app(
         # The user paused their memory (PUT /api/memory/pause): the database refused the write (PT423).
         return _error(423, "memory_paused", str(exc))
 
+    @app.exception_handler(SessionOwnershipError)
+    async def not_your_session(request: Request, exc: SessionOwnershipError) -> JSONResponse:
+        # Like someone else's chat: answered as a session that does not exist.
+        return _error(404, "session_not_found", str(exc))
+
     @app.exception_handler(MemoryPluginError)
     async def plugin_error(request: Request, exc: MemoryPluginError) -> JSONResponse:
         logger.warning("API request failed: %s", exc)
@@ -273,6 +276,8 @@ def create_app(
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return _error(exc.status_code, "http_error", str(exc.detail))
+
+    add_memory_turn(app, services.manager, current_user)
 
     async def own_chat(user: UUID, chat_id: UUID) -> ChatRow:
         row = await services.chats.get(user, chat_id)
@@ -415,15 +420,22 @@ def create_app(
             raise ApiError(404, "no_memory_switch", "this server serves no memory switch")
         return services.consent
 
+    # With a memory turn, the switch goes through its manager: the turn's own check then sees a change at once
+    # (a process reuses a switch it read for 2 s: `consent.CACHE_SECONDS`).
     @app.get("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
     async def memory_switch(user: User) -> MemorySwitch:
         """Whether the signed-in user's memory is paused (nothing new stored), and the notice to show them."""
-        return MemorySwitch(paused=await consent().paused(user), notice=memory_notice("en"))
+        manager = services.manager
+        paused = await manager.memory_paused(user) if manager is not None else await consent().paused(user)
+        return MemorySwitch(paused=paused, notice=memory_notice("en"))
 
     @app.put("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
     async def set_memory_switch(body: MemorySwitchIn, user: User) -> MemorySwitch:
         """Pause (`{"paused": true}`) or resume the signed-in user's memory; reads work either way."""
-        await consent().set_paused(user, body.paused)
+        if services.manager is not None:
+            await services.manager.pause_memory(user, body.paused)
+        else:
+            await consent().set_paused(user, body.paused)
         return MemorySwitch(paused=body.paused, notice=memory_notice("en"))
 
     return app

@@ -1,5 +1,6 @@
 """`GET /api/memory/receipts`' body: what the agent was given on the signed-in user's recent turns (the stored
-context receipts, `memory_plugin.context.receipt_store`), facts with their current text."""
+context receipts, `memory_plugin.context.receipt_store`), facts with their current text; and the receipt of the
+context `POST /api/memory/context` just built (`TurnReceiptOut`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
+from ..context.receipt import ContextReceipt
 from ..context.receipt_store import StoredReceipt
 
-__all__ = ["ReceiptFactOut", "ReceiptOut", "receipt_out"]
+__all__ = ["ReceiptFactOut", "ReceiptOut", "TurnReceiptOut", "receipt_out", "turn_receipt_out"]
 
 
 class ReceiptFactOut(BaseModel):
@@ -27,10 +29,9 @@ class ReceiptFactOut(BaseModel):
     components: dict[str, float] = {}
 
 
-class ReceiptOut(BaseModel):
+class TurnReceiptOut(BaseModel):
     """One turn's context receipt."""
 
-    id: int
     session_id: str
     at: datetime
     injected: list[ReceiptFactOut]
@@ -46,15 +47,25 @@ class ReceiptOut(BaseModel):
     summary_cut: bool
 
 
-def receipt_out(stored: StoredReceipt) -> ReceiptOut:
-    """The API's form of a stored receipt."""
-    r = stored.receipt
+class ReceiptOut(TurnReceiptOut):
+    """One turn's context receipt, as stored."""
 
-    def facts(items: tuple[object, ...]) -> list[ReceiptFactOut]:
-        return [ReceiptFactOut.model_validate(f, from_attributes=True) for f in items]
+    id: int
 
-    return ReceiptOut(
-        id=stored.id, session_id=r.session_id, at=r.at, injected=facts(r.injected), in_slots=facts(r.in_slots),
-        cut=facts(r.cut), tokens=r.tokens, messages_kept=r.messages_kept, messages_dropped=r.messages_dropped,
+
+def _facts(items: tuple[object, ...]) -> list[ReceiptFactOut]:
+    return [ReceiptFactOut.model_validate(f, from_attributes=True) for f in items]
+
+
+def turn_receipt_out(r: ContextReceipt) -> TurnReceiptOut:
+    """The API's form of the receipt of a context just built."""
+    return TurnReceiptOut(
+        session_id=r.session_id, at=r.at, injected=_facts(r.injected), in_slots=_facts(r.in_slots),
+        cut=_facts(r.cut), tokens=r.tokens, messages_kept=r.messages_kept, messages_dropped=r.messages_dropped,
         summary_cut=r.summary_cut,
     )  # fmt: skip
+
+
+def receipt_out(stored: StoredReceipt) -> ReceiptOut:
+    """The API's form of a stored receipt."""
+    return ReceiptOut(id=stored.id, **turn_receipt_out(stored.receipt).model_dump())

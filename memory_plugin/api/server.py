@@ -1,9 +1,12 @@
 """`serve`: the REST API on uvicorn, over the configured (or embedded) Postgres.
 
-The database comes from the composition root (`runtime/assembly.open_database`: started, migrated, one pool as
-the application role, the embedded server restarted if it dies); the long-term store, the chat store, the
-export and the memory switch share its pool. Every statement runs as the request's user (role `authenticated` +
-the user's claims), so RLS applies.
+The database comes from the composition root through one `MemoryManager` (`runtime/assembly`: started,
+migrated, the one pool as the application role, the embedded server restarted if it dies and left running after
+the process): the memory turn (`POST /api/memory/context`, `POST /api/memory/turns`) runs on the manager, which
+also runs the queued extractions of the turns it records, and the long-term store, the chat store, the export and
+the memory switch share the manager's pool. Every statement runs as the request's user (role `authenticated` +
+the user's claims), so RLS applies. The database must answer at start (`require_pg_memory`): the API has no
+outage mode.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from ..chats.service import ChatService
 from ..chats.summarizer import AgentSummarizer, ChatSummarizer
 from ..consent import ConsentStore
 from ..embeddings.factory import default_embedder
-from ..errors import MemoryPluginError
+from ..errors import MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
-from ..runtime.assembly import open_database
+from ..manager import MemoryManager
 from ..settings import MemorySettings
 from ..store.sealed import sealed_if_keys
 from .app import ApiServices, create_app
@@ -48,7 +51,11 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
     summarizer: ChatSummarizer | None = (
         AgentSummarizer(settings.chat_summary_model) if settings.chat_summary_model else None
     )
-    async with open_database(settings, keep_running=True) as store:
+    served = settings.replace(require_pg_memory=True)  # a database down at start is an error, with its cause
+    async with MemoryManager.open(served, embedder=embedder, keep_running=True) as manager:
+        store = manager.database_store
+        if store is None:  # only with a store passed in, which serve never does
+            raise StoreUnavailableError("the REST API needs its Postgres database: none is connected")
         yield ApiServices(
             chats=ChatService(PostgresChatStore(store.pool), embedder, summarizer),
             verifier=verifier,
@@ -56,6 +63,7 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
             exporter=PoolExporter(store.pool),
             consent=ConsentStore(pool=store.pool),
             pool=store.pool,
+            manager=manager,
         )
 
 

@@ -250,7 +250,8 @@ class EmbeddedPostgres:
     @classmethod
     def from_settings(cls, settings: MemorySettings, *, keep_running: bool = False) -> EmbeddedPostgres:
         """The server `settings` describe (`data_dir`, `embedded_shared_buffers_mb`)."""
-        return cls(settings.data_dir, keep_running=keep_running, shared_buffers_mb=settings.embedded_shared_buffers_mb)
+        database = settings.database
+        return cls(database.data_dir, keep_running=keep_running, shared_buffers_mb=database.embedded_shared_buffers_mb)
 
     @property
     def pgdata(self) -> Path:

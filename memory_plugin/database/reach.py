@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailableError
 
-__all__ = ["connect", "connect_failure", "connection_cause", "open_pool"]
+__all__ = ["connect", "connect_failure", "connection_cause", "open_pool", "pool_failure"]
 
 # Substrings of libpq's / psycopg's messages, checked in order (no SQLSTATE exists for a client-side failure).
 _CAUSES = (
@@ -63,6 +63,16 @@ def connect_failure(exc: BaseException, what: str) -> StoreUnavailableError:
     <first line of the error>" (`what` ends with a space, e.g. "the session store ", or is empty)."""
     said = str(exc).strip().partition("\n")[0]
     return StoreUnavailableError(f"cannot connect {what}to Postgres: {connection_cause(exc)}: {said}")
+
+
+async def pool_failure(error: StoreUnavailableError, url: str, *, seconds: float, what: str) -> StoreUnavailableError:
+    """`error` with its cause named, for a pool opened in the background (`open(wait=False)`) whose connection
+    request timed out: one direct attempt says why ("cannot connect {what}to Postgres: <cause>: …"). Any other
+    error, or a direct attempt that connects (the pool was only busy), is returned as it is."""
+    if not isinstance(error.__cause__, PoolTimeout):
+        return error
+    failure = await _direct_failure(url, {}, seconds)
+    return error if failure is None else connect_failure(failure, what)
 
 
 async def _direct_failure(url: str, kwargs: dict[str, Any], seconds: float) -> BaseException | None:

@@ -72,16 +72,16 @@ def local_embedder(
 
 def _local_from(settings: MemorySettings) -> MemoryEmbedder:
     return local_embedder(
-        batch_size=settings.embedding_batch_size,
-        runtime=settings.local_embedding_runtime,
-        cache_dir=settings.data_dir / "onnx",
+        batch_size=settings.embeddings.batch_size,
+        runtime=settings.embeddings.local_runtime,
+        cache_dir=settings.database.data_dir / "onnx",
     )
 
 
 def default_embedder(settings: MemorySettings) -> MemoryEmbedder | None:
     """The embedder `settings` ask for (see the module docstring), or None for text-only search."""
-    choice = (settings.embedding_model or "none").strip()
-    batch = settings.embedding_batch_size
+    choice = (settings.embeddings.model or "none").strip()
+    batch = settings.embeddings.batch_size
     if choice.lower() == "none" or not choice:
         return None
     if choice.lower() == "auto":

@@ -46,9 +46,9 @@ def shared_caches() -> list[Path]:
     """Where `scripts/bootstrap` may have exported the graph: the `onnx/` of `MEMORY_DATA_DIR` and of the
     default data directory. Read by every data directory that has no graph of its own (the file is the same
     for all), so a new data directory (a test's, a tenant's) does not export it again."""
-    from ..settings import MemorySettings
+    from ..settings import default_data_dir
 
-    default: Path = MemorySettings.model_fields["data_dir"].get_default(call_default_factory=True)
+    default = default_data_dir()
     configured = os.environ.get("MEMORY_DATA_DIR", "").strip()
     return [Path(d).expanduser() / "onnx" for d in (configured, default) if d]
 

@@ -43,13 +43,14 @@ class RetentionPolicy:
     @classmethod
     def from_settings(cls, settings: MemorySettings) -> RetentionPolicy:
         """The policy of the `MEMORY_RETENTION_*` settings."""
+        group = settings.retention
         return cls(
-            raw_months=settings.retention_raw_months,
-            dead_job_days=settings.retention_dead_job_days,
-            max_dead_jobs=settings.retention_max_dead_jobs,
-            applied_write_days=settings.retention_applied_write_days,
-            checkpoint_days=settings.retention_checkpoint_days,
-            receipt_days=settings.retention_receipt_days,
+            raw_months=group.raw_months,
+            dead_job_days=group.dead_job_days,
+            max_dead_jobs=group.max_dead_jobs,
+            applied_write_days=group.applied_write_days,
+            checkpoint_days=group.checkpoint_days,
+            receipt_days=group.receipt_days,
         )
 
     def checkpoint_cutoff(self, now: datetime) -> datetime | None:

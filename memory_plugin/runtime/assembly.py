@@ -14,8 +14,6 @@ its own, as `memory_worker` from the connection's start (`database/roles.worker_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +31,7 @@ from ..store.postgres import PostgresStore
 from ..store.sealed import sealed_if_keys
 from .connector import DatabaseConnector
 
-__all__ = ["Assembly", "SharedPool", "assemble", "open_database"]
+__all__ = ["Assembly", "SharedPool", "assemble"]
 
 SharedPool = AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]
 """The one pool: autocommit, rows as dicts (`store/postgres.py` opens it)."""
@@ -56,6 +54,13 @@ class Assembly:
         (None without a database)."""
         return _library_url(self.settings, self.connector)
 
+    def database(self) -> PostgresStore | None:
+        """The Postgres store on the one pool, as the library's role (None: a store passed in, or the database
+        down at start)."""
+        if self.connector is None or self.connector.store is None or self.connector.store.pool.closed:
+            return None
+        return self.connector.store
+
     def pool(self) -> SharedPool | None:
         """The shared pool, once the store reached the database (None: a store passed in, or a database
         down at start: the queue then runs in RAM and the context store on a pool of its own, as before)."""
@@ -74,12 +79,15 @@ def _library_url(settings: MemorySettings, connector: DatabaseConnector | None) 
     return library_url(connector.url, embedded=settings.database_url is None)
 
 
-async def assemble(settings: MemorySettings, *, store: LongTermStore | None = None) -> Assembly:
+async def assemble(
+    settings: MemorySettings, *, store: LongTermStore | None = None, keep_running: bool = False
+) -> Assembly:
     """Open the backends `settings` choose (a `store` passed in is used as is: no database, no shared pool).
+    `keep_running`: an embedded server started here stays up after the process (`memory-plugin serve`).
     Closes what it opened if a later step fails."""
     connector: DatabaseConnector | None = None
     if store is None:
-        connector = DatabaseConnector(settings)
+        connector = DatabaseConnector(settings, keep_running=keep_running)
         if settings.resilient_store:
             store = ResilientStore(
                 None,
@@ -130,19 +138,3 @@ async def _sessions(
 
         return await asyncio.to_thread(redis_sessions_from_settings, settings)
     return None
-
-
-@asynccontextmanager
-async def open_database(settings: MemorySettings, *, keep_running: bool = False) -> AsyncIterator[PostgresStore]:
-    """The settings' database for a face that serves it without a manager (`memory-plugin serve`): the embedded
-    server started (and restarted whenever it dies while open; `keep_running`: it stays up after the process)
-    or `database_url`, migrated (through `admin_database_url` when set), the one pool connected as the
-    library's role (`memory_plugin_app` on the embedded default; its superuser only migrates). The API's
-    chats, export and memory switch share the store's pool. Closed on exit."""
-    connector = DatabaseConnector(settings, keep_running=keep_running)
-    store = await connector()
-    try:
-        yield store
-    finally:
-        await store.close()
-        await connector.stop_supervising()

@@ -94,6 +94,12 @@ class FacadeCore:
         return choice if choice is not None else not self.settings.background_extraction
 
     @property
+    def jobs_write_summaries(self) -> bool:
+        """Whether a queued extraction job also writes a due rolling summary in its own model call (an extractor
+        that writes summaries and a summary host: `ExtractionRunner.writes_summaries`)."""
+        return self._extraction.writes_summaries
+
+    @property
     def stats(self) -> MemoryStats:
         """Counters since the manager opened (a snapshot: read it again after more calls)."""
         return MemoryStats.collect(

@@ -16,13 +16,12 @@ from ..validation import (
     check_text,
     parse_user_id,
 )
-from .turn import Turn
 
 if TYPE_CHECKING:
     from ..context.builder import ContextBuilder
     from ..context.receipt import ContextReceipt
     from ..context.receipt_store import StoredReceipt
-    from ..manager import MemoryManager
+    from ..context.upkeep import MemorySource
 
 from .core import FacadeCore
 
@@ -129,14 +128,6 @@ class ShortTermFacade(FacadeCore):
             return False
         return True
 
-    def turn(self, session_id: str, user_id: str | UUID | None) -> Turn:
-        """One turn of `session_id` for `user_id`, the same for every face (`runtime/turn.py`): `await
-        turn.start(prompt)` checks it and reads its context before the model call; `await turn.finish(prompt=…,
-        answer=…)` records the exchange, extracts now or queues (the policy decides), and patches the slots and
-        summary, reporting (`TurnOutcome`) instead of raising for memory."""
-        self._check_open()
-        return Turn(cast("MemoryManager", self), session_id, user_id)
-
     def should_extract(self, messages_seen: int) -> bool:
         """A plain count: True after every `extract_every_n_messages` messages of a session.
 
@@ -182,8 +173,9 @@ class ShortTermFacade(FacadeCore):
                 parts = self._assembly
                 url = parts.library_url() if parts is not None and parts.connector else self._database_url
                 pool = parts.pool() if parts is not None else None
+                # Every part of the facade is a `MemoryManager`, which has `list_memory` (control.py) too.
                 self._context = await ContextBuilder.open(
-                    cast("MemoryManager", self), self.settings, database_url=url, wait=False, pool=pool
+                    cast("MemorySource", self), self.settings, database_url=url, wait=False, pool=pool
                 )
                 self._context.follow(self._extraction)
         return self._context

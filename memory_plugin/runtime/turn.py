@@ -17,25 +17,77 @@ workflow, an API route).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from ..errors import MemoryPluginError
 from ..extraction.policy import ExtractionRun
 from ..extraction.runner import ScheduledExtraction
 from ..logs import LOG_PREFIX, logger
+from ..models import MemoryContext, ShortTermMemory
 
-if TYPE_CHECKING:  # the facade hands itself to the turn; the turn uses only its public operations
+if TYPE_CHECKING:  # types only: pydantic-ai and the context assembly load with the first budgeted turn
     from pydantic_ai.messages import ModelMessage
 
     from ..context.budget import AssembledContext
     from ..context.builder import ContextBuilder
-    from ..manager import MemoryManager
-    from ..models import MemoryContext
+    from ..context.receipt import ContextReceipt
 
-__all__ = ["Turn", "TurnOutcome", "TurnStart"]
+__all__ = ["Turn", "TurnMemory", "TurnOutcome", "TurnStart"]
+
+
+class TurnMemory(Protocol):
+    """The operations of the facade a turn uses (`MemoryManager` satisfies it): the turn depends on these, not
+    on the facade, so the facade may import the turn without a circle."""
+
+    def check_message(self, session_id: str, user_id: str | UUID | None, text: str) -> None:
+        """Raise `InvalidMemoryInputError` if a turn with `text` could not be recorded."""
+        ...
+
+    async def get_memory_context(
+        self, session_id: str, user_id: str | UUID | None = None, *, query: str | None = None
+    ) -> MemoryContext:
+        """The session's state and the user's relevant long-term memory."""
+        ...
+
+    async def record_exchange(self, session_id: str, user_id: str | UUID | None, prompt: str, answer: str) -> bool:
+        """Record the exchange in the session; False (logged, counted) when it could not be."""
+        ...
+
+    def extracts_inline(self, choice: bool | None = None) -> bool:
+        """Whether an extraction runs before the turn returns."""
+        ...
+
+    async def extract_if_due(
+        self, session_id: str, user_id: str | UUID, *, end_of_request: bool = False
+    ) -> ExtractionRun:
+        """Extract now when the policy says one is due."""
+        ...
+
+    async def schedule_extraction(
+        self, session_id: str, user_id: str | UUID, *, end_of_request: bool = False
+    ) -> ScheduledExtraction:
+        """Queue an extraction when the policy says one is due."""
+        ...
+
+    def run_in_background(self, work: Coroutine[Any, Any, None], *, name: str) -> None:
+        """Run `work` off the request path."""
+        ...
+
+    async def memory_paused(self, user_id: str | UUID) -> bool:
+        """Whether the user paused their memory."""
+        ...
+
+    async def get_short_term(self, session_id: str, *, user_id: str | UUID | None = None) -> ShortTermMemory:
+        """The session's messages, entities and intents."""
+        ...
+
+    @property
+    def jobs_write_summaries(self) -> bool:
+        """Whether a queued extraction job also writes a due rolling summary in its own model call."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -46,6 +98,8 @@ class TurnStart:
     """Without a context builder: the session's state and the user's long-term memory (`get_memory_context`)."""
     built: AssembledContext | None = None
     """With a context builder: the budgeted context (instructions, per-turn part, history, report)."""
+    receipt: ContextReceipt | None = None
+    """With a context builder: what the built context holds and why (`ContextBuilder.last_receipt`)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +127,7 @@ class Turn:
     """One turn of `session_id` for `user_id` (None: an anonymous session): `start` before the model call,
     `finish` after it (see the module docstring). Made by `MemoryManager.turn`."""
 
-    memory: MemoryManager
+    memory: TurnMemory
     session_id: str
     user_id: str | UUID | None
 
@@ -115,7 +169,7 @@ class Turn:
             prompt_tokens=prompt_tokens,
             keep_prefix=keep_prefix,
         )
-        return TurnStart(built=built)
+        return TurnStart(built=built, receipt=context.last_receipt(session_id, user_id))
 
     async def finish(
         self,
@@ -166,8 +220,7 @@ class Turn:
         if due (unless the extraction's own call writes it). Never raises."""
         memory, session_id = self.memory, self.session_id
         run, scheduled = outcome.extraction, outcome.scheduled
-        # The turn is the facade's own part: it reads the extraction service's capability directly.
-        queued = scheduled is not None and scheduled.job_id is not None and memory._extraction.writes_summaries
+        queued = scheduled is not None and scheduled.job_id is not None and memory.jobs_write_summaries
         try:
             if await memory.memory_paused(user_id):  # the database would refuse them: no summary model call
                 return
