@@ -10,9 +10,10 @@
 -- past the count of a kind (PT413: `facts_per_user`, `patterns_per_user`, `preferences_per_user`,
 -- `projects_per_user`, i.e. `<kind>s_per_user`); the counts move by the deltas either way (a negative delta,
 -- rows that stopped being facts, only lowers a count). The user's limits and switch in one read, then a plain
--- update of the bucket and of each counter gained (an insert only for a user's first row of one): a one-fact
--- write ran 2 trigger functions, 5 nested calls and 12 statements here (three reads of the limits, two upserts),
--- now 1 call and 4 statements.
+-- update of the bucket and of each counter gained (an insert only for a user's first row of one). A one-fact
+-- insert ran 2 trigger functions, 8 nested calls and 13 statements here (three reads of the limits, two
+-- upserts); now 1, 2 and 6. The server's CPU per one-fact write moved by 1-2 % only (bench/README.md): what
+-- the bounds cost, ~0.35 ms of 2.6 at load ~10, is mostly their two row updates, which enforcing them needs.
 create function memory_private.user_memory_charge(
     p_user_id uuid, p_items bigint, p_facts bigint, p_patterns bigint, p_preferences bigint, p_projects bigint,
     p_enforce boolean
