@@ -119,7 +119,7 @@ RPC_CALLS: dict[str, str] = {
     "memory_search_index_facts": "select memory_private.memory_search_index_facts({b})",
     "memory_limit": "select memory_private.memory_limit({b}, 'facts_per_user')",
     "memory_usage_add": "select memory_private.memory_usage_add({b}, 'facts_per_user', -1000, false)",
-    "memory_write_take": "select memory_private.memory_write_take({b}, 1000000)",
+    "user_memory_charge": "select memory_private.user_memory_charge({b}, 1000000, -1000, 0, 0, 0, false)",
     # The memory switch's check (called by the write triggers as the owner): service_role only.
     "memory_refuse_paused": "select memory_private.memory_refuse_paused({b})",
     "memory_slots_bounded": "select 1 where not memory_private.memory_slots_bounded('{{}}'::jsonb)",
@@ -178,7 +178,6 @@ TRIGGER_FUNCTIONS = {
     "memory_search_counts_remove",
     "memory_bounds_count",
     "user_memory_bounds",
-    "user_memory_kind_bounds",
     "user_memory_kind_moved",
     "memory_bounds_keep_owner",
     "memory_summaries_keep_newest",
@@ -193,7 +192,6 @@ DEFINER_TRIGGERS = {
     "memory_bounds_count",
     "user_memory_bounds",
     "memory_pause_guard",
-    "user_memory_kind_bounds",
     "user_memory_kind_moved",
 }
 # Security definer so that its key comparisons are index conditions (under the caller's RLS they are not: not
