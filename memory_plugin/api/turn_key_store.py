@@ -47,7 +47,7 @@ IN_PROGRESS_MESSAGE = (
     " key and body"
 )
 
-_CLAIM_SQL = "select state, claim_id, outcome from public.memory_turn_key_claim(%s, %s, %s, %s)"
+_CLAIM_SQL = "select state, claim_id, outcome from public.memory_turn_key_claim(%s, %s, %s, %s::real)"
 _DONE_SQL = (
     "update memory_private.memory_turn_keys set state = 'done', outcome = %s"
     " where user_id = %s and key = %s and claim_id = %s"
@@ -99,7 +99,7 @@ class PostgresTurnKeys(Generic[M]):
             if row is not None:
                 break
         if row is None or row[0] == "running":
-            raise ApiError(409, "turn_in_progress", IN_PROGRESS_MESSAGE)
+            raise ApiError(409, "turn_in_progress", IN_PROGRESS_MESSAGE, headers={"Retry-After": "2"})
         state, claim, outcome = row
         if state == "conflict":
             raise IdempotencyKeyReusedError(REUSED_TURN_MESSAGE)
