@@ -25,7 +25,12 @@ from memory_plugin.errors import IdempotencyKeyReusedError
 from tests.test_api import auth
 from tests.test_api_web import Pool, _client, _services, pool  # noqa: F401 (the fixture)
 
-FINISH = {"session_id": "two-workers", "prompt": "Recuerda que prefiero bridas de latón", "answer": "Anotado."}
+FINISH = {
+    "session_id": "two-workers",
+    "prompt": "Recuerda que prefiero bridas de latón",
+    "answer": "Anotado.",
+    "inline": True,
+}
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
@@ -58,6 +63,16 @@ async def test_a_retry_on_another_worker_records_the_exchange_once(pool: Pool, m
         retried = await second.post("/api/memory/turns", json=FINISH, headers=headers)
         assert done.status_code == retried.status_code == 200, (done.text, retried.text)
         assert retried.json() == done.json()  # the first attempt's answer
+        assert any("latón" in fact["content"] for fact in done.json()["stored"]), done.json()
+        async with pool.connection() as conn:  # the kept answer names the facts by id, never by their text
+            kept = await (
+                await conn.execute(
+                    "select outcome::text as o from memory_private.memory_turn_keys where user_id = %s", (user,)
+                )
+            ).fetchone()
+        assert kept is not None
+        assert "bridas" not in kept["o"]
+        assert done.json()["stored"][0]["id"] in kept["o"]
         short = await manager.get_short_term(FINISH["session_id"], user_id=user)
         assert [m.content for m in short.messages] == [FINISH["prompt"], FINISH["answer"]]
         assert await _keys(pool, user) == [(key, "done")]

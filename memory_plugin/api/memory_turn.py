@@ -221,7 +221,8 @@ def add_memory_turn(
     answer 404 `no_memory_turn`) for the user the `user` dependency returns (the bearer token's). With `pool`
     the finishes' idempotency keys are kept in its database (every worker sees them), else in `keys`."""
     known = keys if keys is not None else TurnKeys()
-    durable = PostgresTurnKeys(pool, TurnOut, local=known) if pool is not None else None
+    ring = getattr(manager.store, "ring", None) if manager is not None else None  # opens sealed facts on replays
+    durable = PostgresTurnKeys(pool, TurnOut, local=known, ring=ring) if pool is not None else None
 
     def memory() -> "MemoryManager":
         if manager is None:

@@ -9,6 +9,10 @@ front); an attempt that meets a claim another worker is running gets 409 `turn_i
 seconds): waiting across workers would hold a request and a pool connection per waiter for as long as a model
 call takes, and a 409 is what a client that retries already handles.
 
+The stored answer keeps no fact text: the facts a finish stored (`stored[*]`) are kept by id and category, and a
+replay reads their current text (a sealed fact opened with the store's keys, "" when it does not open or the fact
+was deleted since), as context receipts do, so a sealed fact's text is never written outside `user_memory`.
+
 A running claim is renewed every `LEASE_SECONDS / 3`; a claim not renewed for `LEASE_SECONDS` (its worker
 died) is taken over by the next attempt. Not covered: a worker that dies after the exchange was recorded and
 before its outcome is stored leaves a claim that a retry takes over, recording the exchange again (the session
@@ -29,8 +33,9 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from ..chats.idempotency import AppendKey
+from ..crypto import KeyRing, is_sealed, open_text
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, user_claims
-from ..errors import IdempotencyKeyReusedError
+from ..errors import EncryptionKeyError, IdempotencyKeyReusedError
 from .errors import ApiError
 from .turn_keys import REUSED_TURN_MESSAGE, TurnKeys
 
@@ -57,12 +62,14 @@ _RENEW_SQL = (
     "update memory_private.memory_turn_keys set claimed_at = now()"
     " where user_id = %s and key = %s and claim_id = %s and state = 'running'"
 )
+_TEXTS_SQL = "select id, content, kind, category from public.user_memory where user_id = %s and id = any(%s::uuid[])"
 
 M = TypeVar("M", bound=BaseModel)
 
 
 class PostgresTurnKeys(Generic[M]):
-    """The idempotency keys of turn finishes, in Postgres (module docstring); answers are `model`s."""
+    """The idempotency keys of turn finishes, in Postgres (module docstring); answers are `model`s, whose
+    `stored` facts (if any) are kept without their text (`ring`: the keys that open sealed ones on a replay)."""
 
     def __init__(
         self,
@@ -71,8 +78,10 @@ class PostgresTurnKeys(Generic[M]):
         *,
         local: TurnKeys | None = None,
         lease_seconds: float = LEASE_SECONDS,
+        ring: KeyRing | None = None,
     ) -> None:
         self._pool = pool
+        self._ring = ring
         self._model = model
         self._local = local if local is not None else TurnKeys()
         self._lease = lease_seconds
@@ -104,7 +113,7 @@ class PostgresTurnKeys(Generic[M]):
         if state == "conflict":
             raise IdempotencyKeyReusedError(REUSED_TURN_MESSAGE)
         if state == "done":
-            return self._model.model_validate(outcome)
+            return self._model.model_validate(await self._with_texts(user, outcome))
         slot = (user, key.key, claim)
         renew = asyncio.create_task(self._renew(slot))
         try:
@@ -132,17 +141,46 @@ class PostgresTurnKeys(Generic[M]):
             if value is None:
                 await self._run(slot[0], "forgetting the turn's idempotency key", _FORGET_SQL, slot)
             else:
-                params = (Jsonb(value.model_dump(mode="json")), *slot)
+                params = (Jsonb(_without_texts(value.model_dump(mode="json"))), *slot)
                 await self._run(slot[0], "storing the turn's answer for its retries", _DONE_SQL, params)
         except Exception as exc:
             logger.warning("settling a turn's idempotency key failed (its lease runs out): %s", exc)
 
+    async def _with_texts(self, user: UUID, outcome: dict[str, Any]) -> dict[str, Any]:
+        facts = outcome.get("stored") or []
+        if not facts:
+            return outcome
+        rows = await self._run(
+            user, "reading the turn's stored facts", _TEXTS_SQL, (user, [f["id"] for f in facts]), fetch=True, many=True
+        )
+        texts = {str(r[0]): self._shown(user, *r[1:]) for r in rows or []}
+        return {**outcome, "stored": [{**f, "content": texts.get(str(f["id"]), "")} for f in facts]}
+
+    def _shown(self, user: UUID, content: str, kind: str, category: str) -> str:
+        if not is_sealed(content):
+            return content
+        try:
+            return open_text(self._ring, content, user_id=user, kind=kind, category=category)
+        except EncryptionKeyError:
+            return ""
+
     async def _run(
-        self, user: UUID, doing: str, query: str, params: tuple[Any, ...], *, fetch: bool = False
-    ) -> tuple[Any, ...] | None:
+        self, user: UUID, doing: str, query: str, params: tuple[Any, ...], *, fetch: bool = False, many: bool = False
+    ) -> Any:
+        """Run `query` as `user` (RLS); its first row (`fetch`), all rows (`many`) or None."""
         with postgres_errors(doing):
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute(IDENTITY_PRELUDE_SQL, (user_claims(user),))
                 cursor = conn.cursor(row_factory=tuple_row)
                 await cursor.execute(query, params)
+                if many:
+                    return await cursor.fetchall()
                 return await cursor.fetchone() if fetch else None
+
+
+def _without_texts(outcome: dict[str, Any]) -> dict[str, Any]:
+    """`outcome` with its stored facts' texts left out (module docstring)."""
+    facts = outcome.get("stored")
+    if not facts:
+        return outcome
+    return {**outcome, "stored": [{k: v for k, v in f.items() if k != "content"} for f in facts]}
