@@ -168,3 +168,15 @@ async def test_old_keys_are_pruned_and_an_erase_deletes_the_users_keys(pool: Poo
     async with await MemoryAdmin.connect(database_url) as admin:
         await admin.erase_user(user)
     assert await _keys(pool, user) == []
+
+
+async def test_a_running_claim_is_renewed_so_a_long_finish_is_not_taken_over(pool: Pool) -> None:  # noqa: F811
+    # A 1.5 s lease renewed every 0.5 s: two seconds into a three-second finish, another worker still gets 409.
+    one, two = PostgresTurnKeys(pool, Out, lease_seconds=1.5), PostgresTurnKeys(pool, Out, lease_seconds=1.5)
+    user, key = uuid4(), AppendKey("k", "h")
+    running = asyncio.create_task(one.once(user, key, lambda: asyncio.sleep(3, Out(n=1)), keep=lambda _: True))
+    await asyncio.sleep(2)
+    with pytest.raises(ApiError) as busy:
+        await two.once(user, key, lambda: asyncio.sleep(0, Out(n=2)), keep=lambda _: True)
+    assert busy.value.status == 409
+    assert await running == Out(n=1)
