@@ -43,6 +43,7 @@ NEW_ROW: dict[str, dict[str, Any]] = {
         "request_hash": "x",
         "turns": 1,
     },
+    "memory_private.memory_turn_keys": {"key": "injected", "request_hash": "h"},
     "memory_private.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
     "memory_private.memory_sessions": {"session_id": "injected-session", "last_active": 1.0},
     "public.memory_jobs": {"session_id": "s", "payload": "{}"},
@@ -147,6 +148,12 @@ RPC_CALLS: dict[str, str] = {
     # with a new key: refused (RLS checks the row before the key's conflict), nothing returned.
     "chat_create": "select * from public.chat_create({b}, 'x', '[]'::jsonb, 'k', 'h')",
     "chat_create_new_key": "select * from public.chat_create({b}, 'x', '[]'::jsonb, 'k2', 'h')",
+    # Claiming B's turn keys with B's id: B's finished key with its own hash (a replay would return B's answer),
+    # B's running key with a lease of 0 (a takeover would hand A B's claim), and a new key: refused (RLS checks
+    # the new row before the key's conflict), nothing returned, nothing of B's pruned.
+    "memory_turn_key_claim": "select * from public.memory_turn_key_claim({b}, 'k', 'h')",
+    "memory_turn_key_claim_running": "select * from public.memory_turn_key_claim({b}, 'k-running', 'h', 0)",
+    "memory_turn_key_claim_new": "select * from public.memory_turn_key_claim({b}, 'k-new', 'h')",
     # Pure text functions: they read no table; called over B's rows they see none.
     "memory_tsvector": "select memory_private.memory_tsvector(m.content) from public.user_memory m"
     " where m.user_id = {b}",
@@ -309,6 +316,13 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
             "update public.memory_search_docs set embedding = %s::extensions.halfvec, embedding_model = 'test'"
             " where user_id = %s",
             (_VECTOR, user),
+        )
+        # Memory turn keys: a finished one (its answer names a fact) and a running one, a day old (prunable).
+        admin_conn.execute(
+            "insert into memory_private.memory_turn_keys (user_id, key, request_hash, state, outcome, created_at)"
+            " values (%s, 'k', 'h', 'done', %s::jsonb, now()), (%s, 'k-running', 'h', 'running', null,"
+            " now() - interval '25 hours')",
+            (user, json.dumps({"recorded": True, "stored": [{"content": f"{name} prefiere titanio"}]}), user),
         )
         # Context memory: slots and a rolling summary, so the attacks on those tables have rows to reach.
         admin_conn.execute(
