@@ -211,7 +211,7 @@ def test_ctrl_c_in_chat_stores_what_was_waiting_for_extraction(runner: CliRunner
     # A real process and a real SIGINT at the prompt: one fact said, not yet extracted (the policy extracts every
     # few messages), must be extracted on Ctrl-C as on Ctrl-D.
     user = uuid4()
-    env = {"MEMORY_DATABASE_URL": database_url, "MEMORY_EMBEDDING_MODEL": "none", "OPENAI_API_KEY": ""}
+    env = {**WIDE, "MEMORY_DATABASE_URL": database_url, "MEMORY_EMBEDDING_MODEL": "none", "OPENAI_API_KEY": ""}
     chat = subprocess.Popen(
         [sys.executable, "-c", "from memory_plugin.cli import app; app()", "chat", "--user", str(user)],
         stdin=subprocess.PIPE,

@@ -156,6 +156,7 @@ def test_the_public_schema_holds_only_what_a_person_reads(admin_conn: AdminConn)
         "memory_rank_facts",
         "memory_search",
         "memory_set_embeddings",
+        "memory_turn_key_claim",  # a memory turn's idempotency key, as the user (RLS): what POST /api/memory/turns does
         "memory_upsert_embedded",
         "memory_upsert_items",
     ]
