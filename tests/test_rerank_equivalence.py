@@ -5,6 +5,7 @@ record read from the cache is the row as it is now."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -143,3 +144,15 @@ def test_a_cached_search_row_record_is_the_row_as_it_is_now() -> None:
     changed = {**row, "content": "Caroline: hello", "updated_at": later.isoformat()}
     again = record_from_json_text(json.dumps(changed))
     assert (again.content, again.updated_at) == ("Caroline: hello", later)
+
+
+def test_score_columns_read_as_floats_a_null_or_missing_one_as_zero() -> None:
+    row: dict[str, object] = {f"{name}_score": 0.5 for name in ScoreComponents.__dataclass_fields__}
+    del row["session_score"], row["adjacent_score"], row["entity_score"]  # not memory_search's columns
+    row["speaker_score"] = None
+    row["date_score"] = 1  # a JSON integer (PostgREST)
+    parts = ScoreComponents.from_row(row)
+    assert (parts.text, parts.speaker, parts.date, parts.session) == (0.5, 0.0, 1.0, 0.0)
+    assert type(parts.date) is float
+    del row["recency_score"]
+    assert ScoreComponents.from_row(row) == dataclasses.replace(parts, recency=0.0)
