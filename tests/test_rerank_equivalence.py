@@ -94,7 +94,8 @@ def _random_hits(rng: random.Random, n: int) -> list[ScoredMemory]:
     last_of: dict[str | None, UUID] = {}
     for i in range(n):
         session = rng.choice([None, *(f"s{k}" for k in range(n // 6 + 1))])
-        words = rng.choices(_WORDS + _NAMES, k=rng.randint(3, 14))
+        # Now and then a long text (a note): past the length the entity shares are cached for.
+        words = rng.choices(_WORDS + _NAMES, k=rng.randint(3, 14) if rng.random() < 0.95 else 900)
         record = MemoryRecord(
             id=UUID(int=rng.getrandbits(128)), user_id=UUID(int=1), kind="fact", category="fact",
             content=" ".join(words), confidence=1.0, source="explicit", importance=3, relevance_count=0,
@@ -144,6 +145,9 @@ def test_a_cached_search_row_record_is_the_row_as_it_is_now() -> None:
     changed = {**row, "content": "Caroline: hello", "updated_at": later.isoformat()}
     again = record_from_json_text(json.dumps(changed))
     assert (again.content, again.updated_at) == ("Caroline: hello", later)
+    # A long row (not cached) reads the same way.
+    long = {**row, "content": "Caroline: " + "hello " * 1000}
+    assert record_from_json_text(json.dumps(long)).content == long["content"]
 
 
 def test_score_columns_read_as_floats_a_null_or_missing_one_as_zero() -> None:
