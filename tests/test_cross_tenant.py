@@ -43,6 +43,7 @@ NEW_ROW: dict[str, dict[str, Any]] = {
         "request_hash": "x",
         "turns": 1,
     },
+    "memory_private.memory_turn_keys": {"key": "injected", "request_hash": "h"},
     "memory_private.workflow_checkpoints": {"session_id": "s1", "step": "injected", "state": "{}"},
     "memory_private.memory_sessions": {"session_id": "injected-session", "last_active": 1.0},
     "public.memory_jobs": {"session_id": "s", "payload": "{}"},
@@ -119,7 +120,7 @@ RPC_CALLS: dict[str, str] = {
     "memory_search_index_facts": "select memory_private.memory_search_index_facts({b})",
     "memory_limit": "select memory_private.memory_limit({b}, 'facts_per_user')",
     "memory_usage_add": "select memory_private.memory_usage_add({b}, 'facts_per_user', -1000, false)",
-    "memory_write_take": "select memory_private.memory_write_take({b}, 1000000)",
+    "user_memory_charge": "select memory_private.user_memory_charge({b}, 1000000, -1000, 0, 0, 0, false)",
     # The memory switch's check (called by the write triggers as the owner): service_role only.
     "memory_refuse_paused": "select memory_private.memory_refuse_paused({b})",
     "memory_slots_bounded": "select 1 where not memory_private.memory_slots_bounded('{{}}'::jsonb)",
@@ -147,6 +148,12 @@ RPC_CALLS: dict[str, str] = {
     # with a new key: refused (RLS checks the row before the key's conflict), nothing returned.
     "chat_create": "select * from public.chat_create({b}, 'x', '[]'::jsonb, 'k', 'h')",
     "chat_create_new_key": "select * from public.chat_create({b}, 'x', '[]'::jsonb, 'k2', 'h')",
+    # Claiming B's turn keys with B's id: B's finished key with its own hash (a replay would return B's answer),
+    # B's running key with a lease of 0 (a takeover would hand A B's claim), and a new key: refused (RLS checks
+    # the new row before the key's conflict), nothing returned, nothing of B's pruned.
+    "memory_turn_key_claim": "select * from public.memory_turn_key_claim({b}, 'k', 'h')",
+    "memory_turn_key_claim_running": "select * from public.memory_turn_key_claim({b}, 'k-running', 'h', 0)",
+    "memory_turn_key_claim_new": "select * from public.memory_turn_key_claim({b}, 'k-new', 'h')",
     # Pure text functions: they read no table; called over B's rows they see none.
     "memory_tsvector": "select memory_private.memory_tsvector(m.content) from public.user_memory m"
     " where m.user_id = {b}",
@@ -178,7 +185,6 @@ TRIGGER_FUNCTIONS = {
     "memory_search_counts_remove",
     "memory_bounds_count",
     "user_memory_bounds",
-    "user_memory_kind_bounds",
     "user_memory_kind_moved",
     "memory_bounds_keep_owner",
     "memory_summaries_keep_newest",
@@ -193,7 +199,6 @@ DEFINER_TRIGGERS = {
     "memory_bounds_count",
     "user_memory_bounds",
     "memory_pause_guard",
-    "user_memory_kind_bounds",
     "user_memory_kind_moved",
 }
 # Security definer so that its key comparisons are index conditions (under the caller's RLS they are not: not
@@ -311,6 +316,13 @@ def victims(admin_conn: Conn) -> tuple[UUID, UUID]:
             "update public.memory_search_docs set embedding = %s::extensions.halfvec, embedding_model = 'test'"
             " where user_id = %s",
             (_VECTOR, user),
+        )
+        # Memory turn keys: a finished one (its answer names a fact) and a running one, a day old (prunable).
+        admin_conn.execute(
+            "insert into memory_private.memory_turn_keys (user_id, key, request_hash, state, outcome, created_at)"
+            " values (%s, 'k', 'h', 'done', %s::jsonb, now()), (%s, 'k-running', 'h', 'running', null,"
+            " now() - interval '25 hours')",
+            (user, json.dumps({"recorded": True, "stored": [{"content": f"{name} prefiere titanio"}]}), user),
         )
         # Context memory: slots and a rolling summary, so the attacks on those tables have rows to reach.
         admin_conn.execute(

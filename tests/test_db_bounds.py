@@ -173,6 +173,26 @@ def test_the_write_rate_is_a_token_bucket_per_user(conn: Conn, admin_conn: Conn)
     assert retry_after.retry_after is None
 
 
+def test_a_users_own_limit_wins_over_the_default_also_when_higher(conn: Conn, admin_conn: Conn) -> None:
+    user = uuid4()
+    limit(admin_conn, user, "write_burst", 20000)  # the default is 10,000
+    limit(admin_conn, user, "write_rate_per_second", 0.01)
+    limit(admin_conn, user, "facts_per_user", 2)
+    with as_user(conn, user):
+        conn.execute(INSERT_FACTS, (fact_rows(user, 1),))
+    admin_conn.execute("update memory_private.memory_write_buckets set tokens = 0 where user_id = %s", (user,))
+    error = refused(conn, user, INSERT_FACTS, (fact_rows(user, 1, start=1),))
+    assert error.sqlstate == "PT429"
+    assert "20000 at once" in str(error)
+    admin_conn.execute("update memory_private.memory_write_buckets set tokens = 100 where user_id = %s", (user,))
+    with as_user(conn, user):
+        conn.execute(INSERT_FACTS, (fact_rows(user, 1, start=1),))
+    error = refused(conn, user, INSERT_FACTS, (fact_rows(user, 1, start=2),))
+    assert error.sqlstate == "PT413"
+    assert "the limit is 2" in str(error)
+    assert count(admin_conn, "public.user_memory", user) == 2
+
+
 def test_metadata_and_content_sizes_are_checked(conn: Conn, admin_conn: Conn) -> None:
     user = uuid4()
     big = {"blob": "x" * 70_000}

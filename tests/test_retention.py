@@ -59,6 +59,10 @@ def add_rows(conn: psycopg.Connection[Any], user: UUID, at: datetime, tag: str) 
         (user, uuid4(), at),
     )
     conn.execute(
+        "insert into memory_private.memory_turn_keys (user_id, key, request_hash, created_at) values (%s, %s, 'h', %s)",
+        (user, tag, at),
+    )
+    conn.execute(
         "insert into public.memory_summaries (user_id, scope, version, content, kind, created_at)"
         " values (%s, %s, 1, 'resumen', 'model', %s)",
         (user, f"session:{tag}", at),
@@ -74,6 +78,7 @@ RAW_TABLES = (
     "memory_private.workflow_checkpoints",
     "public.memory_jobs",
     "memory_private.memory_applied_writes",
+    "memory_private.memory_turn_keys",
 )
 
 
@@ -81,7 +86,7 @@ def counts(conn: psycopg.Connection[Any], user: UUID) -> dict[str, int]:
     tables = [
         "public.conversations", "public.conversation_entries", "memory_private.memory_sessions",
         "memory_private.workflow_checkpoints", "public.memory_jobs", "memory_private.memory_applied_writes",
-        "public.memory_summaries", "public.user_memory",
+        "memory_private.memory_turn_keys", "public.memory_summaries", "public.user_memory",
     ]  # fmt: skip
     out = {}
     for table in tables:
@@ -123,6 +128,7 @@ async def test_old_raw_data_goes_facts_and_summaries_stay_and_a_second_run_remov
         "memory_private.workflow_checkpoints": 1,
         "public.memory_jobs": 1,
         "memory_private.memory_applied_writes": 2,  # the new one and the one `remember` wrote
+        "memory_private.memory_turn_keys": 1,  # the new one (24 hours, whatever the policy)
         "public.memory_summaries": 2,
         "public.user_memory": 1,
         "chats with history": 1,

@@ -277,7 +277,7 @@ def create_app(
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return _error(exc.status_code, "http_error", str(exc.detail))
 
-    add_memory_turn(app, services.manager, current_user)
+    add_memory_turn(app, services.manager, current_user, pool=services.pool)
 
     async def own_chat(user: UUID, chat_id: UUID) -> ChatRow:
         row = await services.chats.get(user, chat_id)

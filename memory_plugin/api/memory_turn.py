@@ -8,7 +8,8 @@
   tokens per part, what the budget cut). A new session is bound to the user.
 - `POST /api/memory/turns` (`Turn.finish`): after the model answered, record the exchange, extract the facts now
   or queue them (the extraction policy decides whether any are due), and patch the slots and the summary. With
-  an `Idempotency-Key` header a retried finish records the exchange once (`turn_keys.py`).
+  an `Idempotency-Key` header a retried finish records the exchange once: the keys are kept in Postgres when the
+  server has a pool (`turn_key_store.py`: any worker, after a restart), else in this process (`turn_keys.py`).
 
 The user is always the bearer token's (a body naming a user is refused: 422); sessions are kept per user, so two
 users' `chat-1` never meet. A paused memory refuses a finish with 423 (nothing recorded); reads work either way.
@@ -31,9 +32,12 @@ from ..validation import MAX_SESSION_ID_CHARS
 from .errors import ApiError
 from .receipts import TurnReceiptOut, turn_receipt_out
 from .schemas import MAX_TURN_CHARS, ErrorBody
+from .turn_key_store import PostgresTurnKeys
 from .turn_keys import TurnKeys
 
 if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
     from ..manager import MemoryManager
     from ..runtime.turn import TurnOutcome
 
@@ -194,8 +198,9 @@ _FINISH_KEY = Header(
     description=(
         "One per turn (e.g. a UUID), sent again with every retry of it: a retry after any failure (a 503, a"
         " timeout, a dropped connection) records the exchange once and answers with the first attempt's outcome."
-        " The same key with another body is refused (422 `idempotency_key_reused`). This server remembers the"
-        " newest 10,000 finishes."
+        " The same key with another body is refused (422 `idempotency_key_reused`); while another worker runs the"
+        " same key: 409 `turn_in_progress`, retry. Keys are kept 24 hours (in the database; without one, this"
+        " process keeps the newest 10,000 finishes)."
     ),
 )
 
@@ -206,11 +211,18 @@ _TURN_ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def add_memory_turn(
-    app: FastAPI, manager: "MemoryManager | None", user: Callable[..., Awaitable[UUID]], keys: TurnKeys | None = None
+    app: FastAPI,
+    manager: "MemoryManager | None",
+    user: Callable[..., Awaitable[UUID]],
+    keys: TurnKeys | None = None,
+    pool: "AsyncConnectionPool[Any] | None" = None,
 ) -> None:
     """Add `POST /api/memory/context` and `POST /api/memory/turns` to `app`, running `manager`'s turns (None: both
-    answer 404 `no_memory_turn`) for the user the `user` dependency returns (the bearer token's)."""
+    answer 404 `no_memory_turn`) for the user the `user` dependency returns (the bearer token's). With `pool`
+    the finishes' idempotency keys are kept in its database (every worker sees them), else in `keys`."""
     known = keys if keys is not None else TurnKeys()
+    ring = getattr(manager.store, "ring", None) if manager is not None else None  # opens sealed facts on replays
+    durable = PostgresTurnKeys(pool, TurnOut, local=known, ring=ring) if pool is not None else None
 
     def memory() -> "MemoryManager":
         if manager is None:
@@ -241,6 +253,7 @@ def add_memory_turn(
         tags=["memory"],
         responses={
             **_TURN_ERRORS,
+            409: {"model": ErrorBody, "description": "Another worker runs this key's turn: retry in a few seconds"},
             423: {"model": ErrorBody, "description": "The user paused their memory: nothing was recorded"},
             503: {"model": ErrorBody, "description": "The exchange could not be recorded: retry with the same key"},
         },
@@ -276,7 +289,8 @@ def add_memory_turn(
             out = await finish()
         else:
             key = AppendKey(idempotency_key, request_hash(body.model_dump(mode="json")))
-            out = await known.once(user_id, key, finish, keep=lambda done: done.recorded)
+            once = durable.once if durable is not None else known.once
+            out = await once(user_id, key, finish, lambda done: done.recorded)
         if not out.recorded:
             raise ApiError(503, "not_recorded", "the exchange could not be recorded now; retry (with the same key)")
         return out

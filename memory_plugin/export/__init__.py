@@ -5,7 +5,15 @@
 format is `schema/v1.json`.
 """
 
-from .format import DERIVED_TABLES, EXPORT_FORMAT, EXPORT_VERSION, SECTIONS, ExportDocument, parse_document
+from .format import (
+    DERIVED_TABLES,
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    SECTIONS,
+    TRANSIENT_TABLES,
+    ExportDocument,
+    parse_document,
+)
 from .reader import export_chunks
 from .service import PoolExporter, export_from_url, import_into_url
 from .writer import ImportReport, import_document
@@ -15,6 +23,7 @@ __all__ = [
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
     "SECTIONS",
+    "TRANSIENT_TABLES",
     "ExportDocument",
     "ImportReport",
     "PoolExporter",

@@ -23,6 +23,7 @@ __all__ = [
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
     "SECTIONS",
+    "TRANSIENT_TABLES",
     "ExportDocument",
     "parse_document",
 ]
@@ -62,6 +63,10 @@ DERIVED_TABLES = frozenset(
 the end of the import, `memory_search_index_facts`; the vectors by the embedding model: `MemoryManager.import_user`
 or `memory-plugin reembed`), the row counts the database's bounds compare with the limits, and the write-rate
 bucket (their triggers)."""
+
+TRANSIENT_TABLES = frozenset({"memory_private.memory_turn_keys"})
+"""Per-user tables left out and not rebuilt: operational data that lives hours, not user data (the idempotency keys
+of memory turn finishes, kept 24 hours, whose answers name facts the `memories` section holds)."""
 
 ORDER_BY: dict[str, tuple[str, ...]] = {"memories": ("created_at", "id"), "chats": ("created_at", "id")}
 """Row order of a section when not its primary key: restoring facts in the order they were learned gives their

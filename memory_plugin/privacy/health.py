@@ -22,6 +22,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from ..text import strip_marks
 from .patterns import by_first_char, split_alternatives
 
 __all__ = [
@@ -51,7 +52,7 @@ class HealthScreen:
 
 def _fold(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    return strip_marks(decomposed).lower()
 
 
 # Matched on the folded text (lower case, no accents). Whole words, with stems where Spanish and English

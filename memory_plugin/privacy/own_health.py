@@ -33,6 +33,7 @@ import string
 import unicodedata
 from dataclasses import dataclass
 
+from ..text import strip_marks
 from .health import CLINICAL_TERM, CLINICAL_TERM_FEW_LETTERS, CLINICAL_TERM_KINDS, DOSE
 from .patterns import by_first_char, split_alternatives
 
@@ -71,7 +72,7 @@ def _fold_char(char: str) -> str:
     if char.isascii():
         return char.lower()
     decomposed = unicodedata.normalize("NFKD", char)
-    base = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    base = strip_marks(decomposed).lower()
     lowered = char.lower()
     return base if len(base) == 1 else lowered if len(lowered) == 1 else char
 

@@ -77,6 +77,11 @@ _STEM = 5
 """Content words are compared on their first letters, so inflections ("certificado"/"certificados") match."""
 
 
+def _has_digit(word: str) -> bool:
+    # Most words are letters only: one C-level check instead of a generator over their characters.
+    return not word.isalpha() and any(c.isdigit() for c in word)
+
+
 def match_key(content: str) -> str:
     """The text compared for near-duplicates: lower case, without accents, spaces collapsed."""
     return normalize_key(content)
@@ -94,7 +99,7 @@ def _proper_names(content: str, vocabulary: Vocabulary) -> set[str]:
     values (already in the guard) and words holding a digit (codes, idem)."""
     names: set[str] = set()
     for word in _WORD.findall(content)[1:]:
-        if word[0].isupper() and not any(c.isdigit() for c in word):
+        if word[0].isupper() and not _has_digit(word):
             key = match_key(word)
             if vocabulary.value_of(key) is None:
                 names.add(key)
@@ -112,7 +117,7 @@ def match_guard(content: str, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> st
     alike the rest ("Contacto de compras: Ana García" / "…: Luis Pérez" score 0.84 with MiniLM).
     """
     words = _WORD.findall(match_key(content))
-    codes = {w for w in words if any(c.isdigit() for c in w)}
+    codes = {w for w in words if _has_digit(w)}
     codes.update("@" + v for v in map(vocabulary.value_of, words) if v is not None)
     codes.update("^" + name for name in _proper_names(content, vocabulary))
     return ("-" if _negated(words) else "+") + "|" + ",".join(sorted(codes))
@@ -127,7 +132,7 @@ def match_words(content: str) -> tuple[str, ...]:
             {
                 w[:_STEM]
                 for w in words
-                if w not in STOP_WORDS and w not in NEGATION_WORDS and not any(c.isdigit() for c in w) and len(w) > 1
+                if w not in STOP_WORDS and w not in NEGATION_WORDS and not _has_digit(w) and len(w) > 1
             }
         )
     )

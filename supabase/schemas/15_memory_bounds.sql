@@ -157,43 +157,9 @@ begin
 end;
 $$;
 
--- Spend p_items tokens of the user's write bucket, or refuse (PT429) with the seconds to wait.
-create function memory_private.memory_write_take(p_user_id uuid, p_items bigint)
-    returns void
-    language plpgsql
-    set search_path = ''
-as $$
-declare
-    v_rate   double precision := memory_private.memory_limit(p_user_id, 'write_rate_per_second');
-    v_burst  double precision := memory_private.memory_limit(p_user_id, 'write_burst');
-    v_tokens double precision;
-begin
-    if v_rate <= 0 or p_items <= 0 then
-        return;
-    end if;
-    insert into memory_private.memory_write_buckets as b (user_id, tokens, refilled_at)
-    values (p_user_id, v_burst - p_items, clock_timestamp())
-    on conflict (user_id) do update
-        set tokens = least(v_burst, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.refilled_at)) * v_rate)
-                     - p_items,
-            refilled_at = greatest(b.refilled_at, clock_timestamp())
-    returning b.tokens into v_tokens;
-    if v_tokens < 0 then
-        raise exception using
-            errcode = 'PT429',
-            message = format('writing too fast: user %s wrote %s rows; the limit is %s at once and %s per second',
-                             p_user_id, p_items, v_burst, v_rate),
-            detail = case when p_items <= v_burst then format('retry_after=%s', round((-v_tokens / v_rate)::numeric, 3))
-                          else 'retry_after=' end;
-    end if;
-end;
-$$;
-
 revoke all on function memory_private.memory_bounds_enforced() from public, anon, authenticated;
 revoke all on function memory_private.memory_limit(uuid, text) from public, anon, authenticated;
 revoke all on function memory_private.memory_usage_add(uuid, text, bigint, boolean) from public, anon, authenticated;
-revoke all on function memory_private.memory_write_take(uuid, bigint) from public, anon, authenticated;
 grant execute on function memory_private.memory_bounds_enforced() to service_role;
 grant execute on function memory_private.memory_limit(uuid, text) to service_role;
 grant execute on function memory_private.memory_usage_add(uuid, text, bigint, boolean) to service_role;
-grant execute on function memory_private.memory_write_take(uuid, bigint) to service_role;

@@ -17,32 +17,9 @@ insert into memory_private.memory_limits (name, value, description) values
     ('patterns_per_user', 10000, 'Rows of kind pattern in user_memory (one per distinct pattern).'),
     ('sessions_per_user', 100, 'Rows of memory_private.memory_sessions: MEMORY_MAX_SESSIONS_PER_USER.');
 
--- user_memory: the count of each kind other than fact, under the limit `<kind>s_per_user`. A statement trigger
--- beside user_memory_bounds (which counts facts and charges the write rate): it reads the statement's rows once
--- and touches a counter only when the statement wrote such a row, so a write of facts updates no counter here.
-create function memory_private.user_memory_kind_bounds() returns trigger
-    language plpgsql
-    security definer
-    set search_path = ''
-as $$
-declare
-    v_enforce boolean := memory_private.memory_bounds_enforced();
-    r         record;
-begin
-    if tg_op = 'INSERT' then
-        for r in select a.user_id, a.kind, count(*) as n from added a where a.kind <> 'fact'
-                  group by a.user_id, a.kind order by a.user_id, a.kind loop
-            perform memory_private.memory_usage_add(r.user_id, r.kind || 's_per_user', r.n, v_enforce);
-        end loop;
-    else
-        for r in select d.user_id, d.kind, count(*) as n from removed d where d.kind <> 'fact'
-                  group by d.user_id, d.kind order by d.user_id, d.kind loop
-            perform memory_private.memory_usage_add(r.user_id, r.kind || 's_per_user', -r.n, false);
-        end loop;
-    end if;
-    return null;
-end;
-$$;
+-- user_memory: the count of each kind, under the limit `<kind>s_per_user`, is kept by the one bounds trigger of
+-- user_memory (user_memory_bounds and user_memory_charge, 90_memory_bounds.sql), with the fact count and the
+-- write rate: a statement's rows are read once and the user's counters moved in one upsert.
 
 -- A row whose kind or owner changes moves between counts: off the old one, onto the new one (refused past its
 -- limit). A row trigger whose condition is false for every ordinary update (no call at all).
@@ -63,10 +40,6 @@ begin
 end;
 $$;
 
-create trigger user_memory_kind_bounds_insert after insert on public.user_memory
-    referencing new table as added for each statement execute function memory_private.user_memory_kind_bounds();
-create trigger user_memory_kind_bounds_delete after delete on public.user_memory
-    referencing old table as removed for each statement execute function memory_private.user_memory_kind_bounds();
 create trigger user_memory_kind_moved after update of kind, user_id on public.user_memory
     for each row when (old.kind is distinct from new.kind or old.user_id is distinct from new.user_id)
     execute function memory_private.user_memory_kind_moved();
@@ -91,5 +64,4 @@ alter table memory_private.memory_sessions
         and pg_column_size(entities) <= 1048576
         and jsonb_array_length(intents) <= 1000 and pg_column_size(intents) <= 1048576);
 
-revoke all on function memory_private.user_memory_kind_bounds() from public, anon, authenticated;
 revoke all on function memory_private.user_memory_kind_moved() from public, anon, authenticated;
