@@ -23,10 +23,11 @@ logistic regression on LoCoMo's development split and measured by cross-validati
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 import re
 from collections.abc import Mapping, Sequence
-from uuid import UUID
 
 from ..text import normalize_key
 from .scored import ScoredMemory
@@ -147,28 +148,30 @@ def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[f
     """The reranker's inputs for each of `hits` (in the hybrid order), in the order of `RERANK_FEATURES`."""
     best = max((h.score for h in hits), default=0.0)
     relative = [h.score / best if best > 0 else 0.0 for h in hits]
-    rank_of = {h.memory.id: i for i, h in enumerate(hits)}
+    # Keyed by the ids' integers: a UUID hashes in Python (uuid.__hash__), 400 times a search, a fifth of this.
+    rank_of: dict[int, int] = {}
     # The best (lowest) two ranks per session: a candidate's best *other* is the second when it is the first.
     session_best: dict[str, list[int]] = {}
-    following: dict[UUID, int] = {}
+    following: dict[int, int] = {}
     for i, h in enumerate(hits):
-        if h.memory.session_id is not None:
-            ranks = session_best.setdefault(h.memory.session_id, [])
+        memory = h.memory
+        rank_of[memory.id.int] = i
+        if memory.session_id is not None:
+            ranks = session_best.setdefault(memory.session_id, [])
             if len(ranks) < 2:
                 ranks.append(i)
         if h.previous_id is not None:
-            following[h.previous_id] = i
+            following[h.previous_id.int] = i
     entities = question_entities(question)
-    # One pass over the text for every name: "\b(caroline|paris)\b" on the folded text.
-    names = re.compile(r"\b(?:" + "|".join(map(re.escape, entities)) + r")\b") if entities else None
     out: list[tuple[float, ...]] = []
     for i, h in enumerate(hits):
+        memory = h.memory
         other = None
-        if h.memory.session_id is not None:
-            first = session_best[h.memory.session_id]
+        if memory.session_id is not None:
+            first = session_best[memory.session_id]
             other = first[0] if first[0] != i else (first[1] if len(first) > 1 else None)
-        before = rank_of.get(h.previous_id) if h.previous_id is not None else None
-        after = following.get(h.memory.id)
+        before = rank_of.get(h.previous_id.int) if h.previous_id is not None else None
+        after = following.get(memory.id.int)
         nearest = before if after is None else after if before is None else min(before, after)
         c = h.components
         best_in_session = max(relative[i], relative[other]) if other is not None else relative[i]
@@ -186,11 +189,31 @@ def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[f
                 _RANK_WEIGHT[other] if other is not None else 0.0,
                 max(relative[before] if before is not None else 0.0, relative[after] if after is not None else 0.0),
                 _RANK_WEIGHT[nearest] if nearest is not None else 0.0,
-                len(set(names.findall(normalize_key(h.memory.content)))) / len(entities) if names else 0.0,
+                _entity_share(entities, memory.content) if entities else 0.0,
                 best_in_session,
             )
         )
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _names_pattern(entities: tuple[str, ...]) -> re.Pattern[str]:
+    """One pass over the text for every name: "\\b(caroline|paris)\\b" on the folded text."""
+    return re.compile(r"\b(?:" + "|".join(map(re.escape, entities)) + r")\b")
+
+
+def _entity_share(entities: tuple[str, ...], content: str) -> float:
+    """The share of `entities` (not empty) found in `content`, folded. Cached for texts up to 4,000 characters
+    (4,096 of them, under ~20 MB): a user's questions name the same people, and their searches return mostly the
+    same turns (LoCoMo: 3 µs of regex a candidate, 100 a search)."""
+    return _cached_share(entities, content) if len(content) <= 4000 else _share(entities, content)
+
+
+def _share(entities: tuple[str, ...], content: str) -> float:
+    return len(set(_names_pattern(entities).findall(normalize_key(content)))) / len(entities)
+
+
+_cached_share = functools.lru_cache(maxsize=4096)(_share)
 
 
 def rerank(
@@ -206,7 +229,8 @@ def rerank(
     chosen = several if several is not None and asks_for_several(question) else weights
     w = [chosen.get(name, 0.0) for name in RERANK_FEATURES]
     features = rerank_features(question, hits)
-    scores = [sum(a * b for a, b in zip(w, f, strict=True)) for f in features]
+    # sum over map(mul): the same additions in the same order as a generator, in C (a fifth of the reranker).
+    scores = [sum(map(operator.mul, w, f)) for f in features]
     order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:limit]  # ties keep the hybrid order
     out: list[ScoredMemory] = []
     for i in order:

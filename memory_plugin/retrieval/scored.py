@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -45,8 +46,13 @@ class ScoreComponents:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ScoreComponents:
         """From `memory_search`'s `<name>_score` columns."""
-        # The column names once, not `fields()` per row: it was a third of a 100-row search's conversion.
-        return cls(*[float(row.get(column) or 0.0) for column in _SCORE_COLUMNS])
+        # The column names once, not `fields()` per row: it was a third of a 100-row search's conversion. One
+        # itemgetter over `memory_search`'s columns rather than a `get` each: 2.6 against 3.9 µs a row.
+        try:
+            values = _ROW_SCORES(row)
+        except KeyError:  # a row without some of them: those are 0
+            return cls(*[float(row.get(column) or 0.0) for column in _SCORE_COLUMNS])
+        return cls(*[float(v or 0.0) for v in values])
 
     def as_dict(self) -> dict[str, float]:
         """The components by name."""
@@ -54,6 +60,8 @@ class ScoreComponents:
 
 
 _SCORE_COLUMNS = tuple(f"{f.name}_score" for f in fields(ScoreComponents))
+# The columns `memory_search` returns: all but the reranker's own three, the last (their default is 0).
+_ROW_SCORES = itemgetter(*_SCORE_COLUMNS[:-3])
 
 
 @dataclass(frozen=True, slots=True)
