@@ -93,6 +93,10 @@ async def test_cors_preflight_is_answered_for_configured_origins_only(pool: Pool
         assert answer.headers["access-control-allow-origin"] == ORIGIN
         assert "PATCH" in answer.headers["access-control-allow-methods"]
         assert "idempotency-key" in answer.headers["access-control-allow-headers"].lower()
+        pause = {**preflight, "Access-Control-Request-Method": "PUT"}  # PUT /api/memory/pause from a browser
+        answer = await client.options("/api/memory/pause", headers=pause)
+        assert answer.status_code == 200
+        assert "PUT" in answer.headers["access-control-allow-methods"]
         other = await client.options("/api/chats", headers={**preflight, "Origin": "https://evil.example"})
         assert "access-control-allow-origin" not in other.headers
         # An actual cross-origin request (even a 401) carries the header, so the page can read the error.

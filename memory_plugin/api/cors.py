@@ -13,7 +13,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 __all__ = ["add_cors", "parse_origins"]
 
-_METHODS = ["GET", "POST", "PATCH", "DELETE"]
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]  # PUT: /api/memory/pause
 _HEADERS = ["Authorization", "Content-Type", "Idempotency-Key"]
 _MAX_AGE_SECONDS = 600
 """How long a browser may cache a preflight answer (Chrome caps it at 7,200 s)."""
