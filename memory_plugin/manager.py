@@ -197,6 +197,12 @@ class MemoryManager(ControlFacade):
         API's chats, export and switch), so a process has one pool."""
         return None if self._assembly is None else self._assembly.database()
 
+    @property
+    def memory_switch(self) -> ConsentStore:
+        """The users' memory switch this manager reads and sets (`pause_memory`): a face serving beside the manager
+        (the REST API, the dashboard) shares it, so a pause applies to this process's turns at once."""
+        return self._consent
+
     def turn(self, session_id: str, user_id: str | UUID | None) -> Turn:
         """One turn of `session_id` for `user_id`, the same for every face (`runtime/turn.py`): `await
         turn.start(prompt)` checks it and reads its context before the model call; `await turn.finish(prompt=…,

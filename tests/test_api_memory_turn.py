@@ -19,7 +19,6 @@ from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.schemas import MAX_TURN_CHARS
 from memory_plugin.api.turn_keys import TurnKeys
 from memory_plugin.chats.idempotency import AppendKey
-from memory_plugin.consent import ConsentStore
 from memory_plugin.errors import IdempotencyKeyReusedError, SessionOwnershipError
 from tests.test_api import auth
 from tests.test_api_web import Pool, _client, _services, pool  # noqa: F401 (the fixture)
@@ -34,7 +33,7 @@ async def manager(database_url: str, data_dir: Path) -> AsyncIterator[MemoryMana
 @pytest_asyncio.fixture(loop_scope="session")
 async def client(pool: Pool, manager: MemoryManager) -> AsyncIterator[httpx.AsyncClient]:  # noqa: F811
     services = ApiServices(
-        **{**vars(_services(pool)), "manager": manager, "consent": ConsentStore(pool=pool), "pool": pool}
+        **{**vars(_services(pool)), "manager": manager, "consent": manager.memory_switch, "pool": pool}
     )
     async with _client(services) as c:
         yield c

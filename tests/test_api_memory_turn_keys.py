@@ -19,7 +19,6 @@ from memory_plugin.api.app import ApiServices
 from memory_plugin.api.errors import ApiError
 from memory_plugin.api.turn_key_store import PostgresTurnKeys
 from memory_plugin.chats.idempotency import AppendKey
-from memory_plugin.consent import ConsentStore
 from memory_plugin.database.admin import MemoryAdmin
 from memory_plugin.errors import IdempotencyKeyReusedError
 from tests.test_api import auth
@@ -43,7 +42,7 @@ def _worker(pool: Pool, manager: MemoryManager) -> httpx.AsyncClient:  # noqa: F
     """One API worker: its own app (so its own in-process keys) on the shared database."""
     services = _services(pool)
     return _client(
-        ApiServices(**{**vars(services), "manager": manager, "consent": ConsentStore(pool=pool), "pool": pool})
+        ApiServices(**{**vars(services), "manager": manager, "consent": manager.memory_switch, "pool": pool})
     )
 
 

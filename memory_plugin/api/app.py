@@ -416,26 +416,22 @@ def create_app(
         return [receipt_out(r) for r in await read_receipts(services.pool, user, limit=limit, ring=ring)]
 
     def consent() -> ConsentStore:
-        if services.consent is None:
+        # With a memory turn, its manager's switch: one per process, so the turn's own check sees a change at once
+        # (a switch reuses what it read for 2 s: `consent.CACHE_SECONDS`).
+        switch = services.manager.memory_switch if services.manager is not None else services.consent
+        if switch is None:
             raise ApiError(404, "no_memory_switch", "this server serves no memory switch")
-        return services.consent
+        return switch
 
-    # With a memory turn, the switch goes through its manager: the turn's own check then sees a change at once
-    # (a process reuses a switch it read for 2 s: `consent.CACHE_SECONDS`).
     @app.get("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
     async def memory_switch(user: User) -> MemorySwitch:
         """Whether the signed-in user's memory is paused (nothing new stored), and the notice to show them."""
-        manager = services.manager
-        paused = await manager.memory_paused(user) if manager is not None else await consent().paused(user)
-        return MemorySwitch(paused=paused, notice=memory_notice("en"))
+        return MemorySwitch(paused=await consent().paused(user), notice=memory_notice("en"))
 
     @app.put("/api/memory/pause", response_model=MemorySwitch, tags=["memory"])
     async def set_memory_switch(body: MemorySwitchIn, user: User) -> MemorySwitch:
         """Pause (`{"paused": true}`) or resume the signed-in user's memory; reads work either way."""
-        if services.manager is not None:
-            await services.manager.pause_memory(user, body.paused)
-        else:
-            await consent().set_paused(user, body.paused)
+        await consent().set_paused(user, body.paused)
         return MemorySwitch(paused=body.paused, notice=memory_notice("en"))
 
     return app

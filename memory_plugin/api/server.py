@@ -20,7 +20,6 @@ from fastapi import FastAPI
 from ..chats.postgres import PostgresChatStore
 from ..chats.service import ChatService
 from ..chats.summarizer import AgentSummarizer, ChatSummarizer
-from ..consent import ConsentStore
 from ..embeddings.factory import default_embedder
 from ..errors import MemoryPluginError, StoreUnavailableError
 from ..export.service import PoolExporter
@@ -61,7 +60,7 @@ async def open_services(settings: MemorySettings) -> AsyncIterator[ApiServices]:
             verifier=verifier,
             memory=sealed_if_keys(store, settings),
             exporter=PoolExporter(store.pool),
-            consent=ConsentStore(pool=store.pool),
+            consent=manager.memory_switch,
             pool=store.pool,
             manager=manager,
         )
