@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import psycopg
@@ -13,7 +13,7 @@ import psycopg
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
 
-__all__ = ["migrated_database"]
+__all__ = ["migrated", "migrated_database"]
 
 
 async def _migrate(url: str) -> None:
@@ -32,3 +32,21 @@ def migrated_database(prefix: str) -> Iterator[str]:
             yield url
         finally:
             embedded.stop()
+
+
+@asynccontextmanager
+async def migrated(database_url: str | None, prefix: str = "memory-plugin-bench-") -> AsyncIterator[str]:
+    """`database_url` migrated, or (None) a new embedded server's, migrated, stopped and deleted on exit: the
+    async form of `migrated_database` for a bench that may be handed a database."""
+    if database_url is not None:
+        await _migrate(database_url)
+        yield database_url
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        embedded = EmbeddedPostgres(Path(tmp), database="memory_bench")
+        url = await asyncio.to_thread(embedded.start)
+        try:
+            await _migrate(url)
+            yield url
+        finally:
+            await asyncio.to_thread(embedded.stop)

@@ -35,15 +35,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -54,11 +51,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 
 from agents.vocabulary import SHOP_VOCABULARY
+from bench.embedded import migrated
 from bench.quality_script import SCRIPT, TOTAL_TURNS, Fact, Turn
 from bench.tables import BenchTable, render
 from memory_plugin import MemoryManager, MemorySettings, Message
-from memory_plugin.database import EmbeddedPostgres
-from memory_plugin.database.migrations import migrate
 from memory_plugin.dates import resolve_relative_dates
 from memory_plugin.extraction import LLMExtractor
 from memory_plugin.privacy import sanitize_fact_text
@@ -371,26 +367,13 @@ def _ids(ids: Sequence[str]) -> str:
 
 async def bench_quality(database_url: str | None = None) -> BenchTable:
     """Run both variants (on `database_url`, or a temporary embedded PostgreSQL removed afterwards)."""
-    tmp: Path | None = None
-    server: EmbeddedPostgres | None = None
-    if database_url is None:
-        tmp = Path(tempfile.mkdtemp(prefix="memory-plugin-bench-"))
-        server = EmbeddedPostgres(tmp, database="memory_bench")
-        database_url = await asyncio.to_thread(server.start)
-    try:
-        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-            await migrate(conn)
+    async with migrated(database_url) as url:
         results = [
-            await run_conversation(database_url, reuse_known_wording=False, embedding_dedup=False),
-            await run_conversation(database_url, reuse_known_wording=False),
-            await run_conversation(database_url, reuse_known_wording=True),
+            await run_conversation(url, reuse_known_wording=False, embedding_dedup=False),
+            await run_conversation(url, reuse_known_wording=False),
+            await run_conversation(url, reuse_known_wording=True),
         ]
-        return quality_table(results)
-    finally:
-        if server is not None:
-            await asyncio.to_thread(server.stop)
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+    return quality_table(results)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
 import psycopg
 from pydantic import SecretStr
 
+from bench.embedded import migrated
 from bench.run_sizes import CONTEXT_P95_TARGET_MS, RLS_PRELUDE_TARGET_MS, RLS_PRELUDE_TARGET_PCT, Sizes
 from bench.run_sizes import percentile as _percentile
 from bench.run_sizes import verdict as _verdict
@@ -29,8 +27,6 @@ from memory_plugin import (
     PostgresStore,
     ResilientStore,
 )
-from memory_plugin.database import EmbeddedPostgres
-from memory_plugin.database.migrations import migrate
 from memory_plugin.quality import DecayPolicy
 
 __all__ = ["bench_context"]
@@ -147,89 +143,80 @@ async def bench_context(sizes: Sizes, database_url: str | None = None) -> list[B
 
     Without `database_url`, starts an embedded PostgreSQL in a temporary directory and removes it afterwards.
     """
-    tmp: Path | None = None
-    server: EmbeddedPostgres | None = None
-    if database_url is None:
-        tmp = Path(tempfile.mkdtemp(prefix="memory-plugin-bench-"))
-        server = EmbeddedPostgres(tmp, database="memory_bench")
-        database_url = await asyncio.to_thread(server.start)
-    try:
-        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-            await migrate(conn)
-        users = {n: uuid4() for n in sizes.fact_counts}
-        started = time.perf_counter()
-        await asyncio.to_thread(_load_data, database_url, users, sizes.other_rows)
-        load_seconds = time.perf_counter() - started
+    async with migrated(database_url) as url:
+        return await _bench_context(sizes, url)
 
-        latency = BenchTable(
-            key="context",
-            title="(b) get_memory_context latency, embedded PostgreSQL (MemoryManager → PostgresStore, one round trip)",
-            columns=[
-                *("facts of the user", "other users' rows", "calls", "p50 ms", "p95 ms", "p99 ms", "mean ms"),
-                *("max ms", "target", "result"),
-            ],
-        )
-        largest = max(sizes.fact_counts)
-        # embedding_model "none": these tables measure the database path; writes and searches with embeddings
-        # are measured by bench/locomo.py and bench/retrieval_latency.py.
-        settings = MemorySettings(
-            database_url=SecretStr(database_url),
-            auto_migrate=False,
-            pool_min_size=1,
-            pool_max_size=2,
-            embedding_model="none",
-        )
-        async with MemoryManager.open(settings) as memory:
-            for n in sizes.fact_counts:
-                timings = await _time_context(memory, users[n], sizes.warmup_calls, sizes.timed_calls)
-                p95 = _percentile(timings, 95)
-                target = n == largest
-                latency.rows.append(
-                    [
-                        f"{n:,} facts",
-                        f"{sizes.other_rows:,}",
-                        f"{len(timings):,}",
-                        f"{_percentile(timings, 50):.2f}",
-                        f"{p95:.2f}",
-                        f"{_percentile(timings, 99):.2f}",
-                        f"{statistics.fmean(timings):.2f}",
-                        f"{timings[-1]:.2f}",
-                        f"p95 ≤ {CONTEXT_P95_TARGET_MS:g} ms" if target else "—",
-                        _verdict(p95 <= CONTEXT_P95_TARGET_MS) if target else "—",
-                    ]
-                )
-        latency.notes.append(
-            f"after {sizes.warmup_calls} warm-up calls; each call returns 12 ranked facts, 5 preferences, 3 projects,"
-            f" 3 patterns and the session's messages; data loaded in {load_seconds:.1f} s with INSERT … SELECT"
-            " generate_series"
-        )
 
-        summary, nested = await asyncio.to_thread(_explain, database_url, users[largest])
-        plan = summary["Plan"]
-        explain = BenchTable(
-            key="explain",
-            title=f"EXPLAIN (ANALYZE, BUFFERS) select * from public.memory_context(…) — {largest:,} facts",
-            columns=["measure", "value"],
-            rows=[
-                ["planning time", f"{summary.get('Planning Time', float('nan')):.3f} ms"],
-                ["execution time", f"{summary.get('Execution Time', float('nan')):.3f} ms"],
-                ["shared buffers hit", f"{plan.get('Shared Hit Blocks', 0):,}"],
-                ["shared buffers read", f"{plan.get('Shared Read Blocks', 0):,}"],
-                ["rows returned", f"{plan.get('Actual Rows', 0):,.0f}"],
-            ],
-        )
-        explain.code = _plan_lines(nested)
-        if explain.code:
-            explain.notes.append("plan of the function body (the four ranked selects), captured with auto_explain:")
-        async with MemoryManager.open(settings) as memory:
-            rls = await _bench_rls_prelude(memory, users[largest], sizes)
-            writes = await _bench_batch_writes(memory, sizes)
-        return [latency, explain, rls, writes]
-    finally:
-        if server is not None:
-            await asyncio.to_thread(server.stop)
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+async def _bench_context(sizes: Sizes, database_url: str) -> list[BenchTable]:
+    users = {n: uuid4() for n in sizes.fact_counts}
+    started = time.perf_counter()
+    await asyncio.to_thread(_load_data, database_url, users, sizes.other_rows)
+    load_seconds = time.perf_counter() - started
+
+    latency = BenchTable(
+        key="context",
+        title="(b) get_memory_context latency, embedded PostgreSQL (MemoryManager → PostgresStore, one round trip)",
+        columns=[
+            *("facts of the user", "other users' rows", "calls", "p50 ms", "p95 ms", "p99 ms", "mean ms"),
+            *("max ms", "target", "result"),
+        ],
+    )
+    largest = max(sizes.fact_counts)
+    # embedding_model "none": these tables measure the database path; writes and searches with embeddings
+    # are measured by bench/locomo.py and bench/retrieval_latency.py.
+    settings = MemorySettings(
+        database_url=SecretStr(database_url),
+        auto_migrate=False,
+        pool_min_size=1,
+        pool_max_size=2,
+        embedding_model="none",
+    )
+    async with MemoryManager.open(settings) as memory:
+        for n in sizes.fact_counts:
+            timings = await _time_context(memory, users[n], sizes.warmup_calls, sizes.timed_calls)
+            p95 = _percentile(timings, 95)
+            target = n == largest
+            latency.rows.append(
+                [
+                    f"{n:,} facts",
+                    f"{sizes.other_rows:,}",
+                    f"{len(timings):,}",
+                    f"{_percentile(timings, 50):.2f}",
+                    f"{p95:.2f}",
+                    f"{_percentile(timings, 99):.2f}",
+                    f"{statistics.fmean(timings):.2f}",
+                    f"{timings[-1]:.2f}",
+                    f"p95 ≤ {CONTEXT_P95_TARGET_MS:g} ms" if target else "—",
+                    _verdict(p95 <= CONTEXT_P95_TARGET_MS) if target else "—",
+                ]
+            )
+    latency.notes.append(
+        f"after {sizes.warmup_calls} warm-up calls; each call returns 12 ranked facts, 5 preferences, 3 projects,"
+        f" 3 patterns and the session's messages; data loaded in {load_seconds:.1f} s with INSERT … SELECT"
+        " generate_series"
+    )
+
+    summary, nested = await asyncio.to_thread(_explain, database_url, users[largest])
+    plan = summary["Plan"]
+    explain = BenchTable(
+        key="explain",
+        title=f"EXPLAIN (ANALYZE, BUFFERS) select * from public.memory_context(…) — {largest:,} facts",
+        columns=["measure", "value"],
+        rows=[
+            ["planning time", f"{summary.get('Planning Time', float('nan')):.3f} ms"],
+            ["execution time", f"{summary.get('Execution Time', float('nan')):.3f} ms"],
+            ["shared buffers hit", f"{plan.get('Shared Hit Blocks', 0):,}"],
+            ["shared buffers read", f"{plan.get('Shared Read Blocks', 0):,}"],
+            ["rows returned", f"{plan.get('Actual Rows', 0):,.0f}"],
+        ],
+    )
+    explain.code = _plan_lines(nested)
+    if explain.code:
+        explain.notes.append("plan of the function body (the four ranked selects), captured with auto_explain:")
+    async with MemoryManager.open(settings) as memory:
+        rls = await _bench_rls_prelude(memory, users[largest], sizes)
+        writes = await _bench_batch_writes(memory, sizes)
+    return [latency, explain, rls, writes]
 
 
 async def _bench_rls_prelude(memory: MemoryManager, user_id: UUID, sizes: Sizes) -> BenchTable:
