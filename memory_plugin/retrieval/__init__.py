@@ -5,10 +5,10 @@
 - `scored.py`: `ScoredMemory`, a hit with the parts of its score;
 - `search.py`: `SearchQuery` (what a store receives) and the Python ranking of the stores without SQL;
 - `rerank.py`: the second stage, the hybrid score's best 100 re-ranked by how they cluster (pure);
-- `searcher.py`: embeds the question, asks the store for the candidates, re-ranks them.
+- `searcher.py`: embeds the question and asks the store for the reranked best.
 
-The hybrid ranking runs in SQL, in one round trip: `public.memory_search` in
-`supabase/schemas/22_memory_search.sql`; the reranker runs in Python over what it returns, on every backend.
+Both stages run in SQL, in one round trip (`public.memory_search` in `supabase/schemas/22_memory_search.sql`),
+and in Python for the stores without SQL (`score_in_python`, `rerank.rerank_hits`).
 """
 
 from .query import DateWindow, QueryAnalysis, analyze_query

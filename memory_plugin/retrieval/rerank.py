@@ -18,6 +18,10 @@ without `session_best` (`RERANK_WEIGHTS_SEVERAL`): its evidence is spread over s
 The final score is a linear combination of these and of the hybrid score's own parts (`RERANK_WEIGHTS`), fit by
 logistic regression on LoCoMo's development split and measured by cross-validation across conversations
 (`python -m bench.locomo_rerank`, whose table is in docs/retrieval.md). Pure: no store, no I/O.
+
+`public.memory_search` repeats this reranking in SQL, input for input and in the same arithmetic (so that a
+search sends its 10 rows rather than 100 to be reranked here); the stores without SQL call `rerank_hits`.
+`tests/test_rerank_sql.py` holds the two to the same order and scores.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import math
 import operator
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ..text import normalize_key
 from .scored import ScoredMemory
@@ -36,10 +41,13 @@ __all__ = [
     "RERANK_FEATURES",
     "RERANK_WEIGHTS",
     "RERANK_WEIGHTS_SEVERAL",
+    "RerankQuery",
     "asks_for_several",
     "question_entities",
     "rerank",
     "rerank_features",
+    "rerank_hits",
+    "rerank_query",
 ]
 
 RERANK_FEATURES = (
@@ -141,11 +149,46 @@ def asks_for_several(question: str) -> bool:
     return bool(_PLURAL_ASK.search(folded) or _WH_AND.search(folded))
 
 
-_RANK_WEIGHT = tuple(1.0 / math.log2(rank + 2) for rank in range(1001))  # search returns at most 1,000
+@dataclass(frozen=True, slots=True)
+class RerankQuery:
+    """What the reranker needs of a question, as a store receives it (`SearchQuery.rerank`): `public.memory_search`
+    reranks in SQL with it, the stores without SQL with `rerank_hits`."""
+
+    weights: tuple[float, ...]
+    """The coefficients, one per input of `RERANK_FEATURES`, in that order."""
+    entities: tuple[str, ...]
+    """The names and numbers the question holds (`question_entities`)."""
+    pool: int
+    """How many of the hybrid order's best are reranked."""
+
+
+def rerank_query(
+    question: str,
+    pool: int,
+    weights: Mapping[str, float] = RERANK_WEIGHTS,
+    several: Mapping[str, float] | None = RERANK_WEIGHTS_SEVERAL,
+) -> RerankQuery:
+    """The reranking of `question`'s best `pool` candidates: by `several` when it asks for several things
+    (`asks_for_several`; None: `weights` always), else by `weights` (an input left out weighs 0)."""
+    chosen = several if several is not None and asks_for_several(question) else weights
+    vector = tuple(float(chosen.get(name, 0.0)) for name in RERANK_FEATURES)
+    return RerankQuery(vector, question_entities(question), pool)
+
+
+def _rank_weight(place: int) -> float:
+    # ln(x) / ln(2) rather than log2(x): the formula `memory_search` computes, to the last bit.
+    return 1.0 / (math.log(place + 2) / math.log(2))
+
+
+_RANK_WEIGHT = tuple(_rank_weight(place) for place in range(1001))  # search returns at most 1,000
 
 
 def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[float, ...]]:
     """The reranker's inputs for each of `hits` (in the hybrid order), in the order of `RERANK_FEATURES`."""
+    return _features(question_entities(question), hits)
+
+
+def _features(entities: tuple[str, ...], hits: Sequence[ScoredMemory]) -> list[tuple[float, ...]]:
     best = max((h.score for h in hits), default=0.0)
     relative = [h.score / best if best > 0 else 0.0 for h in hits]
     # Keyed by the ids' integers: a UUID hashes in Python (uuid.__hash__), 400 times a search, a fifth of this.
@@ -162,7 +205,6 @@ def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[f
                 ranks.append(i)
         if h.previous_id is not None:
             following[h.previous_id.int] = i
-    entities = question_entities(question)
     out: list[tuple[float, ...]] = []
     for i, h in enumerate(hits):
         memory = h.memory
@@ -197,23 +239,15 @@ def rerank_features(question: str, hits: Sequence[ScoredMemory]) -> list[tuple[f
 
 
 @functools.lru_cache(maxsize=256)
-def _names_pattern(entities: tuple[str, ...]) -> re.Pattern[str]:
-    """One pass over the text for every name: "\\b(caroline|paris)\\b" on the folded text."""
-    return re.compile(r"\b(?:" + "|".join(map(re.escape, entities)) + r")\b")
+def _name_pattern(entity: str) -> re.Pattern[str]:
+    return re.compile(r"\b" + re.escape(entity) + r"\b")
 
 
 def _entity_share(entities: tuple[str, ...], content: str) -> float:
-    """The share of `entities` (not empty) found in `content`, folded. Cached for texts up to 4,000 characters
-    (4,096 of them, under ~20 MB): a user's questions name the same people, and their searches return mostly the
-    same turns (LoCoMo: 3 µs of regex a candidate, 100 a search)."""
-    return _cached_share(entities, content) if len(content) <= 4000 else _share(entities, content)
-
-
-def _share(entities: tuple[str, ...], content: str) -> float:
-    return len(set(_names_pattern(entities).findall(normalize_key(content)))) / len(entities)
-
-
-_cached_share = functools.lru_cache(maxsize=4096)(_share)
+    """The share of `entities` (not empty) each found as a whole word in `content`, folded (what `memory_search`
+    computes with `~ '\\m<name>\\M'` on the unaccented, lower-cased text)."""
+    folded = normalize_key(content)
+    return sum(1 for entity in entities if _name_pattern(entity).search(folded)) / len(entities)
 
 
 def rerank(
@@ -226,9 +260,14 @@ def rerank(
     """`hits` (the hybrid order, best first) re-ranked for `question`, the best `limit`, by `weights`, or by
     `several` when the question asks for several things (`asks_for_several`; None: `weights` always). Each hit
     keeps its hybrid score in `hybrid` and gets the reranker's as `score`, its inputs in `components`."""
-    chosen = several if several is not None and asks_for_several(question) else weights
-    w = [chosen.get(name, 0.0) for name in RERANK_FEATURES]
-    features = rerank_features(question, hits)
+    return rerank_hits(hits, rerank_query(question, len(hits), weights, several), limit)
+
+
+def rerank_hits(hits: Sequence[ScoredMemory], query: RerankQuery, limit: int) -> list[ScoredMemory]:
+    """`hits` (the hybrid order, best first; all of them, `query.pool` is the caller's cut) re-ranked by
+    `query`, the best `limit`: what `public.memory_search` does in SQL, for the stores without it."""
+    w = query.weights
+    features = _features(query.entities, hits)
     # sum over map(mul): the same additions in the same order as a generator, in C (a fifth of the reranker).
     scores = [sum(map(operator.mul, w, f)) for f in features]
     order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:limit]  # ties keep the hybrid order

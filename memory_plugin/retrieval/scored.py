@@ -60,8 +60,7 @@ class ScoreComponents:
 
 
 _SCORE_COLUMNS = tuple(f"{f.name}_score" for f in fields(ScoreComponents))
-# The columns `memory_search` returns: all but the reranker's own three, the last (their default is 0).
-_ROW_SCORES = itemgetter(*_SCORE_COLUMNS[:-3])
+_ROW_SCORES = itemgetter(*_SCORE_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +83,13 @@ class ScoredMemory:
     def from_search_row(cls, row: dict[str, Any], memory: MemoryRecord) -> ScoredMemory:
         """From a `memory_search` row (its `memory` column parsed as `memory`)."""
         previous = row.get("prev_memory_id")
+        hybrid = row.get("hybrid_score")
         return cls(
             memory,
             float(row["score"]),
             ScoreComponents.from_row(row),
             previous if isinstance(previous, UUID) or previous is None else UUID(str(previous)),
+            float(hybrid) if hybrid is not None else None,
         )
 
     def explain(self) -> str:

@@ -29,6 +29,7 @@ from ..quality.semantic import cosine_similarity
 from ..rows import MemoryRecord
 from ..text import normalize_key
 from .query import QueryAnalysis
+from .rerank import RerankQuery, rerank_hits
 from .scored import ScoreComponents, ScoredMemory
 from .weights import SearchWeights
 
@@ -78,6 +79,8 @@ class SearchQuery:
     """Dates and "when" found in the question."""
     now: datetime | None = None
     """Validity and recency are computed at this time (`now()` when None)."""
+    rerank: RerankQuery | None = None
+    """Rerank the hybrid order's best `rerank.pool` and return the best `limit` of them (None: the hybrid order)."""
 
 
 @functools.cache
@@ -124,6 +127,10 @@ def search_params(user_id: UUID, query: SearchQuery) -> dict[str, Any]:
     }
     if query.now is not None:  # omitted: the function's default, now()
         params["p_now"] = query.now.isoformat()
+    if query.rerank is not None:  # omitted: the hybrid order
+        params["p_rerank_weights"] = list(query.rerank.weights)
+        params["p_entities"] = list(query.rerank.entities)
+        params["p_rerank_pool"] = query.rerank.pool
     return params
 
 
@@ -134,30 +141,14 @@ def record_from_json(row: Mapping[str, Any]) -> MemoryRecord:
 
 def record_from_json_text(text: str | bytes) -> MemoryRecord:
     """A `user_memory` row's `to_jsonb` as text, parsed and validated in one pass: a third of the time of
-    `json.loads` then `record_from_json` (a search reads 100 candidates). A row with a null collection (which
-    `record_from_json` reads as empty) takes that slower way.
-
-    Cached by the text, up to `_CACHED_ROW_CHARS` long: a user's searches return mostly the same rows (LoCoMo:
-    419 distinct among 19,700 candidates of 197 questions), and a row's text changes with any of its columns
-    (`updated_at`), so a cached record is never stale. A hit costs the text's hash, ~0.5 µs against ~9 µs to
-    validate. The record is shared by the searches that find it: frozen, and nothing in the library mutates its
-    dicts."""
-    return _cached_record(text) if len(text) <= _CACHED_ROW_CHARS else _record_from_json_text(text)
-
-
-_CACHED_ROW_CHARS = 4000
-"""Longer rows (a long note) are parsed each time: 4,096 cached rows then stay under ~40 MB (~10 MB for
-LoCoMo's turns, ~1 KB a row)."""
-
-
-def _record_from_json_text(text: str | bytes) -> MemoryRecord:
+    `json.loads` then `record_from_json`. A row with a null collection (which `record_from_json` reads as
+    empty) takes that slower way."""
     try:
         return _RECORD_JSON.validate_json(text)
     except ValidationError:
         return record_from_json(json.loads(text))
 
 
-_cached_record = functools.lru_cache(maxsize=4096)(_record_from_json_text)
 _RECORD_JSON = TypeAdapter(MemoryRecord)
 
 
@@ -198,7 +189,8 @@ def score_in_python(
     embeddings: Mapping[UUID, StoredVector] | None = None,
 ) -> list[ScoredMemory]:
     """Rank `records` (one user's rows, in insertion order) for `query`; `embeddings` maps a row id to its
-    vector. Only valid, unexpired facts are returned; see the module docstring for the signals."""
+    vector. Only valid, unexpired facts are returned; see the module docstring for the signals. With
+    `query.rerank`, the best `rerank.pool` are reranked as `memory_search` does (`rerank_hits`)."""
     now = query.now or datetime.now(UTC)
     w = query.weights
     embeddings = embeddings or {}
@@ -268,6 +260,8 @@ def score_in_python(
             -stored[h.memory.id],
         )
     )
+    if query.rerank is not None:
+        return rerank_hits(hits[: max(query.limit, query.rerank.pool)], query.rerank, query.limit)
     return hits[: query.limit]
 
 

@@ -1,5 +1,5 @@
-"""`Searcher`: embeds the question once, asks the store for the user's best candidates for it (the hybrid
-score) and re-ranks them (`rerank.py`)."""
+"""`Searcher`: embeds the question once and asks the store for the user's best facts for it: the hybrid score's
+best candidates, re-ranked (`rerank.py`; in SQL by `memory_search`, in Python by the stores without SQL)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..logs import LOG_PREFIX, logger
 from ..settings import MemorySettings
 from ..validation import check_text
 from .query import analyze_query
-from .rerank import RERANK_WEIGHTS, RERANK_WEIGHTS_SEVERAL, rerank
+from .rerank import RERANK_WEIGHTS, RERANK_WEIGHTS_SEVERAL, rerank_query
 from .scored import ScoredMemory
 from .search import SearchQuery
 from .weights import SearchWeights
@@ -64,19 +64,17 @@ class Searcher:
                 self.stats.embedding_failures += 1
                 logger.warning("%s searching by text only: %s", LOG_PREFIX, exc)
         self.stats.searches += 1
-        # The reranker needs the candidates around the best ones: the store returns rerank_candidates of them.
-        candidates = max(limit, self.weights.rerank_candidates) if self.weights.rerank_candidates else limit
-        hits = await self.store.search(
+        # The store reranks the hybrid order's best rerank_candidates (in SQL for Postgres) and returns `limit`.
+        pool = self.weights.rerank_candidates
+        return await self.store.search(
             user_id,
             SearchQuery(
                 text=query,
-                limit=candidates,
+                limit=limit,
                 embedding=embedding,
                 model=self.embedder.name if self.embedder is not None and embedding is not None else None,
                 weights=self.weights,
                 analysis=analyze_query(query),
+                rerank=rerank_query(query, pool, self.rerank_weights, self.several_weights) if pool else None,
             ),
         )
-        if not self.weights.rerank_candidates:
-            return hits
-        return rerank(query, hits, limit, self.rerank_weights, self.several_weights)

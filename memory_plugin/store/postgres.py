@@ -56,12 +56,14 @@ _SEARCH_CASTS = {
     "p_user_id": "uuid", "p_query": "text", "p_embedding": "extensions.vector", "p_model": "text",
     "p_limit": "integer", "p_candidates": "integer", "p_date_from": "timestamptz[]", "p_date_to": "timestamptz[]",
     "p_months": "integer[]", "p_asks_when": "boolean", "p_exact_scan_below": "integer",
-    "p_text_scan_limit": "integer", "p_now": "timestamptz",
+    "p_text_scan_limit": "integer", "p_now": "timestamptz", "p_rerank_weights": "float8[]", "p_entities": "text[]",
+    "p_rerank_pool": "integer",
 }  # fmt: skip
 # `memory_search`'s columns after `memory` (supabase/schemas/22_memory_search.sql).
 _SEARCH_COLUMNS = (
     "score, text_score, vector_score, neighbour_score, trigram_score, speaker_score, date_score, time_score,"
-    " importance_score, confidence_score, recency_score, prev_memory_id"
+    " importance_score, confidence_score, recency_score, session_score, adjacent_score, entity_score, hybrid_score,"
+    " prev_memory_id"
 )
 SET_EMBEDDINGS_SQL = "select public.memory_set_embeddings(%s, %s, %s::jsonb) as stored"
 EMBEDDING_BACKLOG_SQL = "select * from public.memory_embedding_backlog(%s, %s, %s)"

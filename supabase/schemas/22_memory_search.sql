@@ -19,6 +19,10 @@
 --      time      1 when the question asks "when" (p_asks_when) and the text holds a time expression
 -- 3. Score = relevance + w_importance * importance/5 + w_confidence * confidence + w_recency * recency
 --    (recency falls linearly to 0 over p_recency_window_days since last reinforcement).
+-- 4. With p_rerank_weights, the best p_rerank_pool by that score are reranked (memory_plugin/retrieval/
+--    rerank.py: sessions, neighbours among the candidates, the question's names p_entities in the text) and
+--    the best p_limit of them returned. Reranking here rather than in the client sends 10 rows instead of
+--    100: LoCoMo search p95 22.7 -> 19 ms, the same ranking (bench/README.md).
 --
 -- The vector channel: an exact scan of the user's vectors, or HNSW with hnsw.iterative_scan (so the user
 -- filter does not starve the result), whichever costs less. HNSW with a user filter walks the graph until
@@ -66,7 +70,10 @@ create function public.memory_search(
     p_date_slack_days real default 14,
     p_exact_scan_below integer default 2000,
     p_text_scan_limit integer default 500,
-    p_now timestamptz default now()
+    p_now timestamptz default now(),
+    p_rerank_weights double precision[] default null,
+    p_entities text[] default '{}',
+    p_rerank_pool integer default 0
 )
     returns table (
         memory jsonb,
@@ -81,6 +88,12 @@ create function public.memory_search(
         importance_score double precision,
         confidence_score double precision,
         recency_score double precision,
+        -- The reranker's inputs of the same names (0 without p_rerank_weights), and the hybrid score it started
+        -- from (null without).
+        session_score double precision,
+        adjacent_score double precision,
+        entity_score double precision,
+        hybrid_score double precision,
         -- The fact just before it in its session (its neighbour): the reranker (memory_plugin/retrieval/
         -- rerank.py) looks for candidates that are each other's neighbours.
         prev_memory_id uuid
@@ -100,7 +113,9 @@ create function public.memory_search(
     set enable_memoize = off
 as $$
 declare
-    v_k integer := greatest(p_candidates, p_limit);
+    -- Reranked: the hybrid order's best p_rerank_pool (at least p_limit) are reranked and p_limit returned.
+    v_pool integer := case when p_rerank_weights is not null then greatest(p_limit, p_rerank_pool) else p_limit end;
+    v_k integer := greatest(p_candidates, v_pool);
     v_q extensions.halfvec(384) := p_embedding::extensions.halfvec(384);
     v_docs integer;
     v_rows real;
@@ -113,11 +128,20 @@ declare
     -- The question's lexemes, as the facts' were made (memory_private.memory_search_terms).
     v_terms text[] := tsvector_to_array(memory_private.memory_tsvector(p_query));
     v_qtext text := lower(extensions.unaccent('extensions.unaccent'::regdictionary, p_query));
+    v_reranks boolean := p_rerank_weights is not null;
+    -- Each of the question's names as a whole-word pattern on the folded text (none without the reranker).
+    v_names text[] := case when p_rerank_weights is null then '{}'::text[] else array(
+        select '\m' || regexp_replace(e.name, '([^[:alnum:][:space:]])', '\\\1', 'g') || '\M'
+          from unnest(p_entities) as e(name)) end;
 begin
+    if v_reranks and cardinality(p_rerank_weights) <> 14 then
+        raise exception 'p_rerank_weights holds % weights; the reranker has 14 inputs', cardinality(p_rerank_weights)
+            using errcode = '22023';
+    end if;
     if p_embedding is not null and p_model is not null then
-        -- Half the candidates through HNSW (at least p_limit), with ef_search 1.5 times that (at least 40,
+        -- Half the candidates through HNSW (at least the rows ranked), with ef_search 1.5 times that (at least 40,
         -- pgvector's default): see the header.
-        v_vk := greatest(p_limit, v_k / 2);
+        v_vk := greatest(v_pool, v_k / 2);
         v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
         -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
         -- walk visits the whole partition's graph and keeps the user's rows: one ef_search pass when most rows
@@ -207,8 +231,8 @@ begin
     return query
     with parts as (
         -- Only what the ranking needs of the fact; its jsonb is built for the returned rows alone.
-        select m.id, m.importance, m.confidence, m.last_reinforced_at, m.occurred_at, d.seq, d.prev_memory_id,
-               c.rank,
+        select m.id, m.session_id, m.importance, m.confidence, m.last_reinforced_at, m.occurred_at, d.seq,
+               d.prev_memory_id, c.rank,
                case when d.embedding_model = p_model and p_embedding is not null
                     then 1 - (d.embedding operator(extensions.<=>) v_q) else 0 end as vector_score,
                coalesce(greatest(
@@ -217,7 +241,7 @@ begin
                    0) as neighbour_score,
                case when p_weight_trigram > 0
                     then extensions.word_similarity(v_qtext, lower(d.content))::float8 else 0 end as trigram_score,
-               d.speaker,
+               d.speaker, d.content,
                case when cardinality(p_date_from) = 0 then 0::float8 else coalesce((select max(case
                                  when m.occurred_at >= w.date_from and m.occurred_at < w.date_to then 1
                                  else greatest(0, 1 - least(abs(date_part('epoch', m.occurred_at - w.date_from)),
@@ -248,7 +272,7 @@ begin
          where v_qtext ~ ('\m' || regexp_replace(s.speaker, '([^[:alnum:][:space:]])', '\\\1', 'g') || '\M')
     ),
     scored as (
-        select p.id, p.last_reinforced_at, p.occurred_at, p.seq, p.prev_memory_id,
+        select p.id, p.session_id, p.last_reinforced_at, p.occurred_at, p.seq, p.prev_memory_id, p.content,
                coalesce(p.rank / nullif(max(p.rank) over (), 0), 0) as text_score,
                p.vector_score, p.neighbour_score, p.trigram_score,
                case when cardinality(n.speakers) = 1 and p.speaker = n.speakers[1] then 1 else 0 end::float8
@@ -260,25 +284,94 @@ begin
                least(1, greatest(0, 1 - date_part('epoch', p_now - p.last_reinforced_at)
                                       / greatest(p_recency_window_days::float8 * 86400, 1e-9))) as recency_score
           from parts p cross join named n
+    ),
+    -- The hybrid order's best v_pool, numbered from 0 (`place`). Ties: the newer fact first, then the
+    -- later-stored one (the user's own counter, seq): never the random id, so that the same facts stored in
+    -- the same order rank the same on every run.
+    hybrid as materialized (
+        select h.*, case when h.best > 0 then h.score / h.best else 0 end as relative
+          from (select s.*,
+                       (row_number() over (order by s.score desc, s.last_reinforced_at desc,
+                                                    s.occurred_at desc nulls last, s.seq desc) - 1)::integer as place,
+                       max(s.score) over () as best
+                  from (select s.id, s.session_id, s.last_reinforced_at, s.occurred_at, s.seq, s.prev_memory_id,
+                               s.content,
+                               p_weight_text * s.text_score + p_weight_vector * s.vector_score
+                             + p_weight_neighbour * s.neighbour_score + p_weight_trigram * s.trigram_score
+                             + p_weight_speaker * s.speaker_score + p_weight_date * s.date_score
+                             + p_weight_time * s.time_score + p_weight_importance * s.importance_score
+                             + p_weight_confidence * s.confidence_score + p_weight_recency * s.recency_score as score,
+                               s.text_score, s.vector_score, s.neighbour_score, s.trigram_score, s.speaker_score,
+                               s.date_score, s.time_score, s.importance_score, s.confidence_score, s.recency_score
+                          from scored s) as s) as h
+         where h.place < v_pool
+    ),
+    -- The reranker (memory_plugin/retrieval/rerank.py, whose inputs and arithmetic this repeats exactly, so
+    -- that the in-memory stores rank the same): each candidate's session, its neighbours among the
+    -- candidates, and the question's names in its text. Only v_pool rows, and only p_limit leave as jsonb.
+    sessions as (
+        select h.session_id, min(h.place) as first_place, (array_agg(h.place order by h.place))[2] as second_place
+          from hybrid h where h.session_id is not null and v_reranks
+         group by h.session_id
+    ),
+    linked as (
+        select h.*,
+               case when h.session_id is null then null
+                    when s.first_place <> h.place then s.first_place else s.second_place end as other,
+               b.place as before, a.place as after
+          from hybrid h
+          left join sessions s on s.session_id = h.session_id
+          left join hybrid b on v_reranks and b.id = h.prev_memory_id
+          -- The candidate whose predecessor this is (the last of them, should there be several).
+          left join (select x.prev_memory_id, max(x.place) as place from hybrid x
+                      where v_reranks and x.prev_memory_id is not null group by x.prev_memory_id) as a
+                 on a.prev_memory_id = h.id
+    ),
+    features as (
+        select l.*,
+               coalesce(o.relative, 0) as session_feature,
+               -- 1 / log2(2 + place): the rank's weight (rerank._RANK_WEIGHT, the same formula).
+               coalesce(1 / (ln(l.other + 2::float8) / ln(2::float8)), 0) as session_rank_feature,
+               greatest(coalesce(bf.relative, 0), coalesce(af.relative, 0)) as adjacent_feature,
+               coalesce(1 / (ln(least(l.before, l.after) + 2::float8) / ln(2::float8)), 0) as adjacent_rank_feature,
+               case when cardinality(v_names) = 0 then 0::float8
+                    else (select count(*) from unnest(v_names) as n(pattern) where z.folded ~ n.pattern)::float8
+                         / cardinality(v_names) end as entity_feature,
+               case when l.other is null then l.relative else greatest(l.relative, o.relative) end as session_best
+          from linked l
+          -- The text folded once (not once per name); offset 0 keeps it from being folded into the count.
+          cross join lateral (select case when cardinality(v_names) > 0
+                                          then lower(extensions.unaccent('extensions.unaccent'::regdictionary, l.content))
+                                     end as folded offset 0) as z
+          left join hybrid o on o.place = l.other
+          left join hybrid bf on bf.place = l.before
+          left join hybrid af on af.place = l.after
+    ),
+    reranked as (
+        -- sum(weight × input) in rerank.RERANK_FEATURES order, added left to right as Python's sum() does.
+        select f.*,
+               case when not v_reranks then f.score
+                    else p_rerank_weights[1] * f.relative + p_rerank_weights[2] * f.text_score
+                       + p_rerank_weights[3] * f.vector_score + p_rerank_weights[4] * f.neighbour_score
+                       + p_rerank_weights[5] * f.speaker_score + p_rerank_weights[6] * f.date_score
+                       + p_rerank_weights[7] * f.time_score
+                       + p_rerank_weights[8] * (1 / (ln(f.place + 2::float8) / ln(2::float8)))
+                       + p_rerank_weights[9] * f.session_feature + p_rerank_weights[10] * f.session_rank_feature
+                       + p_rerank_weights[11] * f.adjacent_feature + p_rerank_weights[12] * f.adjacent_rank_feature
+                       + p_rerank_weights[13] * f.entity_feature + p_rerank_weights[14] * f.session_best
+               end as final_score
+          from features f
     )
-    select to_jsonb(m), t.score, t.text_score, t.vector_score, t.neighbour_score, t.trigram_score,
-           t.speaker_score, t.date_score, t.time_score, t.importance_score, t.confidence_score, t.recency_score,
-           t.prev_memory_id
-      from (select s.id, s.last_reinforced_at, s.occurred_at, s.seq, s.prev_memory_id,
-                   p_weight_text * s.text_score + p_weight_vector * s.vector_score
-                 + p_weight_neighbour * s.neighbour_score + p_weight_trigram * s.trigram_score
-                 + p_weight_speaker * s.speaker_score + p_weight_date * s.date_score + p_weight_time * s.time_score
-                 + p_weight_importance * s.importance_score + p_weight_confidence * s.confidence_score
-                 + p_weight_recency * s.recency_score as score,
-                   s.text_score, s.vector_score, s.neighbour_score, s.trigram_score, s.speaker_score, s.date_score,
-                   s.time_score, s.importance_score, s.confidence_score, s.recency_score
-              from scored s
-             -- Ties: the newer fact first, then the later-stored one (the user's own counter, seq): never the
-             -- random id, so that the same facts stored in the same order rank the same on every run.
-             order by 6 desc, s.last_reinforced_at desc, s.occurred_at desc nulls last, s.seq desc
-             limit p_limit) as t
-      join public.user_memory m on m.id = t.id and m.user_id = p_user_id
-     order by t.score desc, t.last_reinforced_at desc, t.occurred_at desc nulls last, t.seq desc;
+    select to_jsonb(m), r.final_score, r.text_score, r.vector_score, r.neighbour_score, r.trigram_score,
+           r.speaker_score, r.date_score, r.time_score, r.importance_score, r.confidence_score, r.recency_score,
+           case when v_reranks then r.session_feature else 0 end,
+           case when v_reranks then r.adjacent_feature else 0 end,
+           r.entity_feature,
+           case when v_reranks then r.score end,
+           r.prev_memory_id
+      from (select x.* from reranked x order by x.final_score desc, x.place limit p_limit) as r
+      join public.user_memory m on m.id = r.id and m.user_id = p_user_id
+     order by r.final_score desc, r.place;
 end;
 $$;
 
@@ -306,9 +399,9 @@ $$;
 
 revoke all on function public.memory_search(uuid, text, extensions.vector, text, integer, integer, real, real, real, real,
     real, real, real, real, real, real, real, timestamptz[], timestamptz[], integer[], boolean, real, integer, integer,
-    timestamptz) from public, anon;
+    timestamptz, double precision[], text[], integer) from public, anon;
 revoke all on function public.memory_embedding_backlog(uuid, text, integer) from public, anon;
 grant execute on function public.memory_search(uuid, text, extensions.vector, text, integer, integer, real, real, real,
     real, real, real, real, real, real, real, real, timestamptz[], timestamptz[], integer[], boolean, real, integer,
-    integer, timestamptz) to authenticated, service_role;
+    integer, timestamptz, double precision[], text[], integer) to authenticated, service_role;
 grant execute on function public.memory_embedding_backlog(uuid, text, integer) to authenticated, service_role;
