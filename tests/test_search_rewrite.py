@@ -16,7 +16,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_plugin import MemoryManager, MemorySettings
 from memory_plugin.retrieval import ScoreComponents, ScoredMemory
-from memory_plugin.retrieval.rewrite import RRF_K, QueryRewriter, clean_rewrites, fuse_hits
+from memory_plugin.retrieval.rewrite import QUESTION_WEIGHT, RRF_K, QueryRewriter, clean_rewrites, fuse_hits
 from memory_plugin.rows import MemoryRecord
 from memory_plugin.store import InMemoryStore
 
@@ -29,7 +29,7 @@ FACTS = [
     TARGET,
     "Luna the dog loves running on the beach",
 ]
-REWRITES = ["signed lease on a flat", "rent apartment lease Porto", QUESTION.lower()]
+REWRITES = ["signed lease on a flat", QUESTION.lower(), "rent apartment lease Porto", "twelve-month rental contract"]
 
 
 @dataclass
@@ -81,10 +81,10 @@ async def test_a_fact_only_a_phrasing_reaches_is_found(any_memory: MemoryManager
     hits = await any_memory.search(user, QUESTION, limit=2)
 
     found = {h.memory.content: h for h in hits}
-    assert TARGET in found  # first in both phrasings' lists
+    assert TARGET in found
     assert len(hits) == 2
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    assert found[TARGET].score == pytest.approx(2 / (RRF_K + 1))
+    assert found[TARGET].score == pytest.approx(3 / (RRF_K + 1))  # first in the 3 phrasings' lists (not the copy)
     assert found[TARGET].components.text > 0  # the components of the phrasing's search that found it
     assert script.prompts == [f"Question: {QUESTION}"]
     assert any_memory.stats.searches_rewritten == 1
@@ -202,19 +202,29 @@ def hit(n: int, score: float = 1.0) -> ScoredMemory:
     return ScoredMemory(memory, score, ScoreComponents(text=score), hybrid=score / 2)
 
 
-def test_fusion_ranks_by_reciprocal_rank_and_keeps_the_best_placed_hit() -> None:
+def test_fusion_ranks_by_weighted_reciprocal_rank_and_keeps_the_best_placed_hit() -> None:
     question = [hit(1, 9.0), hit(2, 8.0), hit(3, 7.0)]
     phrasing = [hit(4, 5.0), hit(3, 4.0), hit(5, 3.0)]
 
     fused = fuse_hits([question, phrasing], limit=4)
 
-    # 3 is in both lists: first. 1 and 4 tie (rank 1 of one list): the question's list wins the tie.
-    assert [h.memory.id.int for h in fused] == [3, 1, 4, 2]
-    assert fused[0].score == pytest.approx(1 / (RRF_K + 3) + 1 / (RRF_K + 2))
+    # 3 is in both lists: first. The question's list weighs QUESTION_WEIGHT, a phrasing's 1.
+    assert [h.memory.id.int for h in fused] == [3, 1, 2, 4]
+    assert fused[0].score == pytest.approx(QUESTION_WEIGHT / (RRF_K + 3) + 1 / (RRF_K + 2))
     assert fused[0].components.text == 4.0  # the hit of the list that ranked it best (second in the phrasing's)
     assert fused[0].hybrid == 2.0
     assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
     assert fuse_hits([question], limit=2) == [
-        ScoredMemory(h.memory, 1 / (RRF_K + r), h.components, h.previous_id, h.hybrid)
+        ScoredMemory(h.memory, QUESTION_WEIGHT / (RRF_K + r), h.components, h.previous_id, h.hybrid)
         for r, h in enumerate(question[:2], start=1)
     ]
+
+
+def test_a_phrasing_s_best_enters_a_top_10_after_the_question_s_first_7() -> None:
+    question = [hit(n, 10.0 - n) for n in range(1, 11)]
+    phrasings = [[hit(21, 9.0)], [hit(22, 9.0)], [hit(23, 9.0)]]
+
+    fused = fuse_hits([question, *phrasings], limit=10)
+
+    # 1 / (K + 1) = QUESTION_WEIGHT / (K + 7): the tie goes to the question's list.
+    assert [h.memory.id.int for h in fused] == [1, 2, 3, 4, 5, 6, 7, 21, 22, 23]

@@ -36,11 +36,13 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
 __all__ = [
+    "QUESTION_WEIGHT",
     "REWRITE_INSTRUCTIONS",
     "RRF_K",
     "QueryRewriter",
     "RewriteOutput",
     "RewriteStats",
+    "clean_rewrites",
     "fuse_hits",
 ]
 
@@ -52,9 +54,19 @@ and events involved; split a question that needs several facts into one query pe
 names. Do not answer the question, do not repeat it, do not invent details that are not implied."""
 """The model's instructions (`{n}`: the most phrasings wanted); fixed, so that the same question is asked alike."""
 
-RRF_K = 60
-"""Reciprocal rank fusion's constant: a hit at rank r of a list adds 1 / (RRF_K + r). 60 is Cormack, Clarke and
-Büttcher's (SIGIR 2009), robust across their TREC runs; nothing here was tuned (no model key to measure with)."""
+RRF_K = 5
+"""Reciprocal rank fusion's constant: a hit at rank r of a phrasing's list adds 1 / (RRF_K + r), of the question's
+list `QUESTION_WEIGHT` / (RRF_K + r). Not the usual 60 (Cormack, Clarke and Büttcher, SIGIR 2009, for deep TREC
+lists of different documents): here every list is drawn from the same few hundred turns, so with 60 the weights
+of ranks 1 to 50 differ by less than 2× and a turn's number of lists decides, not its ranks. Measured on LoCoMo's
+development split with two deliberately weak offline phrasings per question (the question's content words, and
+its names alone; a stand-in for a model, see docs/retrieval.md): recall@10 over categories 1–4 0.798 for the
+question alone, 0.531 fused with k = 60 and equal weights, 0.769 with k = 10, 0.792 with k = 5 and the question
+weighing 2."""
+
+QUESTION_WEIGHT = 2.0
+"""The question's own list counts twice a phrasing's: its first 7 hits stay ahead of any phrasing's first
+(2 / (5 + 7) = 1 / (5 + 1), the tie going to the question), while each phrasing's best can still enter a top 10."""
 
 _MIN_CHARS = 3
 """Shorter phrasings are dropped: they hold no word to search for (pydantic-ai's `TestModel` answers "a")."""
@@ -196,26 +208,30 @@ def clean_rewrites(question: str, queries: Sequence[Any], max_rewrites: int, max
 
 
 def fuse_hits(lists: Sequence[Sequence[ScoredMemory]], limit: int) -> list[ScoredMemory]:
-    """One list of the best `limit` from the searches of the question (`lists[0]`) and its phrasings, by
-    reciprocal rank fusion: each memory scores the sum over the lists that hold it of 1 / (`RRF_K` + its rank).
+    """One list of the best `limit` from the searches of the question (`lists[0]`) and its phrasings, by weighted
+    reciprocal rank fusion: each memory scores the sum over the lists that hold it of w / (`RRF_K` + its rank), w
+    `QUESTION_WEIGHT` for the question's list and 1 for a phrasing's.
 
     Ranks, not scores: the reranker's score is mostly relative to its own search's best candidate (the hybrid
     score over the best one's, the rank weight, full text normalised by the best match), so the top hit of a
-    weak phrasing scores about as high as the top hit of the question, and best-score fusion would let any
-    phrasing push the question's hits out. Ranks compare across lists, and a memory that several phrasings find
-    rises above one that a single list ranks high. Ties go to the better rank, then to the earlier list: the
-    question's own ranking first.
+    weak phrasing scores about as high as the top hit of the question (best-score fusion: recall@10 0.703 against
+    0.798 for the question alone with the weak phrasings of `RRF_K`'s measurement). The question weighs more
+    because a phrasing can drift from it; a memory several lists rank high still rises. Ties go to the earlier
+    list (the question's own first), then to the better rank in it.
 
     Each hit is the one of the list that ranked it best (its `components`, `previous_id` and `hybrid` are that
     search's), with `score` the fused score: the returned list is best first by `score`.
     """
     best: dict[UUID, tuple[int, int, ScoredMemory]] = {}  # id -> (rank, list index, hit)
+    first: dict[UUID, tuple[int, int]] = {}  # id -> (list index, rank) of the earliest list that holds it
     fused: dict[UUID, float] = {}
     for index, hits in enumerate(lists):
+        weight = QUESTION_WEIGHT if index == 0 else 1.0
         for rank, hit in enumerate(hits, start=1):
             key = hit.memory.id
-            fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
-            if key not in best or (rank, index) < best[key][:2]:
+            fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank)
+            first.setdefault(key, (index, rank))
+            if key not in best or rank < best[key][0]:
                 best[key] = (rank, index, hit)
-    order = sorted(fused, key=lambda key: (-fused[key], best[key][0], best[key][1]))[:limit]
+    order = sorted(fused, key=lambda key: (-fused[key], first[key]))[:limit]
     return [replace(best[key][2], score=fused[key]) for key in order]
