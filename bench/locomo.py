@@ -22,6 +22,10 @@ searches every question with the optional LLM rewrite on (`search.rewrite_model`
 question both ways in turn: predictions in `<out>-rewrite.jsonl`, their own score table and latency rows (the
 model call included: each timed search asks the model afresh). The model is asked once before anything is
 stored; if it cannot answer the run stops there (exit status 2) rather than measure the plain search twice.
+`--rewrite-model offline-stand-in` is no model: two deterministic phrasings per question (its content words
+without wh-words and stop words, and its names alone), answered at once. It measures what the rewrite path itself
+costs (three more searches' embeddings, SQL and fusion) and how the fusion copes with weak phrasings; nothing
+about a real model's phrasings.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,10 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 from bench.tables import percentile
 from memory_plugin import MemoryManager, MemorySettings, Note
+from memory_plugin.retrieval.rerank import question_entities
 from memory_plugin.retrieval.rewrite import QueryRewriter
 
 if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
+    from pydantic_ai.models.function import AgentInfo
 
 __all__ = ["PREVIOUS_RERANK_WEIGHTS", "RewriteModelUnavailable", "main", "run"]
 
@@ -63,6 +71,34 @@ HYBRID_CANDIDATES = 50
 
 PROBE_QUESTION = "When did Caroline go to the LGBTQ support group?"
 """Asked of `--rewrite-model` before anything is stored: the run stops if the model cannot answer it."""
+
+
+STAND_IN = "offline-stand-in"
+"""`--rewrite-model` value of the offline stand-in (`stand_in_phrasings`), not a model."""
+_STOP_WORDS = frozenset({
+    "what", "when", "where", "who", "whom", "which", "why", "how", "did", "does", "do", "is", "was", "were", "are",
+    "the", "a", "an", "of", "to", "in", "on", "for", "with", "about", "and", "or", "her", "his", "their", "its",
+    "has", "have", "had", "be", "been", "that", "this", "would", "could", "might", "by", "at", "from", "as", "it",
+})  # fmt: skip
+
+
+def stand_in_phrasings(question: str) -> list[str]:
+    """The offline stand-in's phrasings: the question's content words, and its names and numbers alone."""
+    content = " ".join(w for w in re.findall(r"[\w'’-]+", question) if w.lower() not in _STOP_WORDS)
+    return [p for p in (content, " ".join(question_entities(question))) if p]
+
+
+def _stand_in_model() -> Model:
+    from pydantic_ai.messages import ModelResponse, ToolCallPart, UserPromptPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        part = messages[-1].parts[-1]
+        question = part.content if isinstance(part, UserPromptPart) and isinstance(part.content, str) else ""
+        queries = stand_in_phrasings(question.removeprefix("Question: "))
+        return ModelResponse(parts=[ToolCallPart(tool_name=info.output_tools[0].name, args={"queries": queries})])
+
+    return FunctionModel(answer, model_name=STAND_IN)
 
 
 class RewriteModelUnavailable(RuntimeError):
@@ -311,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                     before_path=before_out,
                     latency_limit=args.latency_limit,
                     rewrite_path=rewrite_out,
-                    rewrite_model=args.rewrite_model,
+                    rewrite_model=_stand_in_model() if args.rewrite_model == STAND_IN else args.rewrite_model,
                 )
             )
         except RewriteModelUnavailable as exc:

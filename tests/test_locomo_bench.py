@@ -196,8 +196,13 @@ async def test_the_rewrite_run_searches_each_question_with_the_model_s_phrasings
     assert set(timings["latency"]) == {"after", "rewrite"}
 
 
+@pytest.mark.parametrize("model", ["test", locomo.STAND_IN])
 def test_the_rewrite_flag_prints_its_own_score_table_and_latency(
-    pg_settings: MemorySettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    model: str,
+    pg_settings: MemorySettings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     turns, questions = _write(tmp_path)
     out = tmp_path / "pred.jsonl"
@@ -205,10 +210,18 @@ def test_the_rewrite_flag_prints_its_own_score_table_and_latency(
     monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
 
     assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
-                        "--scorer", str(_scorer(tmp_path)), "--rewrite-model", "test"]) == 0  # fmt: skip
+                        "--scorer", str(_scorer(tmp_path)), "--rewrite-model", model]) == 0  # fmt: skip
 
     printed = capfd.readouterr().out
-    assert "with the reranker and the LLM rewrite (test):" in printed
-    assert "| search p50 / p95, limit 10, question embedding included, reranker + LLM rewrite (test) |" in printed
+    assert f"with the reranker and the LLM rewrite ({model}):" in printed
+    assert f"| search p50 / p95, limit 10, question embedding included, reranker + LLM rewrite ({model}) |" in printed
     assert "| rewrite model calls / failures (a failure searched the question alone) | 4 / 0 |" in printed
     assert len(out.with_name("pred-rewrite.jsonl").read_text().splitlines()) == 3
+
+
+def test_the_stand_in_phrasings_are_the_content_words_and_the_names() -> None:
+    assert locomo.stand_in_phrasings("What did Caroline research in 2023?") == [
+        "Caroline research 2023",
+        "caroline 2023",
+    ]
+    assert locomo.stand_in_phrasings("What is it?") == []
