@@ -43,8 +43,10 @@
 -- Planning: every statement but the HNSW one runs a generic plan (`plan_cache_mode` is set for the function
 -- only): custom plans re-planned a nine-way join over sixteen partitions on every call, 0.4-1.0 ms. The HNSW
 -- statement is EXECUTEd, planned with the user, the question's vector and the limit known: a generic plan of
--- it skipped the index (104 ms at 100k facts). The exact scan keeps its generic plan (the same index, found
--- by the user): planning it on every call cost 0.3 ms, 4.6 % of a LoCoMo search's server time.
+-- it skipped the index (104 ms at 100k facts). The exact scan runs its generic plan, which reads the same
+-- index as the per-call one did (bench/retrieval_latency.py: the (user_id, embedding_model) index, index only,
+-- for 1k facts and for 10k in the 100k user's partition); planning it on every call cost 0.3 ms, 4.6 % of a
+-- LoCoMo search's server time.
 -- Latency with bench/retrieval_latency.py (a 100k-fact user among 200k rows of other users): bench/README.md.
 create function public.memory_search(
     p_user_id uuid,
