@@ -178,7 +178,8 @@ def _plans(url: str, user: uuid.UUID, vector: tuple[float, ...], question: str) 
         conn.execute("select * from public.memory_search(%s, %s, %s::extensions.vector, %s)",
                      (user, question, literal, MODEL)).fetchall()  # fmt: skip
         conn.rollback()
-    vector_log = next((n for n in notices if "operator(extensions.<=>) $3" in n), "")
+    # The vector statement (exact or HNSW) is the one that aggregates `x.memory_id`.
+    vector_log = next((n for n in notices if "array_agg(x.memory_id)" in n), "")
     text = next((n for n in notices if "with bm25 as" in n), "")
     if "_embedding_idx" in vector_log:
         vec_plan = "HNSW (the user's partition)"

@@ -40,10 +40,13 @@
 -- times that (at least 40, pgvector's default): with ef_search = k one pass rarely yielded k of the user's
 -- rows and the scan walked the graph twice; 2x instead of 1.5x cost 0.3 ms more at 100k facts for the same
 -- top 10. The fused score re-ranks the candidates, so HNSW's approximate order does not matter.
--- Planning: every statement but the two vector ones runs a generic plan (`plan_cache_mode` is set for the
--- function only): custom plans re-planned a nine-way join over sixteen partitions on every call, 0.4-1.0 ms.
--- The vector statements are EXECUTEd, planned with the user, the question's vector and the limit known: a
--- generic plan of the HNSW statement skipped the index (104 ms at 100k facts).
+-- Planning: every statement but the HNSW one runs a generic plan (`plan_cache_mode` is set for the function
+-- only): custom plans re-planned a nine-way join over sixteen partitions on every call, 0.4-1.0 ms. The HNSW
+-- statement is EXECUTEd, planned with the user, the question's vector and the limit known: a generic plan of
+-- it skipped the index (104 ms at 100k facts). The exact scan runs its generic plan, which reads the same
+-- index as the per-call one did (bench/retrieval_latency.py: the (user_id, embedding_model) index, index only,
+-- for 1k facts and for 10k in the 100k user's partition); planning it on every call cost 0.3 ms, 4.6 % of a
+-- LoCoMo search's server time.
 -- Latency with bench/retrieval_latency.py (a 100k-fact user among 200k rows of other users): bench/README.md.
 create function public.memory_search(
     p_user_id uuid,
@@ -158,12 +161,11 @@ begin
             v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
         end if;
         if v_docs < p_exact_scan_below * greatest(1, v_vk / (greatest(v_share, 1e-6) * v_ef)) then
-            -- Exact: the `+ 0` keeps the planner off the HNSW index. Both vector statements are planned per
-            -- call (EXECUTE), with the user, the question's vector and the limit known (see the header).
-            execute 'select coalesce(array_agg(x.memory_id), ''{}'') from (select d.memory_id'
-                    ' from public.memory_search_docs d where d.user_id = $1 and d.embedding_model = $2'
-                    ' order by (d.embedding operator(extensions.<=>) $3) + 0 limit $4) as x'
-               into v_vec_ids using p_user_id, p_model, v_q, v_k;
+            -- Exact: the `+ 0` keeps the planner off the HNSW index; a generic plan, planned once per session
+            -- (see the header).
+            select coalesce(array_agg(x.memory_id), '{}') into v_vec_ids from (select d.memory_id
+              from public.memory_search_docs d where d.user_id = p_user_id and d.embedding_model = p_model
+             order by (d.embedding operator(extensions.<=>) v_q) + 0 limit v_k) as x;
         else
             -- Iterative scan: HNSW keeps walking until enough vectors pass the user/model filter (relaxed
             -- order: the final order is the fused score's anyway).
@@ -266,9 +268,11 @@ begin
     ),
     named as materialized (
         -- The speakers the question names; the boost applies only when it names exactly one (a question
-        -- naming both sides of a conversation says nothing about whose turn answers it).
+        -- naming both sides of a conversation says nothing about whose turn answers it). `offset 0` keeps the
+        -- pattern above the DISTINCT: built and matched once per speaker, not once per candidate (pushed below
+        -- it, it cost 3.4 % of a LoCoMo search's server time).
         select array_agg(s.speaker) as speakers
-          from (select distinct p.speaker from parts p where p.speaker is not null) as s
+          from (select distinct p.speaker from parts p where p.speaker is not null offset 0) as s
          where v_qtext ~ ('\m' || regexp_replace(s.speaker, '([^[:alnum:][:space:]])', '\\\1', 'g') || '\M')
     ),
     scored as (
@@ -289,11 +293,20 @@ begin
     -- later-stored one (the user's own counter, seq): never the random id, so that the same facts stored in
     -- the same order rank the same on every run.
     hybrid as materialized (
-        select h.*, case when h.best > 0 then h.score / h.best else 0 end as relative
+        select h.*, case when h.best > 0 then h.score / h.best else 0 end as relative,
+               -- The reranker's `entity`: the question's names in the text, computed here, once per row of the
+               -- pool. In `features` the planner inlined the folded text into the count and the sort key: folded
+               -- once per name, then again for the rows returned (1.4 % of a LoCoMo search's server time).
+               case when cardinality(v_names) = 0 then 0::float8
+                    else (select count(*)
+                            from (select lower(extensions.unaccent('extensions.unaccent'::regdictionary, h.content))
+                                             as folded offset 0) as z,
+                                 unnest(v_names) as n(pattern)
+                           where z.folded ~ n.pattern)::float8 / cardinality(v_names) end as entity_feature
           from (select s.*,
-                       (row_number() over (order by s.score desc, s.last_reinforced_at desc,
-                                                    s.occurred_at desc nulls last, s.seq desc) - 1)::integer as place,
-                       max(s.score) over () as best
+                       (row_number() over w - 1)::integer as place,
+                       -- The best score is the first row's (no score is null): one window pass, not two (1.6 %).
+                       first_value(s.score) over w as best
                   from (select s.id, s.session_id, s.last_reinforced_at, s.occurred_at, s.seq, s.prev_memory_id,
                                s.content,
                                p_weight_text * s.text_score + p_weight_vector * s.vector_score
@@ -303,14 +316,20 @@ begin
                              + p_weight_confidence * s.confidence_score + p_weight_recency * s.recency_score as score,
                                s.text_score, s.vector_score, s.neighbour_score, s.trigram_score, s.speaker_score,
                                s.date_score, s.time_score, s.importance_score, s.confidence_score, s.recency_score
-                          from scored s) as s) as h
+                          from scored s) as s
+                window w as (order by s.score desc, s.last_reinforced_at desc, s.occurred_at desc nulls last,
+                                      s.seq desc)) as h
          where h.place < v_pool
     ),
     -- The reranker (memory_plugin/retrieval/rerank.py, whose inputs and arithmetic this repeats exactly, so
     -- that the in-memory stores rank the same): each candidate's session, its neighbours among the
     -- candidates, and the question's names in its text. Only v_pool rows, and only p_limit leave as jsonb.
     sessions as (
-        select h.session_id, min(h.place) as first_place, (array_agg(h.place order by h.place))[2] as second_place
+        -- Each session's first two places with their relative scores, and the neighbours' with theirs (in
+        -- `linked`): three joins back to `hybrid` by place fewer (1.8 % of a LoCoMo search's server time).
+        select h.session_id, min(h.place) as first_place, (array_agg(h.place order by h.place))[2] as second_place,
+               (array_agg(h.relative order by h.place))[1] as first_relative,
+               (array_agg(h.relative order by h.place))[2] as second_relative
           from hybrid h where h.session_id is not null and v_reranks
          group by h.session_id
     ),
@@ -318,34 +337,28 @@ begin
         select h.*,
                case when h.session_id is null then null
                     when s.first_place <> h.place then s.first_place else s.second_place end as other,
-               b.place as before, a.place as after
+               case when h.session_id is null then null
+                    when s.first_place <> h.place then s.first_relative else s.second_relative end as other_relative,
+               b.place as before, b.relative as before_relative, a.place as after, a.relative as after_relative
           from hybrid h
           left join sessions s on s.session_id = h.session_id
           left join hybrid b on v_reranks and b.id = h.prev_memory_id
           -- The candidate whose predecessor this is (the last of them, should there be several).
-          left join (select x.prev_memory_id, max(x.place) as place from hybrid x
+          left join (select x.prev_memory_id, max(x.place) as place,
+                            (array_agg(x.relative order by x.place desc))[1] as relative
+                       from hybrid x
                       where v_reranks and x.prev_memory_id is not null group by x.prev_memory_id) as a
                  on a.prev_memory_id = h.id
     ),
     features as (
         select l.*,
-               coalesce(o.relative, 0) as session_feature,
+               coalesce(l.other_relative, 0) as session_feature,
                -- 1 / log2(2 + place): the rank's weight (rerank._RANK_WEIGHT, the same formula).
                coalesce(1 / (ln(l.other + 2::float8) / ln(2::float8)), 0) as session_rank_feature,
-               greatest(coalesce(bf.relative, 0), coalesce(af.relative, 0)) as adjacent_feature,
+               greatest(coalesce(l.before_relative, 0), coalesce(l.after_relative, 0)) as adjacent_feature,
                coalesce(1 / (ln(least(l.before, l.after) + 2::float8) / ln(2::float8)), 0) as adjacent_rank_feature,
-               case when cardinality(v_names) = 0 then 0::float8
-                    else (select count(*) from unnest(v_names) as n(pattern) where z.folded ~ n.pattern)::float8
-                         / cardinality(v_names) end as entity_feature,
-               case when l.other is null then l.relative else greatest(l.relative, o.relative) end as session_best
+               case when l.other is null then l.relative else greatest(l.relative, l.other_relative) end as session_best
           from linked l
-          -- The text folded once (not once per name); offset 0 keeps it from being folded into the count.
-          cross join lateral (select case when cardinality(v_names) > 0
-                                          then lower(extensions.unaccent('extensions.unaccent'::regdictionary, l.content))
-                                     end as folded offset 0) as z
-          left join hybrid o on o.place = l.other
-          left join hybrid bf on bf.place = l.before
-          left join hybrid af on af.place = l.after
     ),
     reranked as (
         -- sum(weight × input) in rerank.RERANK_FEATURES order, added left to right as Python's sum() does.
