@@ -104,6 +104,20 @@ class OfflineMiniLM:
         """The normalised embeddings of `texts`, in order."""
         return await asyncio.to_thread(self.embed_sync, list(texts), input_type)
 
+    async def embed_query(self, text: str) -> tuple[float, ...]:
+        """The normalised embedding of one question: `embed([text], input_type="query")[0]`, bitwise, with less
+        work around the model (`embed_query_sync`)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.embed_query_sync, text)
+
+    def embed_query_sync(self, text: str) -> tuple[float, ...]:
+        """`embed_query`, blocking: on onnxruntime, `OnnxEncoder.encode_one` and one conversion to Python floats
+        (float32 to float is exact, so the numbers are those of `embed_sync`)."""
+        encoder = onnx_encoder(self.cache_dir) if self.runtime != "torch" else None
+        if encoder is not None:
+            self.last_runtime = "onnx"
+            return tuple(encoder.encode_one(text).tolist())
+        return tuple(self.embed_sync([text], "query")[0])
+
     def embed_sync(self, texts: Sequence[str], input_type: Literal["document", "query"]) -> list[list[float]]:
         """`embed`, blocking."""
         encoder = onnx_encoder(self.cache_dir) if self.runtime != "torch" else None
