@@ -14,24 +14,39 @@ when present, else synthetic ones.
 Also reported: the ONNX export time (into a fresh temporary cache unless `--cache-dir`), the opening time of the
 cached graph, and the minimum cosine similarity between the two runtimes' vectors, questions and facts. Prints
 markdown.
+
+    python -m bench.embedding_latency --question-path [--calls 997] [--cache-dir DIR] [--database]
+
+The search question's path on onnxruntime alone, each step interleaved per question (order rotated), on one
+graph (`--cache-dir`, default `MEMORY_DATA_DIR/onnx`, exported if missing): wall p50/p95 and this process's CPU per
+call (all its threads) of the previous path (`embed_documents([q])`: a batch of one in a thread, then two float
+conversions), `MemoryEmbedder.embed_query` (the searcher's call), the same work on the event loop (not used: it
+would block the loop), `encode([q])`, `encode_one(q)`, `session.run` alone (the model's arithmetic), and
+`embed_query` on sessions of 2 intra-op threads (spinning as onnxruntime does by default, spinning stopped at the
+end of each run, no spinning). Checks that `embed_query` gives bitwise the previous path's floats on every
+question. `--database`: each question is followed by a query that keeps an embedded PostgreSQL busy for a few
+ms of CPU (what the search's SQL does next), timed with it: threads still spinning after the run slow it down.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
+import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from bench.tables import percentile
+from memory_plugin import MemorySettings
 from memory_plugin.embeddings import MemoryEmbedder, local, local_available, local_embedder
 from memory_plugin.embeddings.onnx_export import export_graph
-from memory_plugin.embeddings.onnx_graph import open_encoder
+from memory_plugin.embeddings.onnx_graph import OnnxEncoder, mapped_graph, open_encoder
 
 __all__ = ["main"]
 
@@ -146,6 +161,130 @@ async def _run(questions: list[str], source: str, round_size: int, batches: int,
           f"{_min_cosine(fact_vectors['onnx'], fact_vectors['torch']):.6f} |")  # fmt: skip
 
 
+# The search question's path (`--question-path`).
+
+SQL_AFTER = "select count(*) from generate_series(1, 300000) g where g % 7 = 3"
+"""A query that costs the server a few ms of CPU, standing in for the search's SQL after the embedding."""
+
+THREAD_VARIANTS: dict[str, tuple[int, dict[str, str]]] = {
+    "2 threads, spinning (onnxruntime's default)": (2, {}),
+    "2 threads, spinning stopped after each run": (2, {"session.force_spinning_stop": "1"}),
+    "2 threads, no spinning": (2, {"session.intra_op.allow_spinning": "0"}),
+}
+
+
+def _encoder_with(base: OnnxEncoder, threads: int, config: dict[str, str]) -> OnnxEncoder:
+    """`base`'s graph in a session of `threads` intra-op threads and extra session `config` entries."""
+    import onnxruntime as ort  # type: ignore[import-untyped]
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    for key, value in config.items():
+        options.add_session_config_entry(key, value)
+    run = mapped_graph(base.path) if mapped_graph(base.path).exists() else base.path
+    return OnnxEncoder(base.pipeline, ort.InferenceSession(str(run), options, providers=["CPUExecutionProvider"]), run)
+
+
+def _question_embedder(encoder: OnnxEncoder, key: str) -> MemoryEmbedder:
+    """The library's offline embedder (`local_embedder`), on `encoder`: the process keeps one encoder per cache
+    directory (`local.onnx_encoder`), so each variant gets one under a directory name of its own."""
+    local._encoders[Path(key)] = encoder
+    embedder = local_embedder(runtime="onnx", cache_dir=Path(key))
+    embedder._cache_size = 0  # every call embeds
+    return embedder
+
+
+async def _run_question_path(questions: list[str], cache_dir: Path, database: str | None) -> None:
+    encoder = local.onnx_encoder(cache_dir)
+    if encoder is None:
+        raise SystemExit("onnxruntime could not be used (see the warning above)")
+    memory = _question_embedder(encoder, "one thread")
+    model = memory._direct
+    assert isinstance(model, local.OfflineMiniLM)
+    session = encoder.session
+
+    def run_only(text: str) -> None:
+        ids = np.array([encoder._tokenizer.encode(text.strip()).ids], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        session.run(None, {name: feeds[name] for name in encoder.input_names})
+
+    async def previous(text: str) -> list[tuple[float, ...]]:
+        return await memory.embed_documents([text])
+
+    steps: dict[str, Callable[[str], Awaitable[object] | object]] = {
+        "previous path: `embed_documents([q])` (batch of one, thread, 2 conversions)": previous,
+        "`MemoryEmbedder.embed_query` (the searcher's call)": memory.embed_query,
+        "the same on the event loop (`embed_query_sync`; not used)": model.embed_query_sync,
+        "`OnnxEncoder.encode([q])` (batch path)": lambda q: encoder.encode([q]),
+        "`OnnxEncoder.encode_one(q)`": encoder.encode_one,
+        "`session.run` alone (the model's arithmetic)": run_only,
+    }
+    for label, (threads, config) in THREAD_VARIANTS.items():
+        steps[f"`embed_query`, {label}"] = _question_embedder(
+            _encoder_with(encoder, threads, config), label
+        ).embed_query
+
+    same = 0
+    for question in questions:
+        same += [await memory.embed_query(question)] == await previous(question)
+    same_one = sum(np.array_equal(encoder.encode_one(q), encoder.encode([q])[0]) for q in questions)
+    for step in steps.values():  # warm-up: executor thread, allocator, each session's first runs
+        for i in range(5):
+            await _call(step, f"warm-up question number {i}?")
+
+    conn = None
+    if database is not None:
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(database, autocommit=True)
+    wall: dict[str, list[float]] = {name: [] for name in steps}
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    names = list(steps)
+    try:
+        for n, question in enumerate(questions):
+            for name in names[n % len(names) :] + names[: n % len(names)]:
+                c0, t0 = time.process_time(), time.perf_counter()
+                await _call(steps[name], question)
+                if conn is not None:
+                    await conn.execute(SQL_AFTER)
+                wall[name].append((time.perf_counter() - t0) * 1000)
+                cpu[name].append((time.process_time() - c0) * 1000)
+    finally:
+        if conn is not None:
+            await conn.close()
+
+    what = "embedding, then a few ms of SQL on an embedded PostgreSQL" if conn is not None else "embedding alone"
+    print(f"## The search question's embedding ({len(questions)} LoCoMo dev questions, {what})\n")
+    print("Interleaved per question, order rotated; CPU: this process's, all threads, per call.\n")
+    print("| step | wall p50 ms | wall p95 ms | CPU ms per call |\n|---|---:|---:|---:|")
+    for name in names:
+        print(
+            f"| {name} | {percentile(wall[name], 0.50):.2f} | {percentile(wall[name], 0.95):.2f} |"
+            f" {sum(cpu[name]) / len(cpu[name]):.2f} |"
+        )
+    print(f"\n`embed_query` bitwise equal to the previous path: {same} of {len(questions)} questions;")
+    print(f"`encode_one` bitwise equal to `encode([q])`: {same_one} of {len(questions)}.")
+
+
+async def _call(step: Callable[[str], Awaitable[object] | object], text: str) -> None:
+    result = step(text)
+    if inspect.isawaitable(result):
+        await result
+
+
+async def _question_path_main(questions: list[str], cache_dir: Path, with_database: bool) -> None:
+    if not with_database:
+        await _run_question_path(questions, cache_dir, None)
+        return
+    from bench.embedded import migrated
+
+    async with migrated(os.environ.get("MEMORY_DATABASE_URL"), prefix="embedding-latency-") as url:
+        await _run_question_path(questions, cache_dir, url)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -154,11 +293,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--round", type=int, default=20, help="questions per interleaved round")
     ap.add_argument("--batches", type=int, default=10, help="batches of 64 facts per runtime")
     ap.add_argument("--cache-dir", type=Path, default=None, help="ONNX cache (default: a fresh temporary one)")
+    ap.add_argument("--question-path", action="store_true", help="the search question's path, step by step")
+    ap.add_argument("--database", action="store_true", help="with --question-path: SQL after each embedding")
     args = ap.parse_args(argv)
     if not local_available():
         print("the [local] extra is not installed: nothing to measure")
         return 1
     questions, source = _questions(args.questions, args.calls)
+    if args.question_path:
+        cache = args.cache_dir or MemorySettings().data_dir / "onnx"
+        asyncio.run(_question_path_main(questions, cache, args.database))
+        return 0
     with tempfile.TemporaryDirectory(prefix="embedding-latency-") as tmp:
         cache = args.cache_dir or Path(tmp)
         asyncio.run(_run(questions, source, max(1, args.round), max(1, args.batches), cache))
