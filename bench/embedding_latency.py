@@ -35,6 +35,8 @@ import asyncio
 import inspect
 import json
 import os
+import random
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -163,10 +165,11 @@ async def _run(questions: list[str], source: str, round_size: int, batches: int,
 
 # The search question's path (`--question-path`).
 
-SQL_AFTER = "select count(*) from generate_series(1, 300000) g where g % 7 = 3"
+SQL_AFTER = "select count(*) from generate_series(1, 15000) g where g % 7 = 3"
 """A query that costs the server a few ms of CPU, standing in for the search's SQL after the embedding."""
 
 THREAD_VARIANTS: dict[str, tuple[int, dict[str, str]]] = {
+    "1 thread (the default)": (1, {}),
     "2 threads, spinning (onnxruntime's default)": (2, {}),
     "2 threads, spinning stopped after each run": (2, {"session.force_spinning_stop": "1"}),
     "2 threads, no spinning": (2, {"session.intra_op.allow_spinning": "0"}),
@@ -197,7 +200,7 @@ def _question_embedder(encoder: OnnxEncoder, key: str) -> MemoryEmbedder:
     return embedder
 
 
-async def _run_question_path(questions: list[str], cache_dir: Path, database: str | None) -> None:
+async def _run_question_path(questions: list[str], cache_dir: Path, database: str | None, threads_rounds: int) -> None:
     encoder = local.onnx_encoder(cache_dir)
     if encoder is None:
         raise SystemExit("onnxruntime could not be used (see the warning above)")
@@ -214,7 +217,8 @@ async def _run_question_path(questions: list[str], cache_dir: Path, database: st
     async def previous(text: str) -> list[tuple[float, ...]]:
         return await memory.embed_documents([text])
 
-    steps: dict[str, Callable[[str], Awaitable[object] | object]] = {
+    Step = Callable[[str], Awaitable[object] | object]
+    steps: dict[str, Step] = {
         "previous path: `embed_documents([q])` (batch of one, thread, 2 conversions)": previous,
         "`MemoryEmbedder.embed_query` (the searcher's call)": memory.embed_query,
         "the same on the event loop (`embed_query_sync`; not used)": model.embed_query_sync,
@@ -222,16 +226,11 @@ async def _run_question_path(questions: list[str], cache_dir: Path, database: st
         "`OnnxEncoder.encode_one(q)`": encoder.encode_one,
         "`session.run` alone (the model's arithmetic)": run_only,
     }
-    for label, (threads, config) in THREAD_VARIANTS.items():
-        steps[f"`embed_query`, {label}"] = _question_embedder(
-            _encoder_with(encoder, threads, config), label
-        ).embed_query
-
     same = 0
     for question in questions:
         same += [await memory.embed_query(question)] == await previous(question)
     same_one = sum(np.array_equal(encoder.encode_one(q), encoder.encode([q])[0]) for q in questions)
-    for step in steps.values():  # warm-up: executor thread, allocator, each session's first runs
+    for step in steps.values():  # warm-up: executor thread, allocator, first runs
         for i in range(5):
             await _call(step, f"warm-up question number {i}?")
 
@@ -240,33 +239,93 @@ async def _run_question_path(questions: list[str], cache_dir: Path, database: st
         import psycopg
 
         conn = await psycopg.AsyncConnection.connect(database, autocommit=True)
-    wall: dict[str, list[float]] = {name: [] for name in steps}
-    cpu: dict[str, list[float]] = {name: [] for name in steps}
-    names = list(steps)
+    what = "embedding, then a few ms of SQL on an embedded PostgreSQL" if conn is not None else "embedding alone"
+    print(f"## The search question's embedding ({len(questions)} LoCoMo dev questions, {what})\n")
+    print("Interleaved per question, order shuffled; CPU: this process's (all its threads) per call.\n")
     try:
+        wall: dict[str, list[float]] = {name: [] for name in steps}
+        cpu: dict[str, list[float]] = {name: [] for name in steps}
         for n, question in enumerate(questions):
-            for name in names[n % len(names) :] + names[: n % len(names)]:
+            order = list(steps)
+            random.Random(n).shuffle(order)
+            for name in order:
                 c0, t0 = time.process_time(), time.perf_counter()
                 await _call(steps[name], question)
                 if conn is not None:
                     await conn.execute(SQL_AFTER)
                 wall[name].append((time.perf_counter() - t0) * 1000)
                 cpu[name].append((time.process_time() - c0) * 1000)
+        _print_steps(wall, cpu)
+        if threads_rounds:
+            await _thread_variants(questions, cache_dir, database, threads_rounds)
     finally:
         if conn is not None:
             await conn.close()
+    print(f"`embed_query` bitwise equal to the previous path: {same} of {len(questions)} questions;")
+    print(f"`encode_one` bitwise equal to `encode([q])`: {same_one} of {len(questions)}.")
 
-    what = "embedding, then a few ms of SQL on an embedded PostgreSQL" if conn is not None else "embedding alone"
-    print(f"## The search question's embedding ({len(questions)} LoCoMo dev questions, {what})\n")
-    print("Interleaved per question, order rotated; CPU: this process's, all threads, per call.\n")
+
+def _print_steps(wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> None:
     print("| step | wall p50 ms | wall p95 ms | CPU ms per call |\n|---|---:|---:|---:|")
-    for name in names:
+    for name in wall:
         print(
             f"| {name} | {percentile(wall[name], 0.50):.2f} | {percentile(wall[name], 0.95):.2f} |"
             f" {sum(cpu[name]) / len(cpu[name]):.2f} |"
         )
-    print(f"\n`embed_query` bitwise equal to the previous path: {same} of {len(questions)} questions;")
-    print(f"`encode_one` bitwise equal to `encode([q])`: {same_one} of {len(questions)}.")
+    print()
+
+
+async def _thread_variants(questions: list[str], cache_dir: Path, database: str | None, rounds: int) -> None:
+    """`embed_query` on sessions of 1 or 2 intra-op threads, each in a process of its own (in one process, a
+    session's threads still spinning after its run would be charged to the next step), the processes alternating:
+    `rounds` rounds, each a slice of the questions per variant, the order shuffled each round."""
+    wall: dict[str, list[float]] = {name: [] for name in THREAD_VARIANTS}
+    cpu: dict[str, list[float]] = {name: [] for name in THREAD_VARIANTS}
+    size = max(1, len(questions) // rounds)
+    for r in range(rounds):
+        order = list(THREAD_VARIANTS)
+        random.Random(r).shuffle(order)
+        for name in order:
+            worker = [sys.executable, "-m", "bench.embedding_latency", "--thread-worker", name, "--cache-dir"]
+            worker += [str(cache_dir), "--offset", str(r * size), "--calls", str(size)]
+            if database is not None:
+                worker += ["--database-url", database]
+            done = await asyncio.create_subprocess_exec(*worker, stdout=asyncio.subprocess.PIPE)
+            out, _ = await done.communicate()
+            if done.returncode != 0:
+                raise SystemExit(f"thread worker {name!r} failed")
+            result = json.loads(out.decode().splitlines()[-1])
+            wall[name].extend(result["wall"])
+            cpu[name].extend(result["cpu"])
+    print(f"`embed_query` by intra-op threads: {rounds} rounds of alternating processes, {size} questions each.\n")
+    _print_steps(wall, cpu)
+
+
+async def _thread_worker(name: str, questions: list[str], cache_dir: Path, database: str | None) -> None:
+    encoder = local.onnx_encoder(cache_dir)
+    if encoder is None:
+        raise SystemExit("onnxruntime could not be used")
+    threads, config = THREAD_VARIANTS[name]
+    memory = _question_embedder(encoder if threads == 1 else _encoder_with(encoder, threads, config), name)
+    for i in range(10):
+        await memory.embed_query(f"warm-up question number {i}?")
+    conn = None
+    if database is not None:
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(database, autocommit=True)
+        await conn.execute(SQL_AFTER)
+    wall, cpu = [], []
+    for question in questions:
+        c0, t0 = time.process_time(), time.perf_counter()
+        await memory.embed_query(question)
+        if conn is not None:
+            await conn.execute(SQL_AFTER)
+        wall.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
+    if conn is not None:
+        await conn.close()
+    print(json.dumps({"wall": wall, "cpu": cpu}))
 
 
 async def _call(step: Callable[[str], Awaitable[object] | object], text: str) -> None:
@@ -275,14 +334,14 @@ async def _call(step: Callable[[str], Awaitable[object] | object], text: str) ->
         await result
 
 
-async def _question_path_main(questions: list[str], cache_dir: Path, with_database: bool) -> None:
+async def _question_path_main(questions: list[str], cache_dir: Path, with_database: bool, rounds: int) -> None:
     if not with_database:
-        await _run_question_path(questions, cache_dir, None)
+        await _run_question_path(questions, cache_dir, None, rounds)
         return
     from bench.embedded import migrated
 
     async with migrated(os.environ.get("MEMORY_DATABASE_URL"), prefix="embedding-latency-") as url:
-        await _run_question_path(questions, cache_dir, url)
+        await _run_question_path(questions, cache_dir, url, rounds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,14 +354,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=None, help="ONNX cache (default: a fresh temporary one)")
     ap.add_argument("--question-path", action="store_true", help="the search question's path, step by step")
     ap.add_argument("--database", action="store_true", help="with --question-path: SQL after each embedding")
+    ap.add_argument("--thread-rounds", type=int, default=4, help="with --question-path: 0 skips the threads table")
+    ap.add_argument("--thread-worker", choices=list(THREAD_VARIANTS), help=argparse.SUPPRESS)
+    ap.add_argument("--offset", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--database-url", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if not local_available():
         print("the [local] extra is not installed: nothing to measure")
         return 1
+    cache = args.cache_dir or MemorySettings().data_dir / "onnx"
+    if args.thread_worker:
+        questions = _questions(args.questions, args.offset + args.calls)[0][args.offset :]
+        asyncio.run(_thread_worker(args.thread_worker, questions, cache, args.database_url))
+        return 0
     questions, source = _questions(args.questions, args.calls)
     if args.question_path:
-        cache = args.cache_dir or MemorySettings().data_dir / "onnx"
-        asyncio.run(_question_path_main(questions, cache, args.database))
+        asyncio.run(_question_path_main(questions, cache, args.database, max(0, args.thread_rounds)))
         return 0
     with tempfile.TemporaryDirectory(prefix="embedding-latency-") as tmp:
         cache = args.cache_dir or Path(tmp)
