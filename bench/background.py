@@ -31,10 +31,9 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from bench.embedded import migrated_database
 from bench.tables import percentile
 from memory_plugin import MemoryCapability, MemoryDeps, MemoryManager, MemorySettings
-from memory_plugin.database import EmbeddedPostgres
-from memory_plugin.database.migrations import migrate
 from memory_plugin.extraction import LLMExtractor
 from memory_plugin.models import Message
 
@@ -147,13 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         url, data_dir, job_seconds = args.worker
         asyncio.run(_worker(url, data_dir, float(job_seconds)))
         return 0
-    with tempfile.TemporaryDirectory(prefix="background-bench-") as tmp:
-        embedded = EmbeddedPostgres(Path(tmp))
-        url = embedded.start()
+    # tmp: the `data_dir` the manager and the worker processes share.
+    with tempfile.TemporaryDirectory(prefix="background-bench-") as tmp, migrated_database("background-bench-") as url:
 
         async def run() -> None:
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                await migrate(conn)
             print(f"## `agent.run` with an extraction model of {args.extraction_seconds:g} s (every turn triggers)\n")
             print("| extraction | turns | p50 ms | p95 ms | max ms |")
             print("|---|---:|---:|---:|---:|")
@@ -170,10 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 rate = await _drain(url, tmp, workers, args.jobs, args.job_seconds)
                 print(f"| {workers} | {rate:.1f} |")
 
-        try:
-            asyncio.run(run())
-        finally:
-            embedded.stop()
+        asyncio.run(run())
     return 0
 
 

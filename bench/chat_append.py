@@ -14,20 +14,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
+from bench.embedded import migrated
 from bench.tables import percentile
 from memory_plugin.chats.postgres import _COLUMNS, APPEND_SQL, CREATE_SQL
-from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.calls import IDENTITY_PRELUDE_SQL, run_after_prelude, user_claims
-from memory_plugin.database.migrations import migrate
 
 # The append before `chat_append` (one UPDATE returning the chat, the same columns), kept as the baseline.
 BARE_UPDATE_SQL = (
@@ -77,15 +74,8 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200 turns")
     args = parser.parse_args()
     turns = 200 if args.quick else 1000
-    with tempfile.TemporaryDirectory() as tmp:
-        embedded = EmbeddedPostgres(Path(tmp))
-        url = await asyncio.to_thread(embedded.start)
-        try:
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                await migrate(conn)
-            timings = await _run(url, turns)
-        finally:
-            await asyncio.to_thread(embedded.stop)
+    async with migrated(None) as url:
+        timings = await _run(url, turns)
     base = percentile(timings["bare UPDATE"], 0.5)
     print(f"Append statement while a chat grows to {turns:,} turns (2 per append), ms:\n")
     print("| append | p50 | p95 | max | p50 / bare UPDATE |")

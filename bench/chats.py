@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import socket
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,6 +33,7 @@ from pydantic_ai.embeddings import TestEmbeddingModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import UsageLimits
 
+from bench.embedded import migrated_database
 from bench.tables import percentile
 from memory_plugin.api.app import ApiServices, create_app
 from memory_plugin.api.auth import TokenVerifier
@@ -42,8 +41,6 @@ from memory_plugin.chats import ChatService, PostgresChatStore
 from memory_plugin.chats.compaction import turn_text
 from memory_plugin.chats.conversations import PostgresConversationStore
 from memory_plugin.chats.service import from_json
-from memory_plugin.database import EmbeddedPostgres
-from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import EMBEDDING_DIMENSIONS, MemoryEmbedder
 from memory_plugin.models import Message
 from memory_plugin.session import SessionBackend, SessionStore
@@ -228,20 +225,13 @@ def main() -> None:
     parser.add_argument("--redis-url", help="also measure the Redis session backend on this server")
     args = parser.parse_args()
     turns, chats, seconds = (200, 50, 3.0) if args.quick else (1000, 200, 10.0)
-    with tempfile.TemporaryDirectory(prefix="memory-plugin-bench-") as tmp:
-        embedded = EmbeddedPostgres(Path(tmp))
-        url = embedded.start()
-        try:
+    with migrated_database("memory-plugin-bench-") as url:
 
-            async def run() -> None:
-                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                    await migrate(conn)
-                await _bench(url, turns, chats, seconds)
-                await asyncio.to_thread(_session_latency, url, 200 if args.quick else 2000, args.redis_url)
+        async def run() -> None:
+            await _bench(url, turns, chats, seconds)
+            await asyncio.to_thread(_session_latency, url, 200 if args.quick else 2000, args.redis_url)
 
-            asyncio.run(run())
-        finally:
-            embedded.stop()
+        asyncio.run(run())
 
 
 if __name__ == "__main__":

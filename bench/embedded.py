@@ -1,4 +1,5 @@
-"""A throwaway embedded PostgreSQL for a benchmark: started in a temporary directory, migrated, removed after."""
+"""A throwaway embedded PostgreSQL for a benchmark: started in a temporary directory, migrated, removed after;
+and the settings a bench's manager opens on such a database."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import psycopg
+from pydantic import SecretStr
 
+from memory_plugin import MemorySettings
 from memory_plugin.database import EmbeddedPostgres
 from memory_plugin.database.migrations import migrate
 
-__all__ = ["migrated", "migrated_database"]
+__all__ = ["database_settings", "migrated", "migrated_database"]
 
 
 async def _migrate(url: str) -> None:
@@ -50,3 +53,15 @@ async def migrated(database_url: str | None, prefix: str = "memory-plugin-bench-
             yield url
         finally:
             await asyncio.to_thread(embedded.stop)
+
+
+def database_settings(database_url: str) -> MemorySettings:
+    """A manager's settings on a database `migrated` already: no migration at open, a pool of 1 to 2 connections,
+    embeddings off (the bench measures the database path)."""
+    return MemorySettings(
+        database_url=SecretStr(database_url),
+        auto_migrate=False,
+        pool_min_size=1,
+        pool_max_size=2,
+        embedding_model="none",
+    )

@@ -21,7 +21,6 @@ import asyncio
 import json
 import math
 import re
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +29,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from bench.embedded import migrated_database
 from bench.locomo import turn_note
-from memory_plugin.database import EmbeddedPostgres
-from memory_plugin.database.migrations import migrate
 from memory_plugin.embeddings import local_embedder
 from memory_plugin.retrieval import SearchWeights, analyze_query
 from memory_plugin.retrieval.search import TIME_EXPRESSION
@@ -51,26 +49,20 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 
 def _lexemes(texts: list[str]) -> list[Counter[str]]:
-    with tempfile.TemporaryDirectory(prefix="locomo-lab-") as tmp:
-        server = EmbeddedPostgres(Path(tmp))
-        url = server.start()
-        try:
+    with migrated_database("locomo-lab-") as url:
 
-            async def run() -> list[Counter[str]]:
-                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                    await migrate(conn)
-                    cur = await conn.execute(
-                        "select array(select u.lexeme || ':' || cardinality(u.positions)"
-                        " from unnest(memory_private.memory_tsvector(x)) as u) from unnest(%s::text[]) with ordinality"
-                        " as t(x, n) order by n",
-                        (texts,),
-                    )
-                    rows = await cur.fetchall()
-                return [Counter({t.rsplit(":", 1)[0]: int(t.rsplit(":", 1)[1]) for t in row[0]}) for row in rows]
+        async def run() -> list[Counter[str]]:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                cur = await conn.execute(
+                    "select array(select u.lexeme || ':' || cardinality(u.positions)"
+                    " from unnest(memory_private.memory_tsvector(x)) as u) from unnest(%s::text[]) with ordinality"
+                    " as t(x, n) order by n",
+                    (texts,),
+                )
+                rows = await cur.fetchall()
+            return [Counter({t.rsplit(":", 1)[0]: int(t.rsplit(":", 1)[1]) for t in row[0]}) for row in rows]
 
-            return asyncio.run(run())
-        finally:
-            server.stop()
+        return asyncio.run(run())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,8 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import psycopg
-from pydantic import SecretStr
 
-from bench.embedded import migrated
+from bench.embedded import database_settings, migrated
 from bench.run_sizes import CONTEXT_P95_TARGET_MS, RLS_PRELUDE_TARGET_MS, RLS_PRELUDE_TARGET_PCT, Sizes
 from bench.run_sizes import percentile as _percentile
 from bench.run_sizes import verdict as _verdict
@@ -21,7 +20,6 @@ from bench.tables import BenchTable
 from memory_plugin import (
     MemorizedFact,
     MemoryManager,
-    MemorySettings,
     MemoryUpdate,
     Message,
     PostgresStore,
@@ -162,15 +160,9 @@ async def _bench_context(sizes: Sizes, database_url: str) -> list[BenchTable]:
         ],
     )
     largest = max(sizes.fact_counts)
-    # embedding_model "none": these tables measure the database path; writes and searches with embeddings
-    # are measured by bench/locomo.py and bench/retrieval_latency.py.
-    settings = MemorySettings(
-        database_url=SecretStr(database_url),
-        auto_migrate=False,
-        pool_min_size=1,
-        pool_max_size=2,
-        embedding_model="none",
-    )
+    # Embeddings off: these tables measure the database path; writes and searches with embeddings are measured
+    # by bench/locomo.py and bench/retrieval_latency.py.
+    settings = database_settings(database_url)
     async with MemoryManager.open(settings) as memory:
         for n in sizes.fact_counts:
             timings = await _time_context(memory, users[n], sizes.warmup_calls, sizes.timed_calls)

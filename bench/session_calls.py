@@ -13,21 +13,15 @@ relative to the first `--before` checkout in the same round, and of the process'
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import psycopg
-
-from memory_plugin.database import EmbeddedPostgres
-from memory_plugin.database.migrations import migrate
-
+from .embedded import migrated_database
 from .tables import BenchTable, to_markdown
 
 __all__ = ["main"]
@@ -142,23 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     checkouts = {str(path): path for path in [*args.before, args.after]}
     first = str(args.before[0])
     runs: dict[str, dict[str, list[Sample]]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-sessions-") as tmp:
-        server = EmbeddedPostgres(Path(tmp))
-        url = server.start()
-        try:
-
-            async def migrated() -> None:
-                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                    await migrate(conn)
-
-            asyncio.run(migrated())
-            for _ in range(args.rounds):
-                for mode in ("manager", "store"):
-                    for call, sides in _round(url, checkouts, mode, args.calls).items():
-                        for side, sample in sides.items():
-                            runs.setdefault(call, {}).setdefault(side, []).append(sample)
-        finally:
-            server.stop()
+    with migrated_database("bench-sessions-") as url:
+        for _ in range(args.rounds):
+            for mode in ("manager", "store"):
+                for call, sides in _round(url, checkouts, mode, args.calls).items():
+                    for side, sample in sides.items():
+                        runs.setdefault(call, {}).setdefault(side, []).append(sample)
     table = BenchTable(
         key="session_calls",
         title=f"Postgres session calls, {args.rounds} rounds of {args.calls} calls, every checkout at once",

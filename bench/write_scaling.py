@@ -26,25 +26,20 @@ import asyncio
 import json
 import os
 import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from uuid import UUID, uuid4
 
 import psycopg
-from pydantic import SecretStr
 from rich.console import Console
 
+from bench.embedded import database_settings, migrated
 from bench.tables import BenchTable, render
 from bench.write_load import bench_facts, bulk_load
-from memory_plugin import MemoryManager, MemorySettings, MemoryUpdate, ResilientStore
-from memory_plugin.database import EmbeddedPostgres
-from memory_plugin.database.migrations import migrate
+from memory_plugin import MemoryManager, MemoryUpdate, ResilientStore
 from memory_plugin.embeddings.factory import local_available
 from memory_plugin.write.items import items_from_update
 
@@ -250,19 +245,8 @@ def _plan(url: str, user: UUID, start: int) -> BenchTable:
 
 async def bench_write_scaling(sizes: Sizes) -> list[BenchTable]:
     """The three tables, on an embedded PostgreSQL in a temporary directory."""
-    tmp = Path(tempfile.mkdtemp(prefix="memory-plugin-write-scaling-"))
-    server = EmbeddedPostgres(tmp, database="memory_bench")
-    url = await asyncio.to_thread(server.start)
-    try:
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            await migrate(conn)
-        settings = MemorySettings(
-            database_url=SecretStr(url),
-            auto_migrate=False,
-            pool_min_size=1,
-            pool_max_size=2,
-            embedding_model="none",
-        )
+    async with migrated(None, prefix="memory-plugin-write-scaling-") as url:
+        settings = database_settings(url)
         async with MemoryManager.open(settings) as memory:
             scaling, largest = await _scaling(memory, url, sizes, sizes.fact_counts)
             acceptance = await _acceptance(memory, sizes.acceptance_facts)
@@ -279,9 +263,6 @@ async def bench_write_scaling(sizes: Sizes) -> list[BenchTable]:
             )
             tables.append(embedded)
         return tables
-    finally:
-        await asyncio.to_thread(server.stop)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,22 +9,18 @@ from two checkouts (`PYTHONPATH=<checkout>`) to compare versions. Linux only (`/
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from uuid import UUID, uuid4
 
 import psycopg
 
+from bench.embedded import migrated_database
 from bench.write_load import bench_facts
-from memory_plugin.database import EmbeddedPostgres
-from memory_plugin.database.migrations import migrate
 from memory_plugin.write.items import items_from_update
 
 __all__ = ["main"]
@@ -88,23 +84,11 @@ def _run(url: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the markdown table."""
     del argv
-    tmp = Path(tempfile.mkdtemp(prefix="memory-plugin-write-cpu-"))
-    server = EmbeddedPostgres(tmp, database="memory_bench")
-    url = server.start()
-    try:
-
-        async def prepare() -> None:
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                await migrate(conn)
-
-        asyncio.run(prepare())
+    with migrated_database("memory-plugin-write-cpu-") as url:
         print("| user holds | 1,000 new facts (5 statements) | one-fact statement |")
         print("|---|---:|---:|")
         for row in _run(url):
             print(row)
-    finally:
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

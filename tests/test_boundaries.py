@@ -189,9 +189,10 @@ async def test_describe_never_shows_the_database_password() -> None:
         InMemoryStore(),
         database_url="postgresql://memory_plugin_app:S3cret-pass@db.example:5432/postgres",
     )
-    described = memory.describe()
+    described = await memory.describe()
     assert "S3cret" not in str(described)
     assert described["database_url"] == "postgresql://memory_plugin_app:***@db.example:5432/postgres"
+    assert described["live_sessions"] == 0  # the RAM sessions, counted inline
 
 
 async def test_one_user_writing_too_fast_is_refused_whole_and_others_are_not(user_id: UUID) -> None:

@@ -418,7 +418,7 @@ async def test_open_without_database_url_starts_the_embedded_default(tmp_path: P
         async with MemoryManager.open(settings) as memory:
             assert memory.database_url is not None
             assert memory.database_url.startswith("postgresql://")
-            assert memory.describe()["backend"] == "postgres"
+            assert (await memory.describe())["backend"] == "postgres"
             assert (tmp_path / "postgres" / "PG_VERSION").exists()
             await memory.update_memory(MemoryUpdate(user_id=user, new_facts=[fact("Prefiere bronce")]))
             url = memory.database_url

@@ -104,7 +104,7 @@ async def test_two_managers_on_redis_share_a_session(redis_url: str, pg_settings
         await first.add_message(sid, msg("Necesito 40 soportes anodizados"), user_id=user)
         short = await second.get_short_term(sid, user_id=user)
         assert [m.content for m in short.messages] == ["Necesito 40 soportes anodizados"]
-        assert second.describe()["live_sessions"] >= 1
+        assert (await second.describe())["live_sessions"] >= 1
 
 
 async def test_a_missing_or_unreachable_redis_is_a_clear_error(pg_settings: MemorySettings) -> None:

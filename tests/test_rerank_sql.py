@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import pytest
+from postgrest_transport import supabase_store
 
 from memory_plugin import MemoryManager, Note
 from memory_plugin.errors import MemoryPluginError
@@ -90,6 +91,34 @@ async def test_the_database_reranks_as_the_python_reranker_does(pg_memory: Memor
     hits = await pg_memory.search(user_id, _QUESTIONS[0], limit=10)
     assert all(h.hybrid is not None for h in hits)
     assert any(h.score != h.hybrid for h in hits)
+
+
+async def test_the_supabase_store_sends_the_reranking_through_postgrest(
+    pg_memory: MemoryManager, user_id: UUID, database_url: str
+) -> None:
+    await pg_memory.remember_many(user_id, _notes(random.Random(7)))
+    searcher = pg_memory._searcher
+    assert searcher.embedder is not None
+    question = _QUESTIONS[2]  # names, a number, "how many": the second set of weights
+    query = SearchQuery(
+        text=question,
+        limit=10,
+        embedding=await searcher.embedder.embed_query(question),
+        model=searcher.embedder.name,
+        weights=searcher.weights,
+        analysis=analyze_query(question),
+        now=_NOW,
+        rerank=rerank_query(question, 100, searcher.rerank_weights, searcher.several_weights),
+    )
+    through_postgrest = supabase_store(database_url)
+
+    try:
+        got = await through_postgrest.search(user_id, query)
+    finally:
+        await through_postgrest.close()
+
+    assert _comparable(got) == _comparable(await searcher.store.search(user_id, query))
+    assert len(got) == 10
 
 
 async def test_the_names_are_found_whole_accent_and_case_insensitively(pg_memory: MemoryManager, user_id: UUID) -> None:

@@ -631,7 +631,7 @@ async def test_the_manager_wraps_its_own_store_and_uses_a_given_one_as_is(
     async with MemoryManager.open(pg_settings.model_copy(update={"data_dir": tmp_path})) as memory:
         assert isinstance(memory.store, ResilientStore)
         assert isinstance(memory.store.primary, PostgresStore)
-        assert memory.describe()["backend"] == "postgres"
+        assert (await memory.describe())["backend"] == "postgres"
     unwrapped = pg_settings.model_copy(update={"data_dir": tmp_path, "resilient_store": False})
     async with MemoryManager.open(unwrapped) as memory:
         assert isinstance(memory.store, PostgresStore)

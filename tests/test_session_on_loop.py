@@ -5,6 +5,7 @@ calls, which would need a worker thread."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from uuid import uuid4
 
@@ -119,3 +120,31 @@ async def test_each_call_is_at_most_two_round_trips(
         assert await round_trips(memory.get_short_term(session, user_id=user)) == 1
         assert await round_trips(memory.update_session_entities(session, {"materials": ["latón"]})) == 2
         assert await round_trips(memory.update_session_intents(session, "budget_request", user_id=user)) == 2
+
+
+async def test_describe_counts_live_sessions_on_the_pool_without_a_thread(
+    pg_settings: MemorySettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = pg_settings.model_copy(update={"session_backend": "postgres", "embedding_model": "none"})
+    async with MemoryManager.open(settings) as memory:
+        before = (await memory.describe())["live_sessions"]
+        for _ in range(2):
+            await memory.get_memory_context(f"s-{uuid4().hex}", uuid4())  # a live session each
+
+        def threaded(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the session count went through a worker thread")
+
+        monkeypatch.setattr(ThreadPoolExecutor, "submit", threaded)
+        monkeypatch.setattr(asyncio.get_running_loop(), "run_in_executor", threaded)
+        assert (await memory.describe())["live_sessions"] == before + 2
+
+
+async def test_a_synchronous_call_on_the_pools_own_loop_is_refused_not_left_waiting(
+    pg_settings: MemorySettings,
+) -> None:
+    settings = pg_settings.model_copy(update={"session_backend": "postgres", "embedding_model": "none"})
+    async with MemoryManager.open(settings) as memory:
+        with pytest.raises(RuntimeError, match="on_loop"):
+            memory._sessions.snapshot(f"s-{uuid4().hex}", user_id=uuid4())
+        with pytest.raises(RuntimeError, match="on_loop"):
+            len(memory._sessions)  # type: ignore[arg-type]  # the store is Sized, its protocol is not

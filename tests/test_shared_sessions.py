@@ -164,7 +164,7 @@ async def test_two_managers_with_the_postgres_backend_share_a_session(pg_setting
         await first.add_message(sid, msg("Necesito 40 soportes anodizados"), user_id=user)
         short = await second.get_short_term(sid, user_id=user)
         assert [m.content for m in short.messages] == ["Necesito 40 soportes anodizados"]
-        assert second.describe()["live_sessions"] >= 1
+        assert (await second.describe())["live_sessions"] >= 1
 
 
 def test_a_write_over_the_databases_size_bound_is_a_typed_refusal(database_url: str, sid: str) -> None:

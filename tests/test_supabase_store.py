@@ -417,7 +417,7 @@ async def test_manager_uses_and_closes_the_store(api: respx.MockRouter, user_id:
     api.get("/user_memory").respond(200, json=[row(user_id)])
     store = SupabaseStore(API_URL, ANON_KEY, access_token=cached_token)
     async with MemoryManager.open(MemorySettings(), store=store) as memory:
-        assert memory.describe()["backend"] == "supabase"
+        assert (await memory.describe())["backend"] == "supabase"
         assert [r.content for r in await memory.list_memory(user_id)] == ["Prefiere aluminio 7075"]
         assert memory.database_url is None
     http = store.client.options.httpx_client

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping, Sized
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -112,13 +112,15 @@ class ControlFacade(LongTermFacade):
             queue = None
         return dataclasses.replace(status, queue=queue)
 
-    def describe(self) -> dict[str, Any]:
-        """Backend, extractor and counters, for logs and status pages (the database URL without its password)."""
+    async def describe(self) -> dict[str, Any]:
+        """Backend, extractor, live sessions and counters, for logs and status pages (the database URL without its
+        password). Postgres sessions are counted by one query awaited on the manager's pool, Redis's in a worker
+        thread, the RAM store's inline."""
         stats = self.stats
         return {
             "backend": self.store.backend_name,
             "database_url": masked_url(self.database_url) if self.database_url else None,
             "extractor": self.extractor.name,
-            "live_sessions": len(self._sessions) if isinstance(self._sessions, Sized) else None,
+            "live_sessions": await self._session_calls.live(),
             "stats": {name: getattr(stats, name) for name in MemoryStats.__slots__},
         }

@@ -9,7 +9,7 @@ worker thread (`off_the_loop`), so the loop keeps serving other users meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
 from typing import Protocol
 from uuid import UUID
 
@@ -42,6 +42,10 @@ class SessionCalls(Protocol):
 
     async def expire(self) -> int:
         """See `SessionBackend.expire` (the sweeper's call)."""
+        ...
+
+    async def live(self) -> int | None:
+        """Live sessions of all users (`describe()`), or None when the backend does not count them."""
         ...
 
 
@@ -80,6 +84,13 @@ class ThreadedSessionCalls:
     async def expire(self) -> int:
         """See `SessionBackend.expire`."""
         return await off_the_loop(self._backend, self._backend.expire)
+
+    async def live(self) -> int | None:
+        """`len(backend)` when the backend counts its sessions, else None."""
+        backend = self._backend
+        if not isinstance(backend, Sized):
+            return None
+        return await off_the_loop(backend, backend.__len__)
 
 
 def session_calls(backend: SessionBackend) -> SessionCalls:

@@ -19,8 +19,8 @@ On the pool it is given: the manager's assembly hands it the one async pool of t
 each transaction switches to `memory_worker`, transaction-locally), and never has it close that pool; the
 manager, the extraction runner and the sweeper await its calls on that loop (`on_loop`: no worker thread).
 `connect(url)` opens a pool of its own on a loop thread of its own (tests, tools, other processes); the
-synchronous `SessionBackend` calls run their transaction on the pool's loop and wait. A synchronous call made on
-that loop itself (`describe()`'s session count) uses a one-off connection.
+synchronous `SessionBackend` calls run their transaction on the pool's loop and wait; made on that loop itself,
+they raise (the wait would never end): code on the loop awaits `on_loop`'s calls.
 Time is seconds of `clock` (wall time by default, shared across processes).
 Not implemented here: the RAM store's byte budgets (the per-user session cap bounds a user instead).
 """
@@ -32,11 +32,9 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, NamedTuple, TypeVar
 from uuid import UUID
 
-import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -188,27 +186,17 @@ class PostgresSessionStore(SessionLimits):
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is not self._loop:
-            return asyncio.run_coroutine_threadsafe(self._pooled(op), self._loop).result()
-        # Called on the pool's own loop (a synchronous caller such as `describe()`): waiting for that loop here
-        # would never end, so a one-off connection in a thread of its own serves the call.
-        with ThreadPoolExecutor(1, thread_name_prefix="memory_plugin-sessions") as thread:
-            return thread.submit(asyncio.run, self._one_off(op)).result()
+        if running is self._loop:
+            # Waiting here for the loop that must run the call would never end.
+            raise RuntimeError(
+                "a synchronous PostgresSessionStore call on the event loop of its pool: await the same call of"
+                " `store.on_loop` (or `memory_plugin.session.session_calls(store)`) instead"
+            )
+        return asyncio.run_coroutine_threadsafe(self._pooled(op), self._loop).result()
 
     async def _pooled(self, op: Callable[[Conn], Awaitable[T]]) -> T:
         with postgres_errors("the session operation"):  # typed: unreachable, over a limit, refused
             async with self._pool.connection() as conn:
-                return await op(conn)
-
-    async def _one_off(self, op: Callable[[Conn], Awaitable[T]]) -> T:
-        kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, dict) else {}
-        kwargs.update(row_factory=dict_row, autocommit=True)
-        info = self._pool.conninfo
-        conninfo = info if isinstance(info, str) else info()  # a pool may compute its conninfo per connection
-        if not isinstance(conninfo, str):
-            conninfo = await conninfo
-        with postgres_errors("the session operation"):
-            async with await psycopg.AsyncConnection.connect(conninfo, **kwargs) as conn:
                 return await op(conn)
 
     async def _message(self, conn: Conn, statements: list[str], params: Mapping[str, Any]) -> list[Result]:
@@ -449,6 +437,10 @@ class PostgresSessionCalls:
     async def expire(self) -> int:
         """See `PostgresSessionStore.expire`."""
         return await self._store._pooled(self._store._expire)
+
+    async def live(self) -> int:
+        """See `PostgresSessionStore.__len__`."""
+        return await self._store._pooled(self._store._live)
 
 
 def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:

@@ -185,12 +185,6 @@ begin
         end if;
     end if;
 
-    -- The `%` operator's threshold, for this transaction only: the trigram index then returns only rows at
-    -- least as similar as the threshold, and similarity() confirms each one exactly (memory_near_duplicate).
-    if p_near_duplicate_threshold <= 1 then
-        perform set_config('pg_trgm.similarity_threshold', greatest(p_near_duplicate_threshold, 0)::text, true);
-    end if;
-
     with raw as (
         select e.ord, i.*
           from jsonb_array_elements(p_items) with ordinality as e(item, ord),
