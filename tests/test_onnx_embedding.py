@@ -152,6 +152,16 @@ async def test_a_searchs_question_is_embedded_off_the_event_loop_with_the_same_f
     assert memory.model_calls == len(TEXTS)
 
 
+def test_more_threads_wait_without_spinning_and_give_the_same_floats(cache: Path, encoder: OnnxEncoder) -> None:
+    # Spinning threads keep a core busy after each question, the core the database then needs.
+    two = OnnxEncoder(encoder.pipeline, open_session(mapped_graph(encoder.path), 2), encoder.path)
+
+    assert two.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert encoder.session.get_session_options().intra_op_num_threads == 1
+    for text in TEXTS:
+        assert np.array_equal(two.encode_one(text), encoder.encode_one(text)), text
+
+
 async def test_facts_and_questions_both_run_on_onnxruntime(model: Any, cache: Path) -> None:
     # Stored facts and the questions that look for them: the same vectors as torch's, so that search finds its
     # own words, and vectors stored before (by torch) stay comparable.

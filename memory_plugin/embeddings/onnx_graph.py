@@ -133,7 +133,8 @@ def graph_path(model_dir: Path, cache_dir: Path) -> Path:
 
 class OnnxEncoder:
     """Embeds texts with the exported graph: `encode(texts)` returns one row per text, in order, L2-normalised
-    when the model normalises (MiniLM does) or `normalize` is asked."""
+    when the model normalises (MiniLM does) or `normalize` is asked; `encode_one(text)`, a search's question,
+    the same normalised row with ~0.1 ms less work around the model."""
 
     def __init__(self, pipeline: Pipeline, session: Any, path: Path) -> None:
         from tokenizers import Tokenizer
@@ -222,6 +223,11 @@ def open_session(path: Path, threads: int, *, optimize_to: Path | None = None) -
     # threads cause (see `local.LOCAL_THREADS`).
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    if threads != 1:
+        # More threads (`MEMORY_LOCAL_EMBEDDING_THREADS`) wait without spinning: spinning ones keep burning a
+        # core the database needs. 2 threads beside PostgreSQL: p95 12-29 ms and 7.3-11 ms of CPU per question
+        # without spinning, 14-61 ms and 13 ms with; the same floats either way.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if optimize_to is None:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     else:
