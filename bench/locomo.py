@@ -16,6 +16,16 @@ is set, and the offline MiniLM unless `--embedding-model` says otherwise.
 a conversation), and asks each question against all of it: a turn of another conversation counts as a miss.
 It shows whether the ranking holds up as a history grows (what capping or reordering postings would cost:
 the 200 newest postings per word instead of 500 lost 0.021 recall@10 there).
+
+`--rewrite-model MODEL` (a pydantic-ai model name, e.g. `openai:gpt-4o-mini`, its key in the environment) also
+searches every question with the optional LLM rewrite on (`search.rewrite_model`, `retrieval/rewrite.py`), each
+question both ways in turn: predictions in `<out>-rewrite.jsonl`, their own score table and latency rows (the
+model call included: each timed search asks the model afresh). The model is asked once before anything is
+stored; if it cannot answer the run stops there (exit status 2) rather than measure the plain search twice.
+`--rewrite-model offline-stand-in` is no model: two deterministic phrasings per question (its content words
+without wh-words and stop words, and its names alone), answered at once. It measures what the rewrite path itself
+costs (three more searches' embeddings, SQL and fusion) and how the fusion copes with weak phrasings; nothing
+about a real model's phrasings.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,12 +43,19 @@ import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.tables import percentile
 from memory_plugin import MemoryManager, MemorySettings, Note
+from memory_plugin.retrieval.rerank import question_entities
+from memory_plugin.retrieval.rewrite import QueryRewriter
 
-__all__ = ["PREVIOUS_RERANK_WEIGHTS", "main", "run"]
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models import Model
+    from pydantic_ai.models.function import AgentInfo
+
+__all__ = ["PREVIOUS_RERANK_WEIGHTS", "RewriteModelUnavailable", "main", "run"]
 
 PREVIOUS_RERANK_WEIGHTS = {
     "hybrid": 3.164, "text": 0.138, "vector": 0.372, "neighbour": -0.421, "speaker": 1.510, "date": 0.775,
@@ -49,6 +67,56 @@ PREVIOUS_RERANK_CANDIDATES = 100
 """dbc76bb's candidates to the reranker (each channel's best 150, as now)."""
 HYBRID_CANDIDATES = 50
 """Each channel's best, for the hybrid order alone (`--compare`: what the store returns without a reranker)."""
+
+
+PROBE_QUESTION = "When did Caroline go to the LGBTQ support group?"
+"""Asked of `--rewrite-model` before anything is stored: the run stops if the model cannot answer it."""
+
+
+STAND_IN = "offline-stand-in"
+"""`--rewrite-model` value of the offline stand-in (`stand_in_phrasings`), not a model."""
+_STOP_WORDS = frozenset({
+    "what", "when", "where", "who", "whom", "which", "why", "how", "did", "does", "do", "is", "was", "were", "are",
+    "the", "a", "an", "of", "to", "in", "on", "for", "with", "about", "and", "or", "her", "his", "their", "its",
+    "has", "have", "had", "be", "been", "that", "this", "would", "could", "might", "by", "at", "from", "as", "it",
+})  # fmt: skip
+
+
+def stand_in_phrasings(question: str) -> list[str]:
+    """The offline stand-in's phrasings: the question's content words, and its names and numbers alone."""
+    content = " ".join(w for w in re.findall(r"[\w'’-]+", question) if w.lower() not in _STOP_WORDS)
+    return [p for p in (content, " ".join(question_entities(question))) if p]
+
+
+def _stand_in_model() -> Model:
+    from pydantic_ai.messages import ModelResponse, ToolCallPart, UserPromptPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        part = messages[-1].parts[-1]
+        question = part.content if isinstance(part, UserPromptPart) and isinstance(part.content, str) else ""
+        queries = stand_in_phrasings(question.removeprefix("Question: "))
+        return ModelResponse(parts=[ToolCallPart(tool_name=info.output_tools[0].name, args={"queries": queries})])
+
+    return FunctionModel(answer, model_name=STAND_IN)
+
+
+class RewriteModelUnavailable(RuntimeError):
+    """The rewrite model could not answer the probe question (no key, no network, unknown model)."""
+
+
+async def _rewriter(model: Model | str) -> QueryRewriter:
+    """A rewriter for `model` that has answered `PROBE_QUESTION` (else `RewriteModelUnavailable`)."""
+    rewriter = QueryRewriter(model)
+    try:
+        await rewriter.ask(PROBE_QUESTION)
+    except Exception as exc:
+        raise RewriteModelUnavailable(
+            f"the rewrite model {rewriter.label!r} could not be reached ({exc!r}); set its provider's API key (e.g."
+            " OPENAI_API_KEY for openai:…) on a machine with network access, or leave --rewrite-model out"
+        ) from exc
+    rewriter.clear_cache()
+    return rewriter
 
 
 class _ServerCpu:
@@ -119,13 +187,19 @@ async def run(
     compare_path: Path | None = None,
     before_path: Path | None = None,
     latency_limit: int = 10,
+    rewrite_path: Path | None = None,
+    rewrite_model: Model | str | None = None,
 ) -> dict[str, Any]:
     """Store, search, write predictions; returns timings. `one_user`: every conversation in one history.
     `compare_path`: also search without the reranker (the hybrid order alone), each question both ways in
     turn, writing those predictions there; `before_path`: also with the previous reranker (dbc76bb: one
     set of weights, `PREVIOUS_RERANK_WEIGHTS`). Each search's CPU time is taken too: this process's (the embedding, the
     reranker) and the embedded server's (the SQL). Latency is timed on a search of `latency_limit` hits (what an agent
-    asks for), its question embedded afresh; the ranking scored is a second search of `limit` hits."""
+    asks for), its question embedded afresh; the ranking scored is a second search of `limit` hits. `rewrite_path`
+    and `rewrite_model`: also with the LLM rewrite (the model asked afresh by each timed search; the scored search
+    reuses its phrasings), writing those predictions there; `RewriteModelUnavailable` before anything is stored if
+    the model cannot answer."""
+    rewriter = await _rewriter(rewrite_model) if rewrite_path is not None and rewrite_model is not None else None
     turns = _read_jsonl(turns_path)
     questions = _read_jsonl(questions_path)
     by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -164,6 +238,8 @@ async def run(
             modes.append(("hybrid", hybrid_only, current, several, compare_path))
         if before_path is not None:
             modes.append(("before", previous, PREVIOUS_RERANK_WEIGHTS, None, before_path))
+        if rewriter is not None and rewrite_path is not None:
+            modes.append(("rewrite", reranked, current, several, rewrite_path))
         outs = {path: path.open("w", encoding="utf-8") for *_, path in modes}
         cache = getattr(memory.embedder, "_cache", None)  # the question-embedding cache: emptied before a timing
         server = _ServerCpu(settings.data_dir if settings.database_url is None else None)
@@ -180,8 +256,11 @@ async def run(
                         memory._searcher.weights = weights
                         memory._searcher.rerank_weights = rerank_weights
                         memory._searcher.several_weights = several_weights
+                        memory._searcher.rewriter = rewriter if mode == "rewrite" else None
                         if cache is not None:
                             cache.clear()  # every timed search embeds its question
+                        if rewriter is not None:
+                            rewriter.clear_cache()  # and asks the model
                         s0, c0, t0 = server.seconds(), time.process_time(), time.perf_counter()
                         hits = await memory.search(user, q["question"], limit=latency_limit)
                         latencies[mode].append(time.perf_counter() - t0)
@@ -197,6 +276,7 @@ async def run(
             memory._searcher.weights = reranked
             memory._searcher.rerank_weights = current
             memory._searcher.several_weights = several
+            memory._searcher.rewriter = None
             for f in outs.values():
                 f.close()
         embedder = memory.embedder.name if memory.embedder is not None else "none"
@@ -215,6 +295,9 @@ async def run(
         },
         "embedder": embedder,
         "refused": refused,
+        "rewrite": None
+        if rewriter is None
+        else {"model": rewriter.label, "calls": rewriter.stats.calls, "failures": rewriter.stats.failures},
     }
 
 
@@ -236,29 +319,40 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also search with the previous reranker (dbc76bb's weights, one set for every question)",
     )
+    ap.add_argument(
+        "--rewrite-model",
+        help="also search with the LLM rewrite of the question by this pydantic-ai model (e.g. openai:gpt-4o-mini)",
+    )
     args = ap.parse_args(argv)
     wall = time.perf_counter()
     hybrid_out = args.out.with_name(args.out.stem + "-hybrid" + args.out.suffix) if args.compare else None
     before_out = args.out.with_name(args.out.stem + "-before" + args.out.suffix) if args.before else None
+    rewrite_out = args.out.with_name(args.out.stem + "-rewrite" + args.out.suffix) if args.rewrite_model else None
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
         overrides: dict[str, Any] = {"embedding_model": args.embedding_model}
         base = MemorySettings()
         if base.database_url is None:
             overrides["data_dir"] = args.data_dir or Path(tmp)
         settings = base.model_copy(update=overrides)
-        timings = asyncio.run(
-            run(
-                args.turns,
-                args.questions,
-                args.out,
-                settings,
-                limit=args.limit,
-                one_user=args.one_user,
-                compare_path=hybrid_out,
-                before_path=before_out,
-                latency_limit=args.latency_limit,
+        try:
+            timings = asyncio.run(
+                run(
+                    args.turns,
+                    args.questions,
+                    args.out,
+                    settings,
+                    limit=args.limit,
+                    one_user=args.one_user,
+                    compare_path=hybrid_out,
+                    before_path=before_out,
+                    latency_limit=args.latency_limit,
+                    rewrite_path=rewrite_out,
+                    rewrite_model=_stand_in_model() if args.rewrite_model == STAND_IN else args.rewrite_model,
+                )
             )
-        )
+        except RewriteModelUnavailable as exc:
+            print(f"bench.locomo: {exc}", file=sys.stderr)
+            return 2
     scorer = args.scorer or args.questions.parent / "score.py"
     history = "one user holding every conversation" if args.one_user else "one user per conversation"
     print(f"\nLoCoMo turn retrieval — {timings['turns']} turns, {timings['questions']} questions, {history}, "
@@ -268,11 +362,12 @@ def main(argv: list[str] | None = None) -> int:
             ("without the reranker (hybrid order)", hybrid_out),
             ("with the previous reranker (dbc76bb: one set of weights)", before_out),
             ("with the reranker", args.out),
+            (f"with the reranker and the LLM rewrite ({args.rewrite_model})", rewrite_out),
         )
         for label, path in runs:
             if path is None:
                 continue
-            if hybrid_out is not None or before_out is not None:
+            if hybrid_out is not None or before_out is not None or rewrite_out is not None:
                 print(f"\n{label}:")
             subprocess.run(
                 [sys.executable, str(scorer), "--questions", str(args.questions), "--pred", str(path), "--ks",
@@ -284,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("| measure | value |\n|---|---:|")
     print(f"| store all turns (remember_many, embeddings included) | {timings['store_seconds']:.1f} s |")
-    labels = {"after": "reranker", "hybrid": "without the reranker", "before": "previous reranker (dbc76bb)"}
+    labels = {"after": "reranker", "hybrid": "without the reranker", "before": "previous reranker (dbc76bb)",
+              "rewrite": f"reranker + LLM rewrite ({args.rewrite_model})"}  # fmt: skip
     after = timings["latency"]["after"]
     for mode, t in timings["latency"].items():
         server = f"{t['server_cpu_ms']:.1f} ms" if t["server_cpu_ms"] is not None else "n/a"
@@ -294,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         if mode != "after":
             print(f"| ratio p50 / p95, reranker / {labels[mode]} | {after['p50_ms'] / t['p50_ms']:.2f} / "
                   f"{after['p95_ms'] / t['p95_ms']:.2f} |")  # fmt: skip
+    if (rewrite := timings["rewrite"]) is not None:
+        print(f"| rewrite model calls / failures (a failure searched the question alone) | {rewrite['calls']} / "
+              f"{rewrite['failures']} |")  # fmt: skip
     print(f"| turns refused by the privacy policy (skipped) | {len(timings['refused'])} |")
     print(f"| whole run, wall | {time.perf_counter() - wall:.1f} s |")
     for line in timings["refused"]:

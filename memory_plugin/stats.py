@@ -43,6 +43,10 @@ class MemoryStats:
     text signals only."""
     searches: int = 0
     """Searches run (`search`, and `get_memory_context` with a query)."""
+    searches_rewritten: int = 0
+    """Searches that also searched the rewrite model's phrasings of the question (`search.rewrite_model`)."""
+    search_rewrite_failures: int = 0
+    """Searches whose rewrite model failed or timed out: the question was searched alone (logged once)."""
     facts_health_reduced: int = 0
     """Facts whose clinical details were replaced by a non-clinical `health_note`."""
     facts_dropped_health: int = 0

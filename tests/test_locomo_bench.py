@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from bench import locomo
 from memory_plugin import MemorySettings
@@ -149,3 +151,77 @@ def test_a_turn_the_policy_refuses_is_reported_and_skipped_and_long_turns_are_ke
     predictions = [json.loads(line) for line in out.read_text().splitlines()]
     assert all("D2:4" in p["retrieved"] for p in predictions)  # the 2,100-character turn is stored
     assert all("D2:3" not in p["retrieved"] for p in predictions)
+
+
+def test_the_rewrite_flag_stops_before_storing_when_the_model_cannot_be_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    turns, questions = _write(tmp_path)
+    out = tmp_path / "pred.jsonl"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
+                        "--rewrite-model", "openai:gpt-4o-mini"]) == 2  # fmt: skip
+
+    error = capfd.readouterr().err
+    assert "the rewrite model 'openai:gpt-4o-mini' could not be reached" in error
+    assert "OPENAI_API_KEY" in error
+    assert not out.exists()  # nothing stored, nothing searched
+
+
+async def test_the_rewrite_run_searches_each_question_with_the_model_s_phrasings(
+    pg_settings: MemorySettings, tmp_path: Path
+) -> None:
+    turns, questions = _write(tmp_path)
+    asked: list[str] = []
+
+    def phrasings(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked.append(str(messages[-1].parts[-1].content))  # type: ignore[union-attr]
+        args = {"queries": ["pottery classes hobby", "dog named Luna"]}
+        return ModelResponse(parts=[ToolCallPart(tool_name=info.output_tools[0].name, args=args)])
+
+    out, rewritten = tmp_path / "pred.jsonl", tmp_path / "pred-rewrite.jsonl"
+    timings = await locomo.run(turns, questions, out, pg_settings, rewrite_path=rewritten,
+                               rewrite_model=FunctionModel(phrasings, model_name="scripted"))  # fmt: skip
+
+    predictions = [json.loads(line) for line in rewritten.read_text().splitlines()]
+    assert [p["qid"] for p in predictions] == ["tiny_q0", "tiny_q1", "tiny_q2"]
+    assert all(sorted(p["retrieved"]) == sorted(t[0] for t in TURNS) for p in predictions)
+    plain = {p["qid"]: p["retrieved"] for p in map(json.loads, out.read_text().splitlines())}
+    assert predictions[1]["retrieved"][:2] != plain["tiny_q1"][:2]  # the phrasings' turns rose (fused lists)
+    # The probe, then one call per question: each timed search asks afresh, the scored search reuses it.
+    assert timings["rewrite"] == {"model": "function:scripted", "calls": 4, "failures": 0}
+    assert len(asked) == 4
+    assert asked[0] == f"Question: {locomo.PROBE_QUESTION}"
+    assert set(timings["latency"]) == {"after", "rewrite"}
+
+
+@pytest.mark.parametrize("model", ["test", locomo.STAND_IN])
+def test_the_rewrite_flag_prints_its_own_score_table_and_latency(
+    model: str,
+    pg_settings: MemorySettings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    turns, questions = _write(tmp_path)
+    out = tmp_path / "pred.jsonl"
+    assert pg_settings.database_url is not None
+    monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
+
+    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
+                        "--scorer", str(_scorer(tmp_path)), "--rewrite-model", model]) == 0  # fmt: skip
+
+    printed = capfd.readouterr().out
+    assert f"with the reranker and the LLM rewrite ({model}):" in printed
+    assert f"| search p50 / p95, limit 10, question embedding included, reranker + LLM rewrite ({model}) |" in printed
+    assert "| rewrite model calls / failures (a failure searched the question alone) | 4 / 0 |" in printed
+    assert len(out.with_name("pred-rewrite.jsonl").read_text().splitlines()) == 3
+
+
+def test_the_stand_in_phrasings_are_the_content_words_and_the_names() -> None:
+    assert locomo.stand_in_phrasings("What did Caroline research in 2023?") == [
+        "Caroline research 2023",
+        "caroline 2023",
+    ]
+    assert locomo.stand_in_phrasings("What is it?") == []

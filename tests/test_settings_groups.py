@@ -105,6 +105,7 @@ VARIABLES: list[tuple[str, str]] = [
     ("MEMORY_SEARCH_EXACT_SCAN_BELOW", "search.exact_scan_below"),
     ("MEMORY_SEARCH_TEXT_SCAN_LIMIT", "search.text_scan_limit"),
     ("MEMORY_MAX_SEARCH_CHARS", "search.max_chars"),
+    ("MEMORY_SEARCH_REWRITE_MODEL", "search.rewrite_model"),
     ("MEMORY_EXTRACTION_MODEL", "extraction.model"),
     ("MEMORY_AGENT_MODEL", "extraction.agent_model"),
     ("MEMORY_EXTRACT_EVERY_N_MESSAGES", "extraction.every_n_messages"),
@@ -165,6 +166,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "quality.vocabulary_module": ("agents.vocabulary:SHOP_VOCABULARY", "agents.vocabulary:SHOP_VOCABULARY"),
     "embeddings.model": ("none", "none"),
     "embeddings.local_runtime": ("torch", "torch"),
+    "search.rewrite_model": ("test", "test"),
     "extraction.model": ("test", "test"),
     "extraction.agent_model": ("test", "test"),
     "extraction.date_timezone": ("Europe/Madrid", "Europe/Madrid"),
@@ -229,7 +231,7 @@ def no_memory_variables(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_table_holds_every_variable_and_only_code_sets_the_vocabulary() -> None:
     declared = [(variable, flat.path) for flat in NAMES.values() for variable in flat.variables[:1]]
     assert declared == VARIABLES
-    assert len(NAMES) == 127
+    assert len(NAMES) == 128
     assert NAMES["vocabulary"].variables == ()
     assert NAMES["require_pg_memory"].variables == ("MEMORY_REQUIRE_PG_MEMORY", "REQUIRE_PG_MEMORY")
 

@@ -5,7 +5,9 @@
 - `scored.py`: `ScoredMemory`, a hit with the parts of its score;
 - `search.py`: `SearchQuery` (what a store receives) and the Python ranking of the stores without SQL;
 - `rerank.py`: the second stage, the hybrid score's best 100 re-ranked by how they cluster (pure);
-- `searcher.py`: embeds the question and asks the store for the reranked best.
+- `searcher.py`: embeds the question and asks the store for the reranked best;
+- `rewrite.py`: the optional LLM rewrite of the question (`search.rewrite_model`, off by default) and the fusion
+  of the lists its phrasings find.
 
 Both stages run in SQL, in one round trip (`public.memory_search` in `supabase/schemas/22_memory_search.sql`),
 and in Python for the stores without SQL (`score_in_python`, `rerank.rerank_hits`).

@@ -68,6 +68,11 @@ class SearchSettings(SettingsGroup):
     max_chars: int = Field(default=2000, ge=1)
     """Longest question accepted by `search` (longer raises `InvalidMemoryInputError`)."""
 
+    rewrite_model: str | None = None
+    """pydantic-ai model name (e.g. `openai:gpt-4o-mini`) asked for up to 3 other phrasings of each question;
+    the question and each phrasing are searched and the lists fused (`retrieval/rewrite.py`). One model call per
+    search (its latency is added; a failure or a 10 s timeout searches the question alone). Unset: off."""
+
 
 class SearchNames:
     """The flat names (and `MEMORY_*` variables) of `SearchSettings`' fields."""
@@ -88,3 +93,4 @@ class SearchNames:
     search_exact_scan_below = Flat[int]("search.exact_scan_below")
     search_text_scan_limit = Flat[int]("search.text_scan_limit")
     max_search_chars = Flat[int]("search.max_chars")
+    search_rewrite_model = Flat[str | None]("search.rewrite_model")
