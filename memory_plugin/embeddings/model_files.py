@@ -17,7 +17,10 @@ threads gave 7 ms p50 but 65 ms p95 (contention with the database), 1 thread 9.6
 LoCoMo question then a few ms of SQL on an embedded PostgreSQL (2-core VM, load ~4; `bench.embedding_latency
 --question-path --database`): 1 thread 8.5 / 20.3 ms, 6.7 ms of CPU per question; 2 threads 14.3 / 36.0 ms and
 13.2 ms of CPU (their spinning competes with the server), 8.9 / 16.9 ms and 7.7 ms of CPU without spinning (what
-`onnx_graph.open_session` now gives more than one thread). The vectors are the same bitwise whatever the threads."""
+`onnx_graph.open_session` now gives more than one thread); at load ~2, 1 thread 9.4 / 11.0 ms and 7.7 ms of CPU,
+2 without spinning 7.4 / 9.6 ms and 9.1 ms of CPU. So 2 threads help one user's latency when cores are idle, for
+~18 % more CPU per question (fewer questions per second when many users share 2 cores): 1 stays the default. The
+vectors are the same bitwise whatever the threads."""
 
 _st_lock = threading.Lock()
 _st_model: Any = None
