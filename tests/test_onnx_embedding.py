@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,57 @@ def test_vectors_equal_sentence_transformers_alone_and_in_padded_batches(model: 
     assert cosines(many_got, want_many).min() >= 0.9999
     assert np.abs(batched - want).max() < 1e-4
     assert np.linalg.norm(batched, axis=1) == pytest.approx(np.ones(len(TEXTS)), abs=1e-6)
+
+
+def test_a_question_alone_gets_bitwise_the_vector_of_the_batch_path(encoder: OnnxEncoder) -> None:
+    # `encode_one` (every search's question) skips the batch's sorting, padding and mask arithmetic; the floats
+    # must stay those of `encode([text])`, which the stored facts' vectors are compared with. Includes a text cut
+    # at 256 tokens, one with surrounding whitespace, an empty one and one of two tokens.
+    texts = [*TEXTS, "", "  \t  ", "Was it 2022 or 2023 when Jon's dance studio opened?"]
+
+    for text in texts:
+        alone = encoder.encode_one(text)
+        assert alone.dtype == np.float32
+        assert np.array_equal(alone, encoder.encode([text])[0]), text
+
+
+async def test_a_searchs_question_is_embedded_off_the_event_loop_with_the_same_floats(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = local_embedder(cache_dir=cache, runtime="onnx")
+    model = memory._direct
+    assert isinstance(model, local.OfflineMiniLM)
+    encoder = local.onnx_encoder(cache)
+    assert encoder is not None
+    threads: list[str] = []
+    encode_one = encoder.encode_one
+
+    def recorded(text: str) -> Any:
+        threads.append(threading.current_thread().name)
+        return encode_one(text)
+
+    monkeypatch.setattr(encoder, "encode_one", recorded)
+    questions = [await memory.embed_query(t) for t in TEXTS]
+
+    # A server's loop keeps serving other requests during the ~6 ms forward pass.
+    assert threads
+    assert threading.main_thread().name not in threads
+    for text, question in zip(TEXTS, questions, strict=True):
+        assert type(question) is tuple
+        assert len(question) == 384
+        assert all(type(x) is float for x in question)
+        assert question == tuple((await model.embed([text], input_type="query"))[0])  # bitwise
+    assert memory.model_calls == len(TEXTS)
+
+
+def test_more_threads_wait_without_spinning_and_give_the_same_floats(cache: Path, encoder: OnnxEncoder) -> None:
+    # Spinning threads keep a core busy after each question, the core the database then needs.
+    two = OnnxEncoder(encoder.pipeline, open_session(mapped_graph(encoder.path), 2), encoder.path)
+
+    assert two.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert encoder.session.get_session_options().intra_op_num_threads == 1
+    for text in TEXTS:
+        assert np.array_equal(two.encode_one(text), encoder.encode_one(text)), text
 
 
 async def test_facts_and_questions_both_run_on_onnxruntime(model: Any, cache: Path) -> None:
