@@ -22,7 +22,8 @@
 -- 4. With p_rerank_weights, the best p_rerank_pool by that score are reranked (memory_plugin/retrieval/
 --    rerank.py: sessions, neighbours among the candidates, the question's names p_entities in the text) and
 --    the best p_limit of them returned. Reranking here rather than in the client sends 10 rows instead of
---    100: LoCoMo search p95 22.7 -> 19 ms, the same ranking (bench/README.md).
+--    100, the same ranking: LoCoMo client CPU per search 14.3 -> 11.0 ms and p95 31.0 -> 25.9 ms, interleaved
+--    in one process on a slow machine (bench/README.md, docs/retrieval.md).
 --
 -- The vector channel: an exact scan of the user's vectors, or HNSW with hnsw.iterative_scan (so the user
 -- filter does not starve the result), whichever costs less. HNSW with a user filter walks the graph until
