@@ -280,6 +280,7 @@ async def run(
             for f in outs.values():
                 f.close()
         embedder = memory.embedder.name if memory.embedder is not None else "none"
+        rewrite_failures = memory.stats.search_rewrite_failures  # only the rewrite mode's searches have a rewriter
     return {
         "turns": len(turns),
         "questions": len(questions),
@@ -297,7 +298,7 @@ async def run(
         "refused": refused,
         "rewrite": None
         if rewriter is None
-        else {"model": rewriter.label, "calls": rewriter.stats.calls, "failures": rewriter.stats.failures},
+        else {"model": rewriter.label, "calls": rewriter.stats.calls, "failures": rewrite_failures},
     }
 
 

@@ -84,9 +84,8 @@ class RewriteStats:
     """What the rewriter did since it was made."""
 
     calls: int = 0
-    """Questions sent to the model (a cached question is not sent again)."""
-    failures: int = 0
-    """Calls that failed or timed out: those questions were searched alone."""
+    """Questions sent to the model (a cached question is not sent again). Its failures are counted by the search
+    that asked (`SearchStats.search_rewrite_failures`, in `MemoryManager.stats`)."""
 
 
 class QueryRewriter:
@@ -164,14 +163,13 @@ class QueryRewriter:
         return list(rewrites)
 
     async def rewrite(self, question: str) -> list[str] | None:
-        """The phrasings of `question` (perhaps none); None when the model failed (counted in `stats`, logged
-        once, later failures at debug level)."""
+        """The phrasings of `question` (perhaps none); None when the model failed (logged once, later failures at
+        debug level; the caller counts them)."""
         try:
             return await self.ask(question)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # any model failure (also building the agent): the question is searched alone
-            self.stats.failures += 1
             if not self._warned:
                 self._warned = True
                 logger.warning(
@@ -222,7 +220,7 @@ def fuse_hits(lists: Sequence[Sequence[ScoredMemory]], limit: int) -> list[Score
     Each hit is the one of the list that ranked it best (its `components`, `previous_id` and `hybrid` are that
     search's), with `score` the fused score: the returned list is best first by `score`.
     """
-    best: dict[UUID, tuple[int, int, ScoredMemory]] = {}  # id -> (rank, list index, hit)
+    best: dict[UUID, tuple[int, ScoredMemory]] = {}  # id -> (its best rank in any list, that list's hit)
     first: dict[UUID, tuple[int, int]] = {}  # id -> (list index, rank) of the earliest list that holds it
     fused: dict[UUID, float] = {}
     for index, hits in enumerate(lists):
@@ -232,6 +230,6 @@ def fuse_hits(lists: Sequence[Sequence[ScoredMemory]], limit: int) -> list[Score
             fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank)
             first.setdefault(key, (index, rank))
             if key not in best or rank < best[key][0]:
-                best[key] = (rank, index, hit)
+                best[key] = (rank, hit)
     order = sorted(fused, key=lambda key: (-fused[key], first[key]))[:limit]
-    return [replace(best[key][2], score=fused[key]) for key in order]
+    return [replace(best[key][1], score=fused[key]) for key in order]
