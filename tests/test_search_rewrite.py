@@ -112,6 +112,7 @@ async def test_test_model_searches_sensibly(pg_settings: MemorySettings) -> None
         user = await stored(memory)
 
         hits = await memory.search(user, "Which dog loves the beach?", limit=3)
+        assert memory._searcher.rewriter.stats.calls == 1  # TestModel was asked: its answer is what was dropped
         memory._searcher.rewriter = None
         plain = await memory.search(user, "Which dog loves the beach?", limit=3)
 
