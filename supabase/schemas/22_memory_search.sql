@@ -295,6 +295,8 @@ begin
     -- the same order rank the same on every run.
     hybrid as materialized (
         select h.*, case when h.best > 0 then h.score / h.best else 0 end as relative,
+               -- 1 / log2(2 + place): the rank's weight, as ln / ln 2 (rerank._RANK_WEIGHT, the same formula).
+               1 / (ln(h.place + 2::float8) / ln(2::float8)) as rank_weight,
                -- The reranker's `entity`: the question's names in the text, computed here, once per row of the
                -- pool. In `features` the planner inlined the folded text into the count and the sort key: folded
                -- once per name, then again for the rows returned (1.4 % of a LoCoMo search's server time).
@@ -331,7 +333,8 @@ begin
     -- search then cost the server 9.3 ms instead of 5.6 (p50), 4.4 on a database analysed long before.
     pool as (
         select array_agg(h.id order by h.place) as ids, array_agg(h.prev_memory_id order by h.place) as prevs,
-               array_agg(h.relative order by h.place) as relatives
+               array_agg(h.relative order by h.place) as relatives,
+               array_agg(h.rank_weight order by h.place) as rank_weights
           from hybrid h where v_reranks
     ),
     linked as (
@@ -342,9 +345,13 @@ begin
                case when h.session_id is null then null
                     when first_value(h.place) over s <> h.place then first_value(h.relative) over s
                     else nth_value(h.relative, 2) over s end as other_relative,
-               n.before - 1 as before, p.relatives[n.before] as before_relative,
+               case when h.session_id is null then null
+                    when first_value(h.place) over s <> h.place then first_value(h.rank_weight) over s
+                    else nth_value(h.rank_weight, 2) over s end as other_rank_weight,
+               p.relatives[n.before] as before_relative,
                -- The candidate whose predecessor this is (the last of them, should there be several).
-               n.after[cardinality(n.after)] - 1 as after, p.relatives[n.after[cardinality(n.after)]] as after_relative
+               p.relatives[n.after[cardinality(n.after)]] as after_relative,
+               p.rank_weights[least(n.before, n.after[cardinality(n.after)])] as adjacent_rank_weight
           from hybrid h
          cross join pool p
          cross join lateral (select array_position(p.ids, h.prev_memory_id) as before,
@@ -354,10 +361,9 @@ begin
     features as (
         select l.*,
                coalesce(l.other_relative, 0) as session_feature,
-               -- 1 / log2(2 + place): the rank's weight (rerank._RANK_WEIGHT, the same formula).
-               coalesce(1 / (ln(l.other + 2::float8) / ln(2::float8)), 0) as session_rank_feature,
+               coalesce(l.other_rank_weight, 0) as session_rank_feature,
                greatest(coalesce(l.before_relative, 0), coalesce(l.after_relative, 0)) as adjacent_feature,
-               coalesce(1 / (ln(least(l.before, l.after) + 2::float8) / ln(2::float8)), 0) as adjacent_rank_feature,
+               coalesce(l.adjacent_rank_weight, 0) as adjacent_rank_feature,
                case when l.other is null then l.relative else greatest(l.relative, l.other_relative) end as session_best
           from linked l
     ),
@@ -369,7 +375,7 @@ begin
                        + p_rerank_weights[3] * f.vector_score + p_rerank_weights[4] * f.neighbour_score
                        + p_rerank_weights[5] * f.speaker_score + p_rerank_weights[6] * f.date_score
                        + p_rerank_weights[7] * f.time_score
-                       + p_rerank_weights[8] * (1 / (ln(f.place + 2::float8) / ln(2::float8)))
+                       + p_rerank_weights[8] * f.rank_weight
                        + p_rerank_weights[9] * f.session_feature + p_rerank_weights[10] * f.session_rank_feature
                        + p_rerank_weights[11] * f.adjacent_feature + p_rerank_weights[12] * f.adjacent_rank_feature
                        + p_rerank_weights[13] * f.entity_feature + p_rerank_weights[14] * f.session_best
