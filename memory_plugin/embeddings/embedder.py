@@ -112,15 +112,15 @@ class MemoryEmbedder:
     def _check(self, vectors: Sequence[Sequence[float]], expected: int) -> list[tuple[float, ...]]:
         if len(vectors) != expected:
             raise EmbeddingError(f"{self.name} returned {len(vectors)} embeddings for {expected} texts")
-        return [tuple(map(float, self._check_dimensions(vector))) for vector in vectors]
-
-    def _check_dimensions(self, vector: Sequence[float]) -> Sequence[float]:
-        if len(vector) != EMBEDDING_DIMENSIONS:
-            raise EmbeddingError(
-                f"{self.name} returned {len(vector)}-dimensional embeddings; the memory stores"
-                f" {EMBEDDING_DIMENSIONS} (for OpenAI set the `dimensions` setting to {EMBEDDING_DIMENSIONS})"
-            )
-        return vector
+        out = []
+        for vector in vectors:
+            if len(vector) != EMBEDDING_DIMENSIONS:
+                raise EmbeddingError(
+                    f"{self.name} returned {len(vector)}-dimensional embeddings; the memory stores"
+                    f" {EMBEDDING_DIMENSIONS} (for OpenAI set the `dimensions` setting to {EMBEDDING_DIMENSIONS})"
+                )
+            out.append(tuple(map(float, vector)))
+        return out
 
     async def embed_documents(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         """Embeddings of `texts`, in order, `batch_size` per model call. Raises `EmbeddingError`."""
@@ -147,11 +147,10 @@ class MemoryEmbedder:
         if cached is not None:
             self._cache.move_to_end(text)
             return cached
-        vector: tuple[float, ...]
+        vectors: Sequence[Sequence[float]]
         try:
             if self._direct is not None:
-                # Its floats as they are: a direct model gives a tuple of Python floats (no second copy).
-                vector = await self._direct.embed_query(text)
+                vectors = [await self._direct.embed_query(text)]
             else:
                 vectors = (await self.embedder.embed_query(text, settings=self._settings)).embeddings
         except asyncio.CancelledError:
@@ -159,10 +158,7 @@ class MemoryEmbedder:
         except Exception as exc:
             raise EmbeddingError(f"embedding the query with {self.name} failed: {exc!r}") from exc
         self.model_calls += 1
-        if self._direct is not None:
-            self._check_dimensions(vector)
-        else:
-            (vector,) = self._check(vectors, 1)
+        (vector,) = self._check(vectors, 1)
         if self._cache_size > 0:
             self._cache[text] = vector
             while len(self._cache) > self._cache_size:
