@@ -169,9 +169,9 @@ def test_retrieval_latency_bench_reports_the_plans_memory_search_chose(
     assert set(timings) == {"300", "2,500", "6,000", crowded}
     assert all(0 < float(p50) <= float(p95) for p50, p95 in timings.values())
     plans = dict(re.findall(r"^\| ([^|]+?) \| (exact[^|]*|HNSW[^|]*|other[^|]*) \|", out, re.M))
-    # Above search_exact_scan_below (2,000) HNSW, unless the user is a small share of their partition.
+    # Above search_exact_scan_below (5,000) HNSW, unless the user is a small share of their partition.
     assert plans["300"].startswith("exact")
-    assert plans["2,500"].startswith("HNSW")
+    assert plans["2,500"].startswith("exact")
     assert plans["6,000"].startswith("HNSW")
     assert plans[crowded].startswith("exact")
     assert "search, embedding included" in out

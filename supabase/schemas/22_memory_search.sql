@@ -28,19 +28,27 @@
 -- The vector channel: an exact scan of the user's vectors, or HNSW with hnsw.iterative_scan (so the user
 -- filter does not starve the result), whichever costs less. HNSW with a user filter walks the graph until
 -- enough of the user's rows turn up, so its cost follows the user's share of their partition, not their
--- size. Raw SQL, p50 ms of the vector statement, HNSW / exact:
---   100k facts, 81 % of their partition          2.4 / 56.6
---   10k facts, 43 %                              2.8 /  6.2
---   10k facts in the 100k user's partition, 8 %  17.8 / 5.3
---   3k facts in the 100k user's partition, 2 %   29.6 / 1.8
---   3k facts, 20 %                               3.4 / 1.4
+-- size; the exact scan reads the user's vectors from an index that carries them, ~0.42 µs each. Server time
+-- of the vector channel inside memory_search, p50 ms, HNSW (50 rows, ef_search 75) / exact (150 rows),
+-- bench/retrieval_latency.py's users, random unit vectors:
+--   100k facts, 81 % of their partition           4.9 / 41.2
+--   10k facts, 43 %                               6.1 /  4.4
+--   10k facts in the 100k user's partition, 8 %  30.9 /  4.4
+--   1k facts                                      1.0 /  0.7
 -- So the scan is exact when the user's rows are fewer than p_exact_scan_below * max(1, v_vk / (share *
 -- ef_search)), i.e. when reading them costs less than the walk that would find v_vk of them: every row above
 -- chooses the faster side. The user's count comes from memory_private.memory_search_counts, the partition's
--- size from the planner's statistics. HNSW takes half the candidates (at least p_limit), with ef_search 1.5
--- times that (at least 40, pgvector's default): with ef_search = k one pass rarely yielded k of the user's
--- rows and the scan walked the graph twice; 2x instead of 1.5x cost 0.3 ms more at 100k facts for the same
--- top 10. The fused score re-ranks the candidates, so HNSW's approximate order does not matter.
+-- size from the planner's statistics. p_exact_scan_below is 5,000, half the time break-even of a user who
+-- fills their partition (~10k), because the exact scan reads all the user's vectors (~4 MB at 5k facts)
+-- where the walk reads a few hundred pages: less for a small instance's cache to hold. Below it the vector
+-- channel is also exact: all five LoCoMo dev conversations in one user's memory (2,760 facts), recall@10 over
+-- categories 1-4 0.793 exact against 0.781 through HNSW.
+-- HNSW takes a third of the candidates (at least p_limit), with ef_search 1.5 times that (at least 40,
+-- pgvector's default): with ef_search = k one pass rarely yielded k of the user's rows and the scan walked the
+-- graph twice. A third rather than half (100 rows, ef_search 150): the walk is ~40 % cheaper (100k facts,
+-- the vector statement 7.1 -> 4.3 ms p50) and fewer candidates are scored (server time 15.7 -> 10.2 ms), for
+-- recall@10 0.784 -> 0.781 on the 2,760-fact memory above (75 rows: 0.781, 40: 0.777). The fused score
+-- re-ranks the candidates, so HNSW's approximate order does not matter.
 -- Planning: every statement but the HNSW one runs a generic plan (`plan_cache_mode` is set for the function
 -- only): custom plans re-planned a nine-way join over sixteen partitions on every call, 0.4-1.0 ms. The HNSW
 -- statement is EXECUTEd, planned with the user, the question's vector and the limit known: a generic plan of
@@ -72,7 +80,7 @@ create function public.memory_search(
     p_months integer[] default '{}',
     p_asks_when boolean default false,
     p_date_slack_days real default 14,
-    p_exact_scan_below integer default 2000,
+    p_exact_scan_below integer default 5000,
     p_text_scan_limit integer default 500,
     p_now timestamptz default now(),
     p_rerank_weights double precision[] default null,
@@ -143,15 +151,15 @@ begin
             using errcode = '22023';
     end if;
     if p_embedding is not null and p_model is not null then
-        -- Half the candidates through HNSW (at least the rows ranked), with ef_search 1.5 times that (at least 40,
+        -- A third of the candidates through HNSW (at least p_limit), with ef_search 1.5 times that (at least 40,
         -- pgvector's default): see the header.
-        v_vk := greatest(v_pool, v_k / 2);
+        v_vk := greatest(p_limit, v_k / 3);
         v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
         -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
         -- walk visits the whole partition's graph and keeps the user's rows: one ef_search pass when most rows
         -- are the user's, about v_vk / share tuples when few are (a 10k-fact user sharing a partition with a
-        -- 100k-fact one, share 8 %: 18 ms through HNSW, 5 ms exact). p_exact_scan_below is the break-even of
-        -- a user who fills their partition; it grows as the user's share shrinks.
+        -- 100k-fact one, share 8 %: 31 ms through HNSW, 4.4 ms exact). p_exact_scan_below is half the
+        -- break-even of a user who fills their partition (see the header); it grows as the user's share shrinks.
         -- The partition's rows from the planner's statistics (0 before its first analyze: then the user's own
         -- count stands in, share 1).
         select c.docs, greatest(p.reltuples, 0) into v_docs, v_rows
