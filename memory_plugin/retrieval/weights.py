@@ -79,16 +79,17 @@ class SearchWeights:
     date_slack_days: float = 14.0
     """How far outside a named date a fact still gets part of the date boost."""
     candidates: int = 150
-    """Facts taken from each channel (vector, text, date) before the final ranking (through the HNSW index
-    the vector channel takes a third as many, at least the limit). 150 rather than 50: the reranker's 100 best
-    by the hybrid score are then nearly the best 100 of all (cross-validated recall@10 0.796 with 100 per
-    channel, 0.801 with 150, 0.805 with 250, on LoCoMo dev)."""
+    """Facts taken from each channel (vector, text, date) before the final ranking (for a user with
+    `exact_scan_below` vectors or more the vector channel takes a third as many, at least the limit). 150 rather
+    than 50: the reranker's 100 best by the hybrid score are then nearly the best 100 of all (cross-validated
+    recall@10 0.796 with 100 per channel, 0.801 with 150, 0.805 with 250, on LoCoMo dev)."""
     rerank_candidates: int = 100
     """The hybrid score's best this many facts go to the reranker (`rerank.py`); 0: no reranker. 100 rather
     than 50: cross-validated recall@10 0.790 → 0.804 on LoCoMo dev (80: 0.799)."""
     exact_scan_below: int = 5000
-    """Users with fewer vectors than this are scanned exactly; above, the HNSW index (iterative scan), unless
-    they are a small share of their partition (then the threshold is higher: `MEMORY_SEARCH_EXACT_SCAN_BELOW`)."""
+    """Users with fewer vectors than this are scanned exactly for all `candidates` nearest; above, for a third as
+    many, through the HNSW index (iterative scan) unless they are a small share of their partition (then the
+    scan stays exact: `MEMORY_SEARCH_EXACT_SCAN_BELOW`)."""
     text_scan_limit: int = 500
     """Postings read per question word (bounds the cost of very common words; also BM25's idf scale)."""
 

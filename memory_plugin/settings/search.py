@@ -51,16 +51,17 @@ class SearchSettings(SettingsGroup):
 
     candidates: int = Field(default=150, ge=1, le=10_000)
     """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
-    takes a third as many, at least the search's limit, when it goes through the HNSW index)."""
+    takes a third as many, at least the search's limit, for a user with `exact_scan_below` vectors or more)."""
 
     rerank_candidates: int = Field(default=100, ge=0, le=1000)
     """The hybrid score's best this many facts are re-ranked by how they cluster (same session, neighbouring
     turns) and the names the question holds (`retrieval/rerank.py`); 0 turns the reranker off."""
 
     exact_scan_below: int = Field(default=5000, ge=0)
-    """Users with fewer vectors than this are scanned exactly; above, through the HNSW index, unless they are a
-    small share of their partition of the search table: the threshold grows by `k / (share × ef_search)`, as
-    the index walk must pass over the other users' rows (`supabase/schemas/22_memory_search.sql`)."""
+    """Users with fewer vectors than this are scanned exactly for all `candidates` nearest; above, for a third as
+    many, through the HNSW index unless they are a small share of their partition of the search table: for the
+    choice of HNSW the threshold grows by `k / (share × ef_search)`, as the index walk must pass over the other
+    users' rows (`supabase/schemas/22_memory_search.sql`)."""
 
     text_scan_limit: int = Field(default=500, ge=1)
     """Postings read per question word: bounds the cost of very common words in a long history."""

@@ -25,12 +25,20 @@
 --    100, the same ranking: LoCoMo client CPU per search 14.3 -> 11.0 ms and p95 31.0 -> 25.9 ms, interleaved
 --    in one process on a slow machine (bench/README.md, docs/retrieval.md).
 --
--- The vector channel: an exact scan of the user's vectors, or HNSW with hnsw.iterative_scan (so the user
--- filter does not starve the result), whichever costs less. HNSW with a user filter walks the graph until
--- enough of the user's rows turn up, so its cost follows the user's share of their partition, not their
--- size; the exact scan reads the user's vectors from an index that carries them, ~0.42 µs each. Server time
--- of the vector channel inside memory_search, p50 ms, HNSW (50 rows, ef_search 75) / exact (150 rows),
--- bench/retrieval_latency.py's users, random unit vectors:
+-- The vector channel: the user's v_k nearest vectors (p_candidates, at least the rows ranked) when they have
+-- fewer than p_exact_scan_below, a third of that (at least p_limit) above. In a large history each candidate
+-- costs the ranking below more (its rows are spread over more pages than the cache holds: 19 µs a candidate
+-- at 1k facts, 26-32 µs at 10k-100k, bench/retrieval_latency.py), and the channel's best 50 carry most of what
+-- its best 150 do: with all five LoCoMo dev conversations in one user's memory (2,760 facts), recall@10 over
+-- categories 1-4 is 0.793 with 150 vector candidates, 0.784 with 100, 0.781 with 75 or 50 (exact or HNSW
+-- alike: the walk found the same 50), 0.777 with 40. At 100k facts the third (50 instead of 100, ef_search 75
+-- instead of 150) made the server's time per search 14.9 -> 10.0 ms (p50), at 10k 13.3 -> 9.3.
+-- They are read by an exact scan of the user's vectors, or HNSW with hnsw.iterative_scan (so the user filter
+-- does not starve the result), whichever costs less. HNSW with a user filter walks the graph until enough of
+-- the user's rows turn up, so its cost follows the user's share of their partition, not their size; the exact
+-- scan reads the user's vectors from an index that carries them, ~0.42 µs each. The vector channel inside
+-- memory_search, p50 ms, HNSW (50 rows, ef_search 75) / exact (150 rows), bench/retrieval_latency.py's users,
+-- random unit vectors:
 --   100k facts, 81 % of their partition           4.9 / 41.2
 --   10k facts, 43 %                               6.1 /  4.4
 --   10k facts in the 100k user's partition, 8 %  30.9 /  4.4
@@ -38,17 +46,12 @@
 -- So the scan is exact when the user's rows are fewer than p_exact_scan_below * max(1, v_vk / (share *
 -- ef_search)), i.e. when reading them costs less than the walk that would find v_vk of them: every row above
 -- chooses the faster side. The user's count comes from memory_private.memory_search_counts, the partition's
--- size from the planner's statistics. p_exact_scan_below is 5,000, half the time break-even of a user who
--- fills their partition (~10k), because the exact scan reads all the user's vectors (~4 MB at 5k facts)
--- where the walk reads a few hundred pages: less for a small instance's cache to hold. Below it the vector
--- channel is also exact: all five LoCoMo dev conversations in one user's memory (2,760 facts), recall@10 over
--- categories 1-4 0.793 exact against 0.781 through HNSW.
--- HNSW takes a third of the candidates (at least p_limit), with ef_search 1.5 times that (at least 40,
--- pgvector's default): with ef_search = k one pass rarely yielded k of the user's rows and the scan walked the
--- graph twice. A third rather than half (100 rows, ef_search 150): the walk is ~40 % cheaper (100k facts,
--- the vector statement 7.1 -> 4.3 ms p50) and fewer candidates are scored (server time 15.7 -> 10.2 ms), for
--- recall@10 0.784 -> 0.781 on the 2,760-fact memory above (75 rows: 0.781, 40: 0.777). The fused score
--- re-ranks the candidates, so HNSW's approximate order does not matter.
+-- size from the planner's statistics. p_exact_scan_below is 5,000: an exact scan beats the walk up to ~10k
+-- facts, and 5,000 is half that because the exact scan reads all the user's vectors (~4 MB at 5k facts)
+-- where the walk reads a few hundred pages: less for a small instance's cache to hold.
+-- ef_search is 1.5 times the rows wanted (at least 40, pgvector's default): with ef_search = k one pass rarely
+-- yielded k of the user's rows and the scan walked the graph twice. The fused score re-ranks the candidates,
+-- so HNSW's approximate order does not matter.
 -- Planning: every statement but the HNSW one runs a generic plan (`plan_cache_mode` is set for the function
 -- only): custom plans re-planned a nine-way join over sixteen partitions on every call, 0.4-1.0 ms. The HNSW
 -- statement is EXECUTEd, planned with the user, the question's vector and the limit known: a generic plan of
@@ -151,17 +154,8 @@ begin
             using errcode = '22023';
     end if;
     if p_embedding is not null and p_model is not null then
-        -- A third of the candidates through HNSW (at least p_limit), with ef_search 1.5 times that (at least 40,
-        -- pgvector's default): see the header.
-        v_vk := greatest(p_limit, v_k / 3);
-        v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
-        -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
-        -- walk visits the whole partition's graph and keeps the user's rows: one ef_search pass when most rows
-        -- are the user's, about v_vk / share tuples when few are (a 10k-fact user sharing a partition with a
-        -- 100k-fact one, share 8 %: 31 ms through HNSW, 4.4 ms exact). p_exact_scan_below is half the
-        -- break-even of a user who fills their partition (see the header); it grows as the user's share shrinks.
-        -- The partition's rows from the planner's statistics (0 before its first analyze: then the user's own
-        -- count stands in, share 1).
+        -- The user's vectors and their share of their partition, whose rows come from the planner's statistics
+        -- (0 before its first analyze: then the user's own count stands in, share 1).
         select c.docs, greatest(p.reltuples, 0) into v_docs, v_rows
           from memory_private.memory_search_counts c left join pg_catalog.pg_class p on p.oid = c.search_partition
          where c.user_id = p_user_id;
@@ -169,12 +163,21 @@ begin
         if v_docs > 0 then
             v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
         end if;
+        -- All v_k nearest below p_exact_scan_below vectors, a third of them (at least p_limit) above; ef_search
+        -- 1.5 times that (at least 40, pgvector's default): see the header.
+        v_vk := case when v_docs < p_exact_scan_below then v_k else greatest(p_limit, v_k / 3) end;
+        v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
+        -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
+        -- walk visits the whole partition's graph and keeps the user's rows: one ef_search pass when most rows
+        -- are the user's, about v_vk / share tuples when few are (a 10k-fact user sharing a partition with a
+        -- 100k-fact one, share 8 %: 31 ms through HNSW, 4.4 ms exact). p_exact_scan_below is half the
+        -- break-even of a user who fills their partition (see the header); it grows as the user's share shrinks.
         if v_docs < p_exact_scan_below * greatest(1, v_vk / (greatest(v_share, 1e-6) * v_ef)) then
             -- Exact: the `+ 0` keeps the planner off the HNSW index; a generic plan, planned once per session
             -- (see the header).
             select coalesce(array_agg(x.memory_id), '{}') into v_vec_ids from (select d.memory_id
               from public.memory_search_docs d where d.user_id = p_user_id and d.embedding_model = p_model
-             order by (d.embedding operator(extensions.<=>) v_q) + 0 limit v_k) as x;
+             order by (d.embedding operator(extensions.<=>) v_q) + 0 limit v_vk) as x;
         else
             -- Iterative scan: HNSW keeps walking until enough vectors pass the user/model filter (relaxed
             -- order: the final order is the fused score's anyway).

@@ -1,10 +1,13 @@
--- memory_search's vector channel takes a third of the candidates through HNSW (50 of 150, ef_search 75) instead
--- of half (at least the 100 reranked, ef_search 150), and scans users under 5,000 vectors exactly (was 2,000).
--- At 100,000 facts the walk costs ~40 % less and fewer candidates are scored: server time 15.7 -> 10.2 ms p50
--- (bench/retrieval_latency.py's users, interleaved); the exact scan below 5,000 is faster than the walk and
--- exact (all five LoCoMo dev conversations in one 2,760-fact memory: recall@10 over categories 1-4 0.793 against
--- 0.781 through HNSW). Same signature, a new default for p_exact_scan_below: `create or replace` keeps the
--- grants and the comment. See supabase/schemas/22_memory_search.sql.
+-- memory_search's vector channel takes the user's 150 nearest vectors (p_candidates) below 5,000 vectors and a
+-- third of that (50, at least p_limit) above, whether it reads them by HNSW or exactly; it took half (at
+-- least the 100 reranked, ef_search 150) through HNSW and 150 by an exact scan, and scanned exactly below 2,000.
+-- In a large history each candidate costs the ranking more (its rows are spread over more pages than the cache
+-- holds), and the walk for 50 (ef_search 75) is ~40 % cheaper: server time per search at 100k facts 14.9 ->
+-- 10.0 ms p50, at 10k 13.3 -> 9.3 (bench/retrieval_latency.py's users, interleaved). Recall: all five LoCoMo
+-- dev conversations in one 2,760-fact memory, recall@10 over categories 1-4 0.793 with 150 vector candidates
+-- (now: below 5,000), 0.784 with 100 (before, through HNSW), 0.781 with 50. Same signature, a new default for
+-- p_exact_scan_below: `create or replace` keeps the grants and the comment.
+-- See supabase/schemas/22_memory_search.sql.
 create or replace function public.memory_search(
     p_user_id uuid,
     p_query text,
@@ -99,17 +102,8 @@ begin
             using errcode = '22023';
     end if;
     if p_embedding is not null and p_model is not null then
-        -- A third of the candidates through HNSW (at least p_limit), with ef_search 1.5 times that (at least 40,
-        -- pgvector's default): see the header.
-        v_vk := greatest(p_limit, v_k / 3);
-        v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
-        -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
-        -- walk visits the whole partition's graph and keeps the user's rows: one ef_search pass when most rows
-        -- are the user's, about v_vk / share tuples when few are (a 10k-fact user sharing a partition with a
-        -- 100k-fact one, share 8 %: 31 ms through HNSW, 4.4 ms exact). p_exact_scan_below is half the
-        -- break-even of a user who fills their partition (see the header); it grows as the user's share shrinks.
-        -- The partition's rows from the planner's statistics (0 before its first analyze: then the user's own
-        -- count stands in, share 1).
+        -- The user's vectors and their share of their partition, whose rows come from the planner's statistics
+        -- (0 before its first analyze: then the user's own count stands in, share 1).
         select c.docs, greatest(p.reltuples, 0) into v_docs, v_rows
           from memory_private.memory_search_counts c left join pg_catalog.pg_class p on p.oid = c.search_partition
          where c.user_id = p_user_id;
@@ -117,12 +111,21 @@ begin
         if v_docs > 0 then
             v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
         end if;
+        -- All v_k nearest below p_exact_scan_below vectors, a third of them (at least p_limit) above; ef_search
+        -- 1.5 times that (at least 40, pgvector's default): see the header.
+        v_vk := case when v_docs < p_exact_scan_below then v_k else greatest(p_limit, v_k / 3) end;
+        v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
+        -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
+        -- walk visits the whole partition's graph and keeps the user's rows: one ef_search pass when most rows
+        -- are the user's, about v_vk / share tuples when few are (a 10k-fact user sharing a partition with a
+        -- 100k-fact one, share 8 %: 31 ms through HNSW, 4.4 ms exact). p_exact_scan_below is half the
+        -- break-even of a user who fills their partition (see the header); it grows as the user's share shrinks.
         if v_docs < p_exact_scan_below * greatest(1, v_vk / (greatest(v_share, 1e-6) * v_ef)) then
             -- Exact: the `+ 0` keeps the planner off the HNSW index; a generic plan, planned once per session
             -- (see the header).
             select coalesce(array_agg(x.memory_id), '{}') into v_vec_ids from (select d.memory_id
               from public.memory_search_docs d where d.user_id = p_user_id and d.embedding_model = p_model
-             order by (d.embedding operator(extensions.<=>) v_q) + 0 limit v_k) as x;
+             order by (d.embedding operator(extensions.<=>) v_q) + 0 limit v_vk) as x;
         else
             -- Iterative scan: HNSW keeps walking until enough vectors pass the user/model filter (relaxed
             -- order: the final order is the fused score's anyway).
