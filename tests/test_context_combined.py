@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
+import pytest
 import pytest_asyncio
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -183,10 +185,14 @@ async def test_a_queued_extraction_writes_the_summary_in_its_own_call() -> None:
         assert "aluminio 7075" in built.instructions
 
 
-async def test_jobs_run_by_a_worker_elsewhere_write_the_summary_in_their_own_call(database_url: str) -> None:
-    """The application only queues (`background_worker=False`); a worker with its own manager and context
-    builder (what `memory-plugin worker` runs) writes the facts and the summary in one call, and the
-    application spends no separate summary call on that turn."""
+async def test_jobs_run_by_a_worker_elsewhere_write_the_summary_in_their_own_call(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The application only queues (`background_worker=False`); a worker with its own manager and that
+    manager's context builder (what `memory-plugin worker` runs) writes the facts and the summary in one call,
+    and the application spends no separate summary call on that turn. The worker starts with its manager, so
+    the job already queued is leased while the builder opens: it waits for the builder (it used to run without
+    it now and then, on a busy machine; here the builder takes half a second to open, so it always would)."""
     from tempfile import mkdtemp
 
     from tests.background_child import settings_for
@@ -211,17 +217,16 @@ async def test_jobs_run_by_a_worker_elsewhere_write_the_summary_in_their_own_cal
             await agent.run("Recuerda que prefiero aluminio 7075 para los prototipos", deps=MemoryDeps(session, user))
             assert script.prompts == []  # queued: this process runs no jobs
 
-            worker_context: ContextBuilder | None = None
-            try:
-                async with MemoryManager.open(worker_settings, extractor=LLMExtractor(FunctionModel(script))) as worker:
-                    worker_context = await ContextBuilder.open(
-                        worker, worker_settings, database_url=worker.database_url
-                    )
-                    worker.keep_context_current(worker_context)
-                    assert await app.flush(timeout=10)  # the job is done, and so are the tasks after the run
-            finally:
-                if worker_context is not None:
-                    await worker_context.close()
+            opened = ContextBuilder.open.__func__
+
+            async def slow_open(cls: type[ContextBuilder], *args: Any, **kwargs: Any) -> ContextBuilder:
+                await asyncio.sleep(0.5)  # the worker polls every 0.1 s: it leases the queued job meanwhile
+                return await opened(cls, *args, **kwargs)
+
+            monkeypatch.setattr(ContextBuilder, "open", classmethod(slow_open))
+            async with MemoryManager.open(worker_settings, extractor=LLMExtractor(FunctionModel(script))) as worker:
+                await worker.context_builder()  # as `memory-plugin worker` does, first thing
+                assert await app.flush(timeout=10)  # the job is done, and so are the tasks after the run
 
             assert len(script.prompts) == 1
             assert "[ROLLING SUMMARY]" in script.prompts[0]

@@ -28,6 +28,11 @@ DRAIN_UNREACHABLE_SECONDS = 60.0
 async def _worker(settings: MemorySettings, *, retry_dead: bool, drain: bool) -> int:
     settings = settings.model_copy(update={"background_worker": True})
     async with MemoryManager.open(settings) as memory:
+        # First: the facts its jobs write patch the users' slots, and a due rolling summary is written in the
+        # job's own call, as in the application's process: the manager's own context builder, on its one pool
+        # (closed after the manager's worker let running jobs finish). The worker started with the manager; a
+        # job leased while this builder opens waits for it.
+        await memory.context_builder()
         queue = await memory.queue_status()
         if queue.backend != "postgres":
             raise fail("the worker needs the Postgres queue: set MEMORY_DATABASE_URL to the application's database")
@@ -35,10 +40,6 @@ async def _worker(settings: MemorySettings, *, retry_dead: bool, drain: bool) ->
             revived = await memory.retry_dead_jobs()
             out().print(f"{revived} dead jobs queued again")
             return 0
-        # The facts its jobs write patch the users' slots, and a due rolling summary is written in the job's
-        # own call, as in the application's process: the manager's own context builder, on its one pool
-        # (closed after the manager's worker let running jobs finish).
-        await memory.context_builder()
         out().print(f"worker running ({settings.background_concurrency} jobs at a time); Ctrl-C stops it")
         dead_at_start, last_read = queue.dead, time.monotonic()
         while True:

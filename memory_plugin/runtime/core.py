@@ -118,6 +118,12 @@ class FacadeCore:
             async with queue.hold(job, worker):
                 pass  # a clean exit completes (removes) the job: left leased, it would run again at every lease end
             return
+        if self._context is None and self._context_lock.locked():
+            # This manager's context builder is being opened (a worker opens it right after the manager, whose
+            # worker starts at once): wait, so that it follows this job and a due summary is written in the
+            # job's own call. Without the wait, the jobs leased in between ran without the summary.
+            async with self._context_lock:
+                pass
         await self._extraction.run_job(job, queue, worker)
 
     def _background(self) -> tuple[JobQueue, BackgroundWorker | None]:
