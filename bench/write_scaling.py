@@ -85,7 +85,7 @@ async def _fill(memory: MemoryManager, url: str, user: UUID, count: int) -> str:
         return "update_memory"
     facts = bench_facts(0, count)
     vectors: list[Sequence[float]] | None = None
-    embedder = memory._writer.embedder
+    embedder = memory.embedder
     if embedder is not None:
         embedded = await memory._writer.embed_items(items_from_update(facts, None, None, [], None))
         vectors = [item.embedding for item in embedded if item.embedding is not None]
@@ -134,10 +134,13 @@ async def _scaling(
         user = uuid4()
         how = await _fill(memory, url, user, n)
         await _time_writes(memory, user, n, 1)  # warm: this user's first plans
-        stats = memory._writer.stats
-        embedded, failed = stats.facts_embedded, stats.embedding_failures
+        before = memory.stats  # a snapshot; only writes run until the next one, so embedding_failures are theirs
         batch_ms, single_ms = await _time_writes(memory, user, n, sizes.timed_calls)
-        embedded, failed = stats.facts_embedded - embedded, stats.embedding_failures - failed
+        after = memory.stats
+        embedded, failed = (
+            after.facts_embedded - before.facts_embedded,
+            after.embedding_failures - before.embedding_failures,
+        )
         vectors.append(f"{n:,}: {embedded:,} ({failed:,} failed)")
         first = first or (batch_ms, single_ms)
         ratio_batch, ratio_single = batch_ms / first[0], single_ms / first[1]

@@ -59,16 +59,30 @@ def _scorer(tmp_path: Path) -> Path:
     return scorer
 
 
+def _main(
+    settings: MemorySettings,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    turns: Path,
+    questions: Path,
+    *flags: str,
+) -> Path:
+    """Run `bench.locomo` on `settings`' database with the stand-in scorer and `flags`; it must exit 0. The
+    predictions' path."""
+    out = tmp_path / "pred.jsonl"
+    assert settings.database_url is not None
+    monkeypatch.setenv("MEMORY_DATABASE_URL", settings.database_url.get_secret_value())
+    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
+                        "--scorer", str(_scorer(tmp_path)), *flags]) == 0  # fmt: skip
+    return out
+
+
 def test_the_benchmark_stores_turns_answers_questions_and_scores(
     pg_settings: MemorySettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     turns, questions = _write(tmp_path)
-    out = tmp_path / "pred.jsonl"
-    assert pg_settings.database_url is not None
-    monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
 
-    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
-                        "--scorer", str(_scorer(tmp_path)), "--compare", "--before"]) == 0  # fmt: skip
+    out = _main(pg_settings, monkeypatch, tmp_path, turns, questions, "--compare", "--before")
 
     predictions = [json.loads(line) for line in out.read_text().splitlines()]
     assert [p["qid"] for p in predictions] == ["tiny_q0", "tiny_q1", "tiny_q2"]
@@ -110,12 +124,8 @@ def test_one_user_mode_asks_every_question_against_all_conversations(
     ]
     with turns.open("a") as f:
         f.writelines(json.dumps(row) + "\n" for row in other)
-    out = tmp_path / "pred.jsonl"
-    assert pg_settings.database_url is not None
-    monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
 
-    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
-                        "--scorer", str(_scorer(tmp_path)), "--one-user"]) == 0  # fmt: skip
+    out = _main(pg_settings, monkeypatch, tmp_path, turns, questions, "--one-user")
 
     predictions = [json.loads(line) for line in out.read_text().splitlines()]
     for p in predictions:  # all ten turns, the question's own by their dia_id, the others' qualified
@@ -138,12 +148,8 @@ def test_a_turn_the_policy_refuses_is_reported_and_skipped_and_long_turns_are_ke
     ]  # fmt: skip
     with turns.open("a") as f:
         f.writelines(json.dumps(row) + "\n" for row in extra)
-    out = tmp_path / "pred.jsonl"
-    assert pg_settings.database_url is not None
-    monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
 
-    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
-                        "--scorer", str(_scorer(tmp_path)), "--compare", "--before"]) == 0  # fmt: skip
+    out = _main(pg_settings, monkeypatch, tmp_path, turns, questions, "--compare", "--before")
 
     printed = capfd.readouterr().out
     assert "| turns refused by the privacy policy (skipped) | 1 |" in printed
@@ -205,12 +211,8 @@ def test_the_rewrite_flag_prints_its_own_score_table_and_latency(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     turns, questions = _write(tmp_path)
-    out = tmp_path / "pred.jsonl"
-    assert pg_settings.database_url is not None
-    monkeypatch.setenv("MEMORY_DATABASE_URL", pg_settings.database_url.get_secret_value())
 
-    assert locomo.main(["--turns", str(turns), "--questions", str(questions), "--out", str(out),
-                        "--scorer", str(_scorer(tmp_path)), "--rewrite-model", model]) == 0  # fmt: skip
+    out = _main(pg_settings, monkeypatch, tmp_path, turns, questions, "--rewrite-model", model)
 
     printed = capfd.readouterr().out
     assert f"with the reranker and the LLM rewrite ({model}):" in printed

@@ -15,8 +15,14 @@ from postgrest_transport import supabase_store
 
 from memory_plugin import MemoryManager, Note
 from memory_plugin.errors import MemoryPluginError
-from memory_plugin.retrieval import ScoredMemory, SearchQuery, analyze_query
-from memory_plugin.retrieval.rerank import RerankQuery, rerank_hits, rerank_query
+from memory_plugin.retrieval import ScoredMemory, SearchQuery, SearchWeights, analyze_query
+from memory_plugin.retrieval.rerank import (
+    RERANK_WEIGHTS,
+    RERANK_WEIGHTS_SEVERAL,
+    RerankQuery,
+    rerank_hits,
+    rerank_query,
+)
 
 _DAY = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 _NOW = datetime(2023, 9, 1, tzinfo=UTC)  # recency is computed at a fixed time: both searches see the same scores
@@ -63,26 +69,26 @@ def _comparable(hits: list[ScoredMemory]) -> list[tuple[object, ...]]:
 
 async def test_the_database_reranks_as_the_python_reranker_does(pg_memory: MemoryManager, user_id: UUID) -> None:
     await pg_memory.remember_many(user_id, _notes(random.Random(31)))
-    searcher = pg_memory._searcher
-    assert searcher.embedder is not None  # the vector and neighbour inputs are part of the comparison
+    embedder, store = pg_memory.embedder, pg_memory.store  # what the manager's searches use
+    assert embedder is not None  # the vector and neighbour inputs are part of the comparison
     compared = 0
     for question in _QUESTIONS:
-        embedding = await searcher.embedder.embed_query(question)
+        embedding = await embedder.embed_query(question)
         for pool, limit in ((100, 10), (100, 50), (20, 1), (30, 30)):
             hybrid_query = SearchQuery(
                 text=question,
                 limit=pool,
                 embedding=embedding,
-                model=searcher.embedder.name,
-                weights=searcher.weights,
+                model=embedder.name,
+                weights=SearchWeights.from_settings(pg_memory.settings),
                 analysis=analyze_query(question),
                 now=_NOW,
             )
-            hybrid = await searcher.store.search(user_id, hybrid_query)
-            reranking = rerank_query(question, pool, searcher.rerank_weights, searcher.several_weights)
+            hybrid = await store.search(user_id, hybrid_query)
+            reranking = rerank_query(question, pool, RERANK_WEIGHTS, RERANK_WEIGHTS_SEVERAL)
             want = rerank_hits(hybrid, reranking, limit)
 
-            got = await searcher.store.search(user_id, dataclasses.replace(hybrid_query, limit=limit, rerank=reranking))
+            got = await store.search(user_id, dataclasses.replace(hybrid_query, limit=limit, rerank=reranking))
 
             assert _comparable(got) == _comparable(want), (question, pool, limit)
             compared += len(got)
@@ -97,18 +103,18 @@ async def test_the_supabase_store_sends_the_reranking_through_postgrest(
     pg_memory: MemoryManager, user_id: UUID, database_url: str
 ) -> None:
     await pg_memory.remember_many(user_id, _notes(random.Random(7)))
-    searcher = pg_memory._searcher
-    assert searcher.embedder is not None
+    embedder = pg_memory.embedder
+    assert embedder is not None
     question = _QUESTIONS[2]  # names, a number, "how many": the second set of weights
     query = SearchQuery(
         text=question,
         limit=10,
-        embedding=await searcher.embedder.embed_query(question),
-        model=searcher.embedder.name,
-        weights=searcher.weights,
+        embedding=await embedder.embed_query(question),
+        model=embedder.name,
+        weights=SearchWeights.from_settings(pg_memory.settings),
         analysis=analyze_query(question),
         now=_NOW,
-        rerank=rerank_query(question, 100, searcher.rerank_weights, searcher.several_weights),
+        rerank=rerank_query(question, 100, RERANK_WEIGHTS, RERANK_WEIGHTS_SEVERAL),
     )
     through_postgrest = supabase_store(database_url)
 
@@ -117,7 +123,7 @@ async def test_the_supabase_store_sends_the_reranking_through_postgrest(
     finally:
         await through_postgrest.close()
 
-    assert _comparable(got) == _comparable(await searcher.store.search(user_id, query))
+    assert _comparable(got) == _comparable(await pg_memory.store.search(user_id, query))
     assert len(got) == 10
 
 
@@ -143,4 +149,4 @@ async def test_a_reranking_with_the_wrong_number_of_weights_is_refused(pg_memory
     query = SearchQuery(text="support group", limit=5, rerank=RerankQuery(weights=(1.0, 2.0), entities=(), pool=10))
 
     with pytest.raises(MemoryPluginError, match="14 inputs"):
-        await pg_memory._searcher.store.search(user_id, query)
+        await pg_memory.store.search(user_id, query)
