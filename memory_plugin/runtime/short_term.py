@@ -183,7 +183,10 @@ class ShortTermFacade(FacadeCore):
     def keep_context_current(self, builder: ContextBuilder) -> None:
         """Keep `builder` (a context builder of your own; the manager's own follows from its first use) current
         with this manager's extraction: the facts its background jobs write patch the slots, and a summary due
-        on a job is written in the job's own model call (`ContextBuilder.follow`)."""
+        on a job is written in the job's own model call (`ContextBuilder.follow`). Only jobs that start after
+        this call are followed, and a manager with a worker starts queued jobs as soon as it opens: a process
+        that only runs jobs should use the manager's own builder (`await context_builder()` first thing, as
+        `memory-plugin worker` does), which the jobs wait for while it opens."""
         builder.follow(self._extraction)
 
     def last_receipt(self, session_id: str, user_id: str | UUID | None = None) -> ContextReceipt | None:
