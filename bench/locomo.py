@@ -49,6 +49,7 @@ from bench.tables import percentile
 from memory_plugin import MemoryManager, MemorySettings, Note
 from memory_plugin.retrieval.rerank import question_entities
 from memory_plugin.retrieval.rewrite import QueryRewriter
+from memory_plugin.retrieval.searcher import Searcher
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -227,21 +228,29 @@ async def run(
                 # A turn the privacy policy refuses is reported and skipped; it never stops the run.
                 refused.extend(f"{notes[n.index].metadata['dia_id']}: {n.reason}" for n in outcome.refused)
         store_seconds = time.perf_counter() - started
-        reranked = memory._searcher.weights
-        current = memory._searcher.rerank_weights
-        several = memory._searcher.several_weights
-        # "hybrid": the store's order, each channel's best 50; "before": dbc76bb's reranker (one set of weights).
-        hybrid_only = dataclasses.replace(reranked, rerank_candidates=0, candidates=HYBRID_CANDIDATES)
-        previous = dataclasses.replace(reranked, rerank_candidates=PREVIOUS_RERANK_CANDIDATES)
-        modes: list[tuple[str, Any, Any, Any, Path]] = [("after", reranked, current, several, out_path)]
+
+        # Each mode searches through a searcher of its own over the manager's store and embedder (what
+        # `memory.search` does with the manager's): "after" as configured; "hybrid" the store's order, each
+        # channel's best 50; "before" dbc76bb's reranker (one set of weights); "rewrite" with the LLM rewrite.
+        def searcher(**weights: Any) -> Searcher:
+            made = Searcher(memory.settings, memory.store, memory.embedder)
+            made.weights = dataclasses.replace(made.weights, **weights)
+            made.rewriter = None  # only the "rewrite" mode's, whatever MEMORY_SEARCH_REWRITE_MODEL says
+            return made
+
+        after = searcher()
+        modes: list[tuple[str, Searcher, Path]] = [("after", after, out_path)]
         if compare_path is not None:
-            modes.append(("hybrid", hybrid_only, current, several, compare_path))
+            modes.append(("hybrid", searcher(rerank_candidates=0, candidates=HYBRID_CANDIDATES), compare_path))
         if before_path is not None:
-            modes.append(("before", previous, PREVIOUS_RERANK_WEIGHTS, None, before_path))
+            before = searcher(rerank_candidates=PREVIOUS_RERANK_CANDIDATES)
+            before.rerank_weights, before.several_weights = PREVIOUS_RERANK_WEIGHTS, None
+            modes.append(("before", before, before_path))
         if rewriter is not None and rewrite_path is not None:
-            modes.append(("rewrite", reranked, current, several, rewrite_path))
+            rewriting = searcher()
+            rewriting.rewriter = rewriter
+            modes.append(("rewrite", rewriting, rewrite_path))
         outs = {path: path.open("w", encoding="utf-8") for *_, path in modes}
-        cache = getattr(memory.embedder, "_cache", None)  # the question-embedding cache: emptied before a timing
         server = _ServerCpu(settings.data_dir if settings.database_url is None else None)
         try:
             for n, q in enumerate(questions):
@@ -250,37 +259,29 @@ async def run(
                     server.refresh()
                 # Rotate which mode goes first, so that none always runs with a warm database cache.
                 shift = n % len(modes)
-                for mode, weights, rerank_weights, several_weights, path in modes[shift:] + modes[:shift]:
+                for mode, mode_searcher, path in modes[shift:] + modes[:shift]:
                     retrieved: list[str] = []
                     if user is not None:
-                        memory._searcher.weights = weights
-                        memory._searcher.rerank_weights = rerank_weights
-                        memory._searcher.several_weights = several_weights
-                        memory._searcher.rewriter = rewriter if mode == "rewrite" else None
-                        if cache is not None:
-                            cache.clear()  # every timed search embeds its question
+                        if memory.embedder is not None:
+                            memory.embedder.clear_cache()  # every timed search embeds its question
                         if rewriter is not None:
                             rewriter.clear_cache()  # and asks the model
                         s0, c0, t0 = server.seconds(), time.process_time(), time.perf_counter()
-                        hits = await memory.search(user, q["question"], limit=latency_limit)
+                        hits = await mode_searcher.search(user, q["question"], limit=latency_limit)
                         latencies[mode].append(time.perf_counter() - t0)
                         cpu[mode].append(time.process_time() - c0)
                         s1 = server.seconds()
                         if s0 is not None and s1 is not None:
                             server_cpu[mode].append(s1 - s0)
                         if limit != latency_limit:  # the ranking to score, untimed
-                            hits = await memory.search(user, q["question"], limit=limit)
+                            hits = await mode_searcher.search(user, q["question"], limit=limit)
                         retrieved = [_own_dia_id(str(h.memory.metadata.get("dia_id")), q["conv_id"]) for h in hits]
                     outs[path].write(json.dumps({"qid": q["qid"], "retrieved": retrieved}) + "\n")
         finally:
-            memory._searcher.weights = reranked
-            memory._searcher.rerank_weights = current
-            memory._searcher.several_weights = several
-            memory._searcher.rewriter = None
             for f in outs.values():
                 f.close()
         embedder = memory.embedder.name if memory.embedder is not None else "none"
-        rewrite_failures = memory.stats.search_rewrite_failures  # only the rewrite mode's searches have a rewriter
+        rewrite_failures = sum(s.stats.search_rewrite_failures for _, s, _ in modes)  # only "rewrite" has a rewriter
     return {
         "turns": len(turns),
         "questions": len(questions),

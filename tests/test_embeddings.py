@@ -93,6 +93,18 @@ async def test_facts_are_embedded_once_at_write_time_in_batches(any_memory: Memo
     assert all(h.components.vector == pytest.approx(1.0) for h in hits)
 
 
+async def test_a_cleared_question_cache_asks_the_model_again() -> None:
+    model = CountingModel()
+    emb = embedder(model, "test-a")
+
+    first = await emb.embed_query("steel flanges")
+    await emb.embed_query("steel flanges")
+    assert model.batches == [1]  # cached
+    emb.clear_cache()
+    assert await emb.embed_query("steel flanges") == first
+    assert model.batches == [1, 1]
+
+
 async def test_switching_the_embedding_model_never_mixes_vectors(any_memory: MemoryManager, user_id: UUID) -> None:
     old = manager_with(any_memory, embedder(CountingModel("a"), "test-a"))
     new_embedder = embedder(CountingModel("b"), "test-b")

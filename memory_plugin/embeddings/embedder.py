@@ -164,3 +164,8 @@ class MemoryEmbedder:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return vector
+
+    def clear_cache(self) -> None:
+        """Forget the cached question embeddings: the next `embed_query` of each question asks the model (a
+        benchmark that times every search's embedding; a model whose vectors changed)."""
+        self._cache.clear()

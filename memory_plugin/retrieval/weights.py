@@ -79,17 +79,18 @@ class SearchWeights:
     date_slack_days: float = 14.0
     """How far outside a named date a fact still gets part of the date boost."""
     candidates: int = 150
-    """Facts taken from each channel (vector, text, date) before the final ranking (for a user with
-    `exact_scan_below` vectors or more the vector channel takes a third as many, at least the limit). 150 rather
+    """Facts taken from each channel (vector, text, date) before the final ranking (a third as many, at least
+    the limit, for a user with `exact_scan_below` facts or more). 150 rather
     than 50: the reranker's 100 best by the hybrid score are then nearly the best 100 of all (cross-validated
     recall@10 0.796 with 100 per channel, 0.801 with 150, 0.805 with 250, on LoCoMo dev)."""
     rerank_candidates: int = 100
     """The hybrid score's best this many facts go to the reranker (`rerank.py`); 0: no reranker. 100 rather
     than 50: cross-validated recall@10 0.790 → 0.804 on LoCoMo dev (80: 0.799)."""
     exact_scan_below: int = 5000
-    """Users with fewer vectors than this are scanned exactly for all `candidates` nearest; above, for a third as
-    many, through the HNSW index (iterative scan) unless they are a small share of their partition (then the
-    scan stays exact: `MEMORY_SEARCH_EXACT_SCAN_BELOW`)."""
+    """A user with fewer facts than this gets each channel's `candidates`, the vector channel's by an exact scan;
+    above, a third as many, the vector channel's through the HNSW index (iterative scan) unless the user is a
+    small share of their partition (then the scan stays exact: `MEMORY_SEARCH_EXACT_SCAN_BELOW`). All five
+    LoCoMo dev conversations in one 2,760-fact memory: recall@10 0.793 with 150 per channel, 0.778 with 50."""
     text_scan_limit: int = 500
     """Postings read per question word (bounds the cost of very common words; also BM25's idf scale)."""
 

@@ -50,18 +50,19 @@ class SearchSettings(SettingsGroup):
     """A fact stated this many days outside a date the question names gets no date boost (linear in between)."""
 
     candidates: int = Field(default=150, ge=1, le=10_000)
-    """Facts taken from each channel (vector, full text, date) before the final ranking (the vector channel
-    takes a third as many, at least the search's limit, for a user with `exact_scan_below` vectors or more)."""
+    """Facts taken from each channel (vector, full text, date) before the final ranking (a third as many, at
+    least the search's limit, for a user with `exact_scan_below` facts or more)."""
 
     rerank_candidates: int = Field(default=100, ge=0, le=1000)
     """The hybrid score's best this many facts are re-ranked by how they cluster (same session, neighbouring
     turns) and the names the question holds (`retrieval/rerank.py`); 0 turns the reranker off."""
 
     exact_scan_below: int = Field(default=5000, ge=0)
-    """Users with fewer vectors than this are scanned exactly for all `candidates` nearest; above, for a third as
-    many, through the HNSW index unless they are a small share of their partition of the search table: for the
-    choice of HNSW the threshold grows by `k / (share × ef_search)`, as the index walk must pass over the other
-    users' rows (`supabase/schemas/22_memory_search.sql`)."""
+    """A user with fewer facts than this gets each channel's `candidates`, the vector channel's by an exact scan;
+    above, a third as many from each channel (each candidate costs the ranking more in a large history), the
+    vector channel's through the HNSW index unless the user is a small share of their partition of the search
+    table: for that choice the threshold grows by `k / (share × ef_search)`, as the index walk must pass over
+    the other users' rows (`supabase/schemas/22_memory_search.sql`)."""
 
     text_scan_limit: int = Field(default=500, ge=1)
     """Postings read per question word: bounds the cost of very common words in a long history."""

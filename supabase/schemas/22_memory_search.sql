@@ -4,7 +4,7 @@
 
 -- memory_search: the user's p_limit best valid, unexpired facts for a question, with the parts of each score.
 --
--- 1. Candidates (each channel at most p_candidates facts): nearest vectors of p_model, best BM25 matches
+-- 1. Candidates (each channel at most p_candidates facts, a third as many in a large history): nearest vectors of p_model, best BM25 matches
 --    (memory_private.memory_search_terms; at most p_text_scan_limit postings per word are read, bounding the
 --    cost of very common words), and facts stated inside a date the question names.
 -- 2. Relevance of each candidate, a weighted sum (weights calibrated on LoCoMo's development split, see
@@ -25,15 +25,18 @@
 --    100, the same ranking: LoCoMo client CPU per search 14.3 -> 11.0 ms and p95 31.0 -> 25.9 ms, interleaved
 --    in one process on a slow machine (bench/README.md, docs/retrieval.md).
 --
--- The vector channel: the user's v_k nearest vectors (p_candidates, at least the rows ranked) when they have
--- fewer than p_exact_scan_below, a third of that (at least p_limit) above. In a large history each candidate
--- costs the ranking below more (its rows are spread over more pages than the cache holds: 19 µs a candidate
--- at 1k facts, 26-32 µs at 10k-100k, bench/retrieval_latency.py), and the channel's best 50 carry most of what
--- its best 150 do: with all five LoCoMo dev conversations in one user's memory (2,760 facts), recall@10 over
--- categories 1-4 is 0.793 with 150 vector candidates, 0.784 with 100, 0.781 with 75 or 50 (exact or HNSW
--- alike: the walk found the same 50), 0.777 with 40. At 100k facts the third (50 instead of 100, ef_search 75
--- instead of 150) made the server's time per search 14.9 -> 10.0 ms (p50), at 10k 13.3 -> 9.3.
--- They are read by an exact scan of the user's vectors, or HNSW with hnsw.iterative_scan (so the user filter
+-- Each channel's size: v_k (p_candidates, at least the rows ranked) for a user with fewer than
+-- p_exact_scan_below facts, a third of that (at least p_limit) above. In a large history each candidate costs
+-- the ranking below more (its rows are spread over more pages than the cache holds: 19 µs a candidate at 1k
+-- facts, 26-32 µs at 10k-100k, bench/retrieval_latency.py) and the walk of the HNSW index for 50 rows costs
+-- ~40 % less than for 100. What it costs in recall, with all five LoCoMo dev conversations in one user's
+-- memory (2,760 facts; recall@10 over categories 1-4, each variant set by hand on one database): 0.793 with
+-- every channel at 150; vector channel at 100 0.784, at 75, 60 or 50 0.781 (exact or HNSW alike: the walk
+-- found the same 50), at 40 0.777; then the text channel at 50 too 0.779, and the dated one 0.778. At 100k
+-- facts the server's time per search (p50, the three functions in turn on one database) went 13.6 -> 8.7 ms
+-- with the vector channel's third and to 7.5 ms with every channel's (52 candidates instead of 178); at 1k
+-- it stayed 3.7-3.8 ms.
+-- The vector channel reads its candidates by an exact scan of the user's vectors, or HNSW with hnsw.iterative_scan (so the user filter
 -- does not starve the result), whichever costs less. HNSW with a user filter walks the graph until enough of
 -- the user's rows turn up, so its cost follows the user's share of their partition, not their size; the exact
 -- scan reads the user's vectors from an index that carries them, ~0.42 µs each. The vector channel inside
@@ -43,8 +46,8 @@
 --   10k facts, 43 %                               6.1 /  4.4
 --   10k facts in the 100k user's partition, 8 %  30.9 /  4.4
 --   1k facts                                      1.0 /  0.7
--- So the scan is exact when the user's rows are fewer than p_exact_scan_below * max(1, v_vk / (share *
--- ef_search)), i.e. when reading them costs less than the walk that would find v_vk of them: every row above
+-- So the scan is exact when the user's rows are fewer than p_exact_scan_below * max(1, v_ck / (share *
+-- ef_search)), i.e. when reading them costs less than the walk that would find v_ck of them: every row above
 -- chooses the faster side. The user's count comes from memory_private.memory_search_counts, the partition's
 -- size from the planner's statistics. p_exact_scan_below is 5,000: an exact scan beats the walk up to ~10k
 -- facts, and 5,000 is half that because the exact scan reads all the user's vectors (~4 MB at 5k facts)
@@ -135,7 +138,7 @@ declare
     v_docs integer;
     v_rows real;
     v_share float8 := 1;
-    v_vk integer;
+    v_ck integer;
     v_ef integer;
     v_vec_ids uuid[] := '{}';
     v_ids uuid[] := '{}';
@@ -153,31 +156,32 @@ begin
         raise exception 'p_rerank_weights holds % weights; the reranker has 14 inputs', cardinality(p_rerank_weights)
             using errcode = '22023';
     end if;
+    -- The user's facts and their share of their partition, whose rows come from the planner's statistics (0
+    -- before its first analyze: then the user's own count stands in, share 1).
+    select c.docs, greatest(p.reltuples, 0) into v_docs, v_rows
+      from memory_private.memory_search_counts c left join pg_catalog.pg_class p on p.oid = c.search_partition
+     where c.user_id = p_user_id;
+    v_docs := coalesce(v_docs, 0);
+    if v_docs > 0 then
+        v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
+    end if;
+    -- Each channel's candidates: v_k below p_exact_scan_below facts, a third of it (at least p_limit) above (see
+    -- the header).
+    v_ck := case when v_docs < p_exact_scan_below then v_k else greatest(p_limit, v_k / 3) end;
     if p_embedding is not null and p_model is not null then
-        -- The user's vectors and their share of their partition, whose rows come from the planner's statistics
-        -- (0 before its first analyze: then the user's own count stands in, share 1).
-        select c.docs, greatest(p.reltuples, 0) into v_docs, v_rows
-          from memory_private.memory_search_counts c left join pg_catalog.pg_class p on p.oid = c.search_partition
-         where c.user_id = p_user_id;
-        v_docs := coalesce(v_docs, 0);
-        if v_docs > 0 then
-            v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
-        end if;
-        -- All v_k nearest below p_exact_scan_below vectors, a third of them (at least p_limit) above; ef_search
-        -- 1.5 times that (at least 40, pgvector's default): see the header.
-        v_vk := case when v_docs < p_exact_scan_below then v_k else greatest(p_limit, v_k / 3) end;
-        v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
+        -- ef_search 1.5 times the rows wanted (at least 40, pgvector's default): see the header.
+        v_ef := least(greatest(v_ck + v_ck / 2, 40), 1000);
         -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
         -- walk visits the whole partition's graph and keeps the user's rows: one ef_search pass when most rows
-        -- are the user's, about v_vk / share tuples when few are (a 10k-fact user sharing a partition with a
+        -- are the user's, about v_ck / share tuples when few are (a 10k-fact user sharing a partition with a
         -- 100k-fact one, share 8 %: 31 ms through HNSW, 4.4 ms exact). p_exact_scan_below is half the
         -- break-even of a user who fills their partition (see the header); it grows as the user's share shrinks.
-        if v_docs < p_exact_scan_below * greatest(1, v_vk / (greatest(v_share, 1e-6) * v_ef)) then
+        if v_docs < p_exact_scan_below * greatest(1, v_ck / (greatest(v_share, 1e-6) * v_ef)) then
             -- Exact: the `+ 0` keeps the planner off the HNSW index; a generic plan, planned once per session
             -- (see the header).
             select coalesce(array_agg(x.memory_id), '{}') into v_vec_ids from (select d.memory_id
               from public.memory_search_docs d where d.user_id = p_user_id and d.embedding_model = p_model
-             order by (d.embedding operator(extensions.<=>) v_q) + 0 limit v_vk) as x;
+             order by (d.embedding operator(extensions.<=>) v_q) + 0 limit v_ck) as x;
         else
             -- Iterative scan: HNSW keeps walking until enough vectors pass the user/model filter (relaxed
             -- order: the final order is the fused score's anyway).
@@ -186,7 +190,7 @@ begin
             execute 'select coalesce(array_agg(x.memory_id), ''{}'') from (select d.memory_id'
                     ' from public.memory_search_docs d where d.user_id = $1 and d.embedding_model = $2'
                     ' order by d.embedding operator(extensions.<=>) $3 limit $4) as x'
-               into v_vec_ids using p_user_id, p_model, v_q, v_vk;
+               into v_vec_ids using p_user_id, p_model, v_q, v_ck;
         end if;
     end if;
 
@@ -194,7 +198,7 @@ begin
     -- of each word, at most p_text_scan_limit per word. idf = ln(1 + p_text_scan_limit / df): the cap stands
     -- in for the collection size, which keeps it monotone in df without counting the user's facts. Each
     -- word's postings and document frequency come from one read, then one aggregate per fact; the same
-    -- statement picks the candidates (the text channel's top v_k, the vector channel's, the dated ones) and
+    -- statement picks the candidates (the text channel's top v_ck, the vector channel's, the dated ones) and
     -- gives each its BM25, so the ranking below joins nothing to find it. The arithmetic is float8 throughout
     -- (each word's idf once): `tf * 2.2` with a numeric literal made every posting's weight and the sum
     -- numeric, 3.5 ms against 1.4 for 1,200 postings of a 100k-fact user (the scan itself: 0.5 ms).
@@ -217,9 +221,9 @@ begin
                            and m.occurred_at >= w.date_from - make_interval(days => 1)
                            and m.occurred_at < w.date_to + make_interval(days => 1)
                          order by m.occurred_at
-                         limit v_k) as m
+                         limit v_ck) as m
     ),
-    -- The text channel's best v_k, without the facts tied with the last of them when those would not all fit:
+    -- The text channel's best v_ck, without the facts tied with the last of them when those would not all fit:
     -- which of equally good facts get in must not depend on their random ids. The tie is common: a name the
     -- question holds is in every turn its speaker said ("Caroline: …"), and those turns, matched by the name
     -- alone, all score the same (LoCoMo's development split: the 150th place is tied for every question, with
@@ -228,13 +232,13 @@ begin
     -- random, recall@10 moved by up to 0.006 between runs.
     text_cut as (
         select c.rank, (select count(*) from bm25 z where z.rank >= c.rank) as tied_or_better
-          from (select y.rank from bm25 y order by y.rank desc offset v_k - 1 limit 1) as c
+          from (select y.rank from bm25 y order by y.rank desc offset v_ck - 1 limit 1) as c
     ),
     cand as (
         select b.memory_id from bm25 b
          where not exists (select from text_cut)
             or b.rank > (select t.rank from text_cut t)
-            or (b.rank = (select t.rank from text_cut t) and (select t.tied_or_better from text_cut t) <= v_k)
+            or (b.rank = (select t.rank from text_cut t) and (select t.tied_or_better from text_cut t) <= v_ck)
         union select unnest(v_vec_ids)
         union select memory_id from dated
     )

@@ -1,13 +1,13 @@
--- memory_search's vector channel takes the user's 150 nearest vectors (p_candidates) below 5,000 vectors and a
--- third of that (50, at least p_limit) above, whether it reads them by HNSW or exactly; it took half (at
--- least the 100 reranked, ef_search 150) through HNSW and 150 by an exact scan, and scanned exactly below 2,000.
--- In a large history each candidate costs the ranking more (its rows are spread over more pages than the cache
--- holds), and the walk for 50 (ef_search 75) is ~40 % cheaper: server time per search at 100k facts 14.9 ->
--- 10.0 ms p50, at 10k 13.3 -> 9.3 (bench/retrieval_latency.py's users, interleaved). Recall: all five LoCoMo
--- dev conversations in one 2,760-fact memory, recall@10 over categories 1-4 0.793 with 150 vector candidates
--- (now: below 5,000), 0.784 with 100 (before, through HNSW), 0.781 with 50. Same signature, a new default for
--- p_exact_scan_below: `create or replace` keeps the grants and the comment.
--- See supabase/schemas/22_memory_search.sql.
+-- memory_search takes a third of each channel's candidates (vector, text, dated: 50, at least p_limit) for a
+-- user with 5,000 facts or more, and all of them (p_candidates, 150) below; the vector channel is scanned
+-- exactly below 5,000 (was 2,000). Before, every channel took 150, except HNSW, which took half (at least the
+-- 100 reranked, ef_search 150). In a large history each candidate costs the ranking more (its rows are spread
+-- over more pages than the cache holds) and the walk for 50 (ef_search 75) is ~40 % cheaper: server time per
+-- search at 100k facts 13.6 -> 7.5 ms p50 (bench/retrieval_latency.py's users, interleaved). Recall: all five
+-- LoCoMo dev conversations in one 2,760-fact memory, recall@10 over categories 1-4 0.793 with every channel at
+-- 150 (now: below 5,000 facts), 0.784 with the vector channel at 100 (before, through HNSW), 0.778 with every
+-- channel at 50. Same signature, a new default for p_exact_scan_below: `create or replace` keeps the grants and
+-- the comment. See supabase/schemas/22_memory_search.sql.
 create or replace function public.memory_search(
     p_user_id uuid,
     p_query text,
@@ -83,7 +83,7 @@ declare
     v_docs integer;
     v_rows real;
     v_share float8 := 1;
-    v_vk integer;
+    v_ck integer;
     v_ef integer;
     v_vec_ids uuid[] := '{}';
     v_ids uuid[] := '{}';
@@ -101,31 +101,32 @@ begin
         raise exception 'p_rerank_weights holds % weights; the reranker has 14 inputs', cardinality(p_rerank_weights)
             using errcode = '22023';
     end if;
+    -- The user's facts and their share of their partition, whose rows come from the planner's statistics (0
+    -- before its first analyze: then the user's own count stands in, share 1).
+    select c.docs, greatest(p.reltuples, 0) into v_docs, v_rows
+      from memory_private.memory_search_counts c left join pg_catalog.pg_class p on p.oid = c.search_partition
+     where c.user_id = p_user_id;
+    v_docs := coalesce(v_docs, 0);
+    if v_docs > 0 then
+        v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
+    end if;
+    -- Each channel's candidates: v_k below p_exact_scan_below facts, a third of it (at least p_limit) above (see
+    -- the header).
+    v_ck := case when v_docs < p_exact_scan_below then v_k else greatest(p_limit, v_k / 3) end;
     if p_embedding is not null and p_model is not null then
-        -- The user's vectors and their share of their partition, whose rows come from the planner's statistics
-        -- (0 before its first analyze: then the user's own count stands in, share 1).
-        select c.docs, greatest(p.reltuples, 0) into v_docs, v_rows
-          from memory_private.memory_search_counts c left join pg_catalog.pg_class p on p.oid = c.search_partition
-         where c.user_id = p_user_id;
-        v_docs := coalesce(v_docs, 0);
-        if v_docs > 0 then
-            v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
-        end if;
-        -- All v_k nearest below p_exact_scan_below vectors, a third of them (at least p_limit) above; ef_search
-        -- 1.5 times that (at least 40, pgvector's default): see the header.
-        v_vk := case when v_docs < p_exact_scan_below then v_k else greatest(p_limit, v_k / 3) end;
-        v_ef := least(greatest(v_vk + v_vk / 2, 40), 1000);
+        -- ef_search 1.5 times the rows wanted (at least 40, pgvector's default): see the header.
+        v_ef := least(greatest(v_ck + v_ck / 2, 40), 1000);
         -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
         -- walk visits the whole partition's graph and keeps the user's rows: one ef_search pass when most rows
-        -- are the user's, about v_vk / share tuples when few are (a 10k-fact user sharing a partition with a
+        -- are the user's, about v_ck / share tuples when few are (a 10k-fact user sharing a partition with a
         -- 100k-fact one, share 8 %: 31 ms through HNSW, 4.4 ms exact). p_exact_scan_below is half the
         -- break-even of a user who fills their partition (see the header); it grows as the user's share shrinks.
-        if v_docs < p_exact_scan_below * greatest(1, v_vk / (greatest(v_share, 1e-6) * v_ef)) then
+        if v_docs < p_exact_scan_below * greatest(1, v_ck / (greatest(v_share, 1e-6) * v_ef)) then
             -- Exact: the `+ 0` keeps the planner off the HNSW index; a generic plan, planned once per session
             -- (see the header).
             select coalesce(array_agg(x.memory_id), '{}') into v_vec_ids from (select d.memory_id
               from public.memory_search_docs d where d.user_id = p_user_id and d.embedding_model = p_model
-             order by (d.embedding operator(extensions.<=>) v_q) + 0 limit v_vk) as x;
+             order by (d.embedding operator(extensions.<=>) v_q) + 0 limit v_ck) as x;
         else
             -- Iterative scan: HNSW keeps walking until enough vectors pass the user/model filter (relaxed
             -- order: the final order is the fused score's anyway).
@@ -134,7 +135,7 @@ begin
             execute 'select coalesce(array_agg(x.memory_id), ''{}'') from (select d.memory_id'
                     ' from public.memory_search_docs d where d.user_id = $1 and d.embedding_model = $2'
                     ' order by d.embedding operator(extensions.<=>) $3 limit $4) as x'
-               into v_vec_ids using p_user_id, p_model, v_q, v_vk;
+               into v_vec_ids using p_user_id, p_model, v_q, v_ck;
         end if;
     end if;
 
@@ -142,7 +143,7 @@ begin
     -- of each word, at most p_text_scan_limit per word. idf = ln(1 + p_text_scan_limit / df): the cap stands
     -- in for the collection size, which keeps it monotone in df without counting the user's facts. Each
     -- word's postings and document frequency come from one read, then one aggregate per fact; the same
-    -- statement picks the candidates (the text channel's top v_k, the vector channel's, the dated ones) and
+    -- statement picks the candidates (the text channel's top v_ck, the vector channel's, the dated ones) and
     -- gives each its BM25, so the ranking below joins nothing to find it. The arithmetic is float8 throughout
     -- (each word's idf once): `tf * 2.2` with a numeric literal made every posting's weight and the sum
     -- numeric, 3.5 ms against 1.4 for 1,200 postings of a 100k-fact user (the scan itself: 0.5 ms).
@@ -165,9 +166,9 @@ begin
                            and m.occurred_at >= w.date_from - make_interval(days => 1)
                            and m.occurred_at < w.date_to + make_interval(days => 1)
                          order by m.occurred_at
-                         limit v_k) as m
+                         limit v_ck) as m
     ),
-    -- The text channel's best v_k, without the facts tied with the last of them when those would not all fit:
+    -- The text channel's best v_ck, without the facts tied with the last of them when those would not all fit:
     -- which of equally good facts get in must not depend on their random ids. The tie is common: a name the
     -- question holds is in every turn its speaker said ("Caroline: …"), and those turns, matched by the name
     -- alone, all score the same (LoCoMo's development split: the 150th place is tied for every question, with
@@ -176,13 +177,13 @@ begin
     -- random, recall@10 moved by up to 0.006 between runs.
     text_cut as (
         select c.rank, (select count(*) from bm25 z where z.rank >= c.rank) as tied_or_better
-          from (select y.rank from bm25 y order by y.rank desc offset v_k - 1 limit 1) as c
+          from (select y.rank from bm25 y order by y.rank desc offset v_ck - 1 limit 1) as c
     ),
     cand as (
         select b.memory_id from bm25 b
          where not exists (select from text_cut)
             or b.rank > (select t.rank from text_cut t)
-            or (b.rank = (select t.rank from text_cut t) and (select t.tied_or_better from text_cut t) <= v_k)
+            or (b.rank = (select t.rank from text_cut t) and (select t.tied_or_better from text_cut t) <= v_ck)
         union select unnest(v_vec_ids)
         union select memory_id from dated
     )
