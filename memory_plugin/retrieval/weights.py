@@ -80,9 +80,9 @@ class SearchWeights:
     """How far outside a named date a fact still gets part of the date boost."""
     candidates: int = 150
     """Facts taken from each channel (vector, text, date) before the final ranking (a third as many, at least
-    the limit, for a user with `exact_scan_below` facts or more). 150 rather
-    than 50: the reranker's 100 best by the hybrid score are then nearly the best 100 of all (cross-validated
-    recall@10 0.796 with 100 per channel, 0.801 with 150, 0.805 with 250, on LoCoMo dev)."""
+    the limit, for a user with `exact_scan_below` facts or more). 150 rather than 50: the reranker's 100 best by
+    the hybrid score are then nearly the best 100 of all (cross-validated recall@10 0.796 with 100 per channel,
+    0.801 with 150, 0.805 with 250, on LoCoMo dev)."""
     rerank_candidates: int = 100
     """The hybrid score's best this many facts go to the reranker (`rerank.py`); 0: no reranker. 100 rather
     than 50: cross-validated recall@10 0.790 → 0.804 on LoCoMo dev (80: 0.799)."""
