@@ -156,19 +156,19 @@ begin
         raise exception 'p_rerank_weights holds % weights; the reranker has 14 inputs', cardinality(p_rerank_weights)
             using errcode = '22023';
     end if;
-    -- The user's facts and their share of their partition, whose rows come from the planner's statistics (0
-    -- before its first analyze: then the user's own count stands in, share 1).
+    -- The user's facts, and the rows of their partition from the planner's statistics (0 before its first
+    -- analyze: then the user's own count stands in, share 1).
     select c.docs, greatest(p.reltuples, 0) into v_docs, v_rows
       from memory_private.memory_search_counts c left join pg_catalog.pg_class p on p.oid = c.search_partition
      where c.user_id = p_user_id;
     v_docs := coalesce(v_docs, 0);
-    if v_docs > 0 then
-        v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
-    end if;
     -- Each channel's candidates: v_k below p_exact_scan_below facts, a third of it (at least p_limit) above (see
     -- the header).
     v_ck := case when v_docs < p_exact_scan_below then v_k else greatest(p_limit, v_k / 3) end;
     if p_embedding is not null and p_model is not null then
+        if v_docs > 0 then
+            v_share := v_docs::float8 / greatest(coalesce(v_rows, 0)::float8, v_docs);
+        end if;
         -- ef_search 1.5 times the rows wanted (at least 40, pgvector's default): see the header.
         v_ef := least(greatest(v_ck + v_ck / 2, 40), 1000);
         -- Exact scan or HNSW, by their cost. The exact scan reads the user's vectors: cost ~ v_docs. The HNSW
